@@ -1,0 +1,1 @@
+"""The agent core: system prompt and workspace, untrusted-content wrapping, silent replies."""

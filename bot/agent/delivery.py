@@ -1,0 +1,170 @@
+"""Getting one reply to a person: NO_REPLY gating, typing, throttled previews, and final
+delivery through the outbound ledger so a retried turn never sends a chunk twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from bot.agent.silent import SilentGate
+
+if TYPE_CHECKING:
+    from bot.channel import Channel
+    from bot.metrics import Metrics
+    from bot.store.sqlite import SQLiteStore
+    from bot.types import Address
+
+from bot.types import OutboundMessage
+
+log = logging.getLogger(__name__)
+
+# Ledger slot of a streaming preview message; the final chunk 0 replaces it in place.
+PREVIEW_SLOT = -1
+ITERATION_SEPARATOR = "\n\n"
+
+
+class ReplyStream:
+    """Collects the model's text for one turn and shows it to the person as it grows.
+
+    Nothing is shown (no typing, no preview) until the text can no longer turn out to be a
+    silent `NO_REPLY`. A silent turn (`visible=False`) never shows anything at all.
+    """
+
+    def __init__(
+        self,
+        *,
+        channel: Channel | None,
+        address: Address | None,
+        turn_id: str,
+        store: SQLiteStore,
+        metrics: Metrics | None = None,
+        visible: bool = True,
+    ):
+        self.channel = channel
+        self.address = address
+        self.turn_id = turn_id
+        self.store = store
+        self.metrics = metrics
+        self.visible = visible and channel is not None and address is not None
+        self._gate = SilentGate()
+        self._text = ""
+        self._typing: asyncio.Task[None] | None = None
+        self._preview_task: asyncio.Task[None] | None = None
+        self._preview_id: str | None = None
+        self._preview_shown = ""
+        self._last_preview = 0.0
+        self._pending_separator = False
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    async def on_text(self, delta: str) -> None:
+        if self._pending_separator and self._text:
+            delta = ITERATION_SEPARATOR + delta
+        self._pending_separator = False
+        released = self._gate.feed(delta)
+        if not released:
+            return
+        self._text += released
+        self._start_typing()
+        self._maybe_preview()
+
+    async def on_tool_start(self, _name: str) -> None:
+        self._start_typing()
+
+    def next_iteration(self) -> None:
+        """A tool round happened; the next text belongs after a paragraph break."""
+        self._pending_separator = True
+
+    def _start_typing(self) -> None:
+        if not self.visible or self._typing is not None:
+            return
+        assert self.channel is not None
+        if self.channel.typing_interval > 0:
+            self._typing = asyncio.create_task(self._typing_loop(), name=f"typing:{self.turn_id}")
+
+    async def _typing_loop(self) -> None:
+        assert self.channel is not None and self.address is not None
+        while True:
+            try:
+                await self.channel.typing(self.address)
+            except Exception as exc:  # an indicator is never worth failing a turn for
+                log.debug("typing indicator failed: %s", exc)
+            await asyncio.sleep(self.channel.typing_interval)
+
+    def _maybe_preview(self) -> None:
+        if not self.visible:
+            return
+        assert self.channel is not None
+        interval = self.channel.stream_interval
+        if interval <= 0 or (self._preview_task and not self._preview_task.done()):
+            return
+        if time.monotonic() - self._last_preview < interval:
+            return
+        self._preview_task = asyncio.create_task(self._send_preview())
+
+    async def _send_preview(self) -> None:
+        assert self.channel is not None and self.address is not None
+        chunks = self.channel.render(self._text)
+        if not chunks:
+            return
+        preview = chunks[0]
+        if preview == self._preview_shown:
+            return
+        self._last_preview = time.monotonic()
+        try:
+            message_id = await self.channel.deliver(
+                OutboundMessage(
+                    self.address, preview, self.turn_id, 0, edit_of=self._preview_id, final=False
+                )
+            )
+        except Exception as exc:
+            log.warning("streaming preview failed (the final reply will still be sent): %s", exc)
+            return
+        self._preview_shown = preview
+        if self._preview_id is None:
+            self._preview_id = message_id
+            await self.store.ledger_put(self.turn_id, PREVIEW_SLOT, message_id)
+
+    def finish_text(self) -> str:
+        """The whole reply as it should be delivered ("" when the turn is silent)."""
+        self._text += self._gate.finish()
+        return self._text.strip()
+
+    async def deliver(self, text: str) -> int:
+        """Send every chunk of `text` not already in the ledger. Returns chunks sent."""
+        if self._preview_task is not None:
+            with contextlib.suppress(Exception):
+                await self._preview_task
+        if not self.visible or not text:
+            return 0
+        assert self.channel is not None and self.address is not None
+        ledger = await self.store.ledger_for_turn(self.turn_id)
+        preview_id = ledger.get(PREVIEW_SLOT, self._preview_id)
+        sent = 0
+        for index, chunk in enumerate(self.channel.render(text)):
+            if index in ledger:
+                continue
+            edit_of = preview_id if index == 0 else None
+            out = OutboundMessage(self.address, chunk, self.turn_id, index, edit_of=edit_of)
+            message_id = await self.channel.deliver(out)
+            await self.store.ledger_put(self.turn_id, index, message_id)
+            sent += 1
+            if self.metrics:
+                self.metrics.messages_out.labels(self.channel.name).inc()
+        return sent
+
+    async def close(self) -> None:
+        if self._typing is not None:
+            self._typing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._typing
+            self._typing = None
+            assert self.channel is not None and self.address is not None
+            with contextlib.suppress(Exception):
+                await self.channel.done_typing(self.address)

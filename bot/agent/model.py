@@ -1,0 +1,165 @@
+"""The model client: one streaming call to the Anthropic Messages API with prompt caching,
+mapping the SDK's exceptions to Krill's own so callers can build user-facing messages.
+
+Retries (429, 5xx, 529, connection errors) come from the SDK; what reaches us has exhausted them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+
+from bot.agent.caching import apply_breakpoints
+from bot.config import Config
+from bot.errors import (
+    ContextOverflow,
+    ModelAuthError,
+    ModelError,
+    ModelNotConfigured,
+    ModelOverloaded,
+    ModelRateLimited,
+)
+from bot.types import Usage
+
+log = logging.getLogger(__name__)
+
+OVERFLOW_RE = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+
+TextCallback = Callable[[str], Awaitable[None]]
+ToolStartCallback = Callable[[str], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ModelReply:
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: Usage
+    model: str
+    latency: float = 0.0
+    request_id: str = ""
+    tool_uses: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+
+def _usage_from(raw: Any) -> Usage:
+    return Usage(
+        input_tokens=getattr(raw, "input_tokens", 0) or 0,
+        output_tokens=getattr(raw, "output_tokens", 0) or 0,
+        cache_read_tokens=getattr(raw, "cache_read_input_tokens", 0) or 0,
+        cache_write_tokens=getattr(raw, "cache_creation_input_tokens", 0) or 0,
+    )
+
+
+def map_error(exc: Exception) -> ModelError:
+    """Translate an SDK exception into the matching Krill exception."""
+    if isinstance(exc, ModelError):
+        return exc
+    if isinstance(exc, anthropic.BadRequestError | anthropic.ContentTooLargeError):
+        message = str(exc)
+        match = OVERFLOW_RE.search(message)
+        if match or "prompt is too long" in message:
+            tokens, limit = (int(match[1]), int(match[2])) if match else (None, None)
+            return ContextOverflow(message, tokens, limit)
+        return ModelError(f"model rejected the request: {message}")
+    if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
+        return ModelAuthError(str(exc))
+    if isinstance(exc, anthropic.RateLimitError):
+        return ModelRateLimited(str(exc))
+    if isinstance(exc, anthropic.OverloadedError) or (
+        isinstance(exc, anthropic.APIStatusError) and exc.status_code == 529
+    ):
+        return ModelOverloaded(str(exc))
+    if isinstance(exc, anthropic.APIError):
+        return ModelError(f"{type(exc).__name__}: {exc}")
+    return ModelError(f"model call failed: {type(exc).__name__}: {exc}")
+
+
+class ModelClient:
+    """Owns the AsyncAnthropic client; one instance per running service."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.config.anthropic.api_key)
+
+    def _get_client(self) -> anthropic.AsyncAnthropic:
+        if not self.configured:
+            raise ModelNotConfigured("ANTHROPIC_API_KEY is not set")
+        if self._client is None:
+            cfg = self.config.anthropic
+            self._client = anthropic.AsyncAnthropic(
+                api_key=cfg.api_key,
+                base_url=cfg.base_url or None,
+                max_retries=cfg.max_retries,
+                timeout=cfg.timeout,
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(
+        self,
+        *,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+        on_tool_start: ToolStartCallback | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+    ) -> ModelReply:
+        """Stream one model response, calling `on_text` with each text delta."""
+        client = self._get_client()
+        system, tool_defs, messages = apply_breakpoints(
+            system=system, tools=tools or [], messages=messages, ttl=self.config.anthropic.cache_ttl
+        )
+        kwargs: dict[str, Any] = {
+            "model": model or self.config.agent.model,
+            "max_tokens": max_tokens or self.config.agent.max_tokens,
+            "system": system,
+            "messages": messages,
+        }
+        if tool_defs:
+            kwargs["tools"] = tool_defs
+        started = time.monotonic()
+        try:
+            async with client.messages.stream(**kwargs) as stream:
+                async for event in stream:
+                    if event.type == "text" and on_text is not None:
+                        await on_text(event.text)
+                    elif (
+                        event.type == "content_block_start"
+                        and getattr(event.content_block, "type", "") == "tool_use"
+                        and on_tool_start is not None
+                    ):
+                        await on_tool_start(event.content_block.name)
+                final = await stream.get_final_message()
+        except Exception as exc:  # every failure path ends in a Krill ModelError
+            mapped = map_error(exc)
+            log.warning("model call failed: %s", mapped)
+            raise mapped from exc
+        content = [block.model_dump(exclude_none=True) for block in final.content]
+        return ModelReply(
+            content=content,
+            stop_reason=final.stop_reason or "end_turn",
+            usage=_usage_from(final.usage),
+            model=final.model,
+            latency=time.monotonic() - started,
+            request_id=getattr(final, "_request_id", "") or "",
+            tool_uses=[b for b in content if b.get("type") == "tool_use"],
+        )

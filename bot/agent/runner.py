@@ -1,0 +1,335 @@
+"""One agent turn: record the person's message, call the model (with tools, in a bounded
+loop), persist every step, and deliver the reply.
+
+A turn is resumable: after a crash it is run again from what the store holds, continuing
+the model loop or just delivering an already-written reply, and the ledger keeps sent
+chunks from going out twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bot.agent.delivery import ReplyStream
+from bot.agent.model import ModelClient, ModelReply
+from bot.agent.pricing import estimate_cost
+from bot.agent.silent import is_silent
+from bot.agent.tools import ToolContext, ToolRegistry
+from bot.agent.workspace import Workspace
+from bot.config import Config
+from bot.context.messages import build_messages
+from bot.errors import ModelError
+from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
+from bot.types import Address, ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.channel import Channel
+    from bot.metrics import Metrics
+    from bot.store.sqlite import SQLiteStore
+
+log = logging.getLogger(__name__)
+
+TOOL_LIMIT_NOTE = "(I stopped after {n} tool calls in one turn; ask me to continue if needed.)"
+
+
+@dataclass(slots=True)
+class TurnJob:
+    """Everything needed to run (or resume) one turn."""
+
+    session_key: str
+    turn_id: str
+    messages: list[InboundMessage] = field(default_factory=list)
+    inbound_ids: list[int] = field(default_factory=list)
+    resume: bool = False
+    # Silent turns (memory flush, heartbeat) carry an internal prompt and show nothing.
+    prompt: str | None = None
+    kind: str = "user"
+    history_limit: int = 0
+
+    @property
+    def first(self) -> InboundMessage | None:
+        return self.messages[0] if self.messages else None
+
+    @property
+    def address(self) -> Address | None:
+        return self.messages[-1].address if self.messages else None
+
+    @property
+    def is_direct(self) -> bool:
+        first = self.first
+        return first is None or first.chat_type == ChatType.DIRECT
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    text: str = ""
+    silent: bool = False
+    error: ModelError | None = None
+    model_calls: int = 0
+
+
+# Hooks other parts plug in:
+# - recall (memory) runs before a person's turn is written and returns text to attach to it;
+# - before_turn runs inside the session's lane before a person's turn (e.g. a memory flush);
+# - prepare rewrites the request messages (pruning, compaction) before each model call;
+# - before_compaction runs before history is compacted (e.g. a memory flush).
+RecallHook = Callable[[TurnJob, SessionRow], Awaitable[str | None]]
+BeforeTurnHook = Callable[[TurnJob, SessionRow], Awaitable[None]]
+PrepareHook = Callable[[SessionRow, list[Entry], list[dict[str, Any]]], Awaitable[list[dict]]]
+SessionHook = Callable[[SessionRow], Awaitable[None]]
+
+
+class AgentRunner:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: SQLiteStore,
+        model: ModelClient,
+        workspace: Workspace,
+        tools: ToolRegistry,
+        channels: dict[str, Channel],
+        metrics: Metrics,
+    ):
+        self.config = config
+        self.store = store
+        self.model = model
+        self.workspace = workspace
+        self.tools = tools
+        self.channels = channels
+        self.metrics = metrics
+        self.recall: RecallHook | None = None
+        self.before_turn: list[BeforeTurnHook] = []
+        self.prepare: PrepareHook | None = None
+        self.before_compaction: list[SessionHook] = []
+
+    def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
+        if job.prompt is not None:
+            payload: dict[str, Any] = {"text": job.prompt, "kind": job.kind}
+        else:
+            context: list[str] = []
+            for msg in job.messages:
+                context.extend(msg.context_lines)
+            payload = {
+                "messages": [
+                    {
+                        "message_id": m.message_id,
+                        "channel": m.channel,
+                        "user_id": m.user_id,
+                        "user_name": m.user_name,
+                        "text": m.text,
+                        "timestamp": m.timestamp or time.time(),
+                        "chat_title": m.chat_title,
+                    }
+                    for m in job.messages
+                ],
+                "context_lines": context,
+                "recall": recall,
+            }
+        return Entry(
+            session.session_id, EntryType.MESSAGE, payload, role=Role.USER, turn_id=job.turn_id
+        )
+
+    def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
+        prompt = self.workspace.system_prompt(include_memory=is_direct)
+        return [{"type": "text", "text": prompt}]
+
+    async def run(self, job: TurnJob) -> TurnOutcome:
+        channel_name = job.first.channel if job.first else "local"
+        session = await self.store.get_or_create_session(job.session_key, channel_name)
+        channel = self.channels.get(job.address.channel) if job.address else None
+        stream = ReplyStream(
+            channel=channel,
+            address=job.address,
+            turn_id=job.turn_id,
+            store=self.store,
+            metrics=self.metrics,
+            visible=job.prompt is None,
+        )
+        outcome = TurnOutcome()
+        try:
+            if job.prompt is None and not job.resume:
+                for hook in self.before_turn:
+                    await hook(job, session)
+            if not job.resume:
+                recall = await self.recall(job, session) if self.recall and job.messages else None
+                entry = self._user_entry(job, session, recall)
+                await self.store.begin_turn([entry], job.inbound_ids, job.turn_id)
+                if job.address:
+                    await self.store.update_session(
+                        session.session_id,
+                        address=job.address.to_dict(),
+                        last_activity_at=time.time(),
+                    )
+            outcome = await self._loop(job, session, stream)
+            text = stream.finish_text()
+            outcome.silent = not text or is_silent(text)
+            outcome.text = "" if outcome.silent else text
+            if not outcome.silent:
+                await stream.deliver(outcome.text)
+            await self.store.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
+            await self.store.increment_session(session.session_id, turns=1)
+            self.metrics.turns.labels(job.kind, "silent" if outcome.silent else "ok").inc()
+        except ModelError as exc:
+            outcome.error = exc
+            log.warning("turn %s in %s failed: %s", job.turn_id, job.session_key, exc)
+            self.metrics.errors.labels(type(exc).__name__).inc()
+            self.metrics.turns.labels(job.kind, "error").inc()
+            await self.store.increment_session(session.session_id, errors=1)
+            await self.store.set_inbound_status(job.inbound_ids, InboundStatus.FAILED)
+            if job.prompt is None:
+                await stream.deliver(exc.user_message)
+        finally:
+            await stream.close()
+        return outcome
+
+    async def _loop(self, job: TurnJob, session: SessionRow, stream: ReplyStream) -> TurnOutcome:
+        outcome = TurnOutcome()
+        max_iterations = self.config.agent.max_tool_iterations
+        ctx = ToolContext(
+            session_key=job.session_key,
+            session_id=session.session_id,
+            principal=job.first.principal if job.first else "system",
+            is_direct=job.is_direct,
+            workspace=self.workspace.path,
+            turn_id=job.turn_id,
+        )
+        tool_rounds = 0
+        while True:
+            history = await self.store.load_history(
+                session.session_id, max_user_turns=job.history_limit
+            )
+            mine = [e for e in history if e.turn_id == job.turn_id and e.role == Role.ASSISTANT]
+            if mine and not _pending_tool_calls(history):
+                # Resumed after the reply was written: replay its text for delivery.
+                for entry in mine:
+                    await stream.on_text(_entry_text(entry))
+                    stream.next_iteration()
+                return outcome
+            messages = build_messages(history, self.config.agent.timezone)
+            if self.prepare is not None:
+                messages = await self.prepare(session, history, messages)
+            reply = await self._call_model(job, session, messages, stream)
+            outcome.model_calls += 1
+            if not reply.tool_uses:
+                return outcome
+            if tool_rounds >= max_iterations:
+                log.warning("turn %s hit the tool-call limit (%d)", job.turn_id, max_iterations)
+                await stream.on_text(TOOL_LIMIT_NOTE.format(n=max_iterations))
+                await self._record_tool_results(job, session, reply, ctx, skip=True)
+                return outcome
+            await self._record_tool_results(job, session, reply, ctx)
+            tool_rounds += 1
+            stream.next_iteration()
+
+    async def _call_model(
+        self,
+        job: TurnJob,
+        session: SessionRow,
+        messages: list[dict[str, Any]],
+        stream: ReplyStream,
+    ) -> ModelReply:
+        allow, deny = self.config.tools.allow, self.config.tools.deny
+        reply = await self.model.complete(
+            system=self.system_blocks(is_direct=job.is_direct),
+            messages=messages,
+            tools=self.tools.definitions(allow, deny),
+            on_text=stream.on_text,
+            on_tool_start=stream.on_tool_start,
+        )
+        usage = reply.usage
+        now = time.time()
+        self.metrics.model_latency.observe(reply.latency)
+        for kind, value in usage.to_dict().items():
+            self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
+        await self.store.append_entries(
+            [
+                Entry(
+                    session.session_id,
+                    EntryType.MESSAGE,
+                    {
+                        "content": reply.content,
+                        "stop_reason": reply.stop_reason,
+                        "model": reply.model,
+                    },
+                    role=Role.ASSISTANT,
+                    turn_id=job.turn_id,
+                    usage=usage.to_dict(),
+                    created_at=now,
+                )
+            ]
+        )
+        cost = estimate_cost(reply.model, usage, self.config.anthropic.cache_ttl)
+        await self.store.add_usage(
+            session.session_id,
+            usage.to_dict(),
+            context_tokens=usage.prompt_tokens + usage.output_tokens,
+            cost_usd=cost,
+            at=now,
+        )
+        if session.model != reply.model:
+            await self.store.update_session(session.session_id, model=reply.model)
+            session.model = reply.model
+        return reply
+
+    async def _record_tool_results(
+        self,
+        job: TurnJob,
+        session: SessionRow,
+        reply: ModelReply,
+        ctx: ToolContext,
+        *,
+        skip: bool = False,
+    ) -> None:
+        allow, deny = self.config.tools.allow, self.config.tools.deny
+        if skip:
+            blocks = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call["id"],
+                    "content": "Not run: the tool-call limit for this turn was reached.",
+                    "is_error": True,
+                }
+                for call in reply.tool_uses
+            ]
+        else:
+            results = await asyncio.gather(
+                *(self.tools.run(call, ctx, allow, deny) for call in reply.tool_uses)
+            )
+            blocks = [r.block() for r in results]
+        await self.store.append_entries(
+            [
+                Entry(
+                    session.session_id,
+                    EntryType.MESSAGE,
+                    {"content": blocks},
+                    role=Role.TOOL,
+                    turn_id=job.turn_id,
+                )
+            ]
+        )
+
+
+def _entry_text(entry: Entry) -> str:
+    return "".join(
+        b.get("text", "") for b in entry.payload.get("content", []) if b.get("type") == "text"
+    )
+
+
+def _pending_tool_calls(history: list[Entry]) -> bool:
+    """True when the newest entry is an assistant message whose tool calls have no results."""
+    if not history:
+        return False
+    last = history[-1]
+    return last.role == Role.ASSISTANT and any(
+        b.get("type") == "tool_use" for b in last.payload.get("content", [])
+    )
+
+
+def new_turn_id() -> str:
+    return new_id()

@@ -1,0 +1,75 @@
+"""The contract between the core and a channel adapter.
+
+An adapter turns platform events into `InboundMessage`s (handed to `Gateway.accept`) and
+turns `OutboundMessage`s back into platform calls. It never touches the store or the model,
+and the core never imports a platform library.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from bot.types import Address, InboundMessage, OutboundMessage
+
+
+class AcceptResult:
+    """What `Gateway.accept` decided, so an adapter can answer its platform accordingly."""
+
+    ACCEPTED = "accepted"  # durably queued for a turn
+    DUPLICATE = "duplicate"  # seen before; already handled or queued
+    BUFFERED = "buffered"  # unmentioned group message kept as context
+    REFUSED = "refused"  # access policy said no (a refusal reply may have been sent)
+    COMMAND = "command"  # a chat command, answered without the model
+    IGNORED = "ignored"  # e.g. group policy disabled
+
+
+class Gateway(Protocol):
+    """The core as an adapter sees it."""
+
+    async def accept(self, msg: InboundMessage) -> str:
+        """Record the message durably, then route it. Returns an `AcceptResult` value.
+
+        Returns only after the message is committed to the store, so an adapter may
+        acknowledge the platform as soon as this returns.
+        """
+        ...
+
+
+class Channel(Protocol):
+    """A chat platform adapter."""
+
+    name: str
+    # Seconds between streaming preview edits; 0 means "send the final reply only".
+    stream_interval: float
+    # Seconds between typing-indicator refreshes; 0 means the platform has none.
+    typing_interval: float
+
+    async def start(self) -> None:
+        """Connect to the platform. Returns once the adapter is up (for /healthz)."""
+
+    async def stop(self) -> None: ...
+
+    def routes(self) -> list[web.RouteDef]:
+        """aiohttp routes this adapter serves on the shared server (webhooks, web chat)."""
+        ...
+
+    def render(self, markdown: str) -> list[str]:
+        """Split a final Markdown reply into chunks that each fit one platform message.
+
+        Formatting for the platform happens in `deliver`; chunks stay Markdown so the
+        ledger and transcript hold the text as the model wrote it.
+        """
+        ...
+
+    async def deliver(self, out: OutboundMessage) -> str:
+        """Send `out` (or edit `out.edit_of` in place). Returns the platform message id."""
+        ...
+
+    async def typing(self, address: Address) -> None:
+        """Show one pulse of the typing indicator; the core repeats it every typing_interval."""
+
+    async def done_typing(self, address: Address) -> None:
+        """Clear any indicator that does not expire by itself (e.g. a reaction)."""

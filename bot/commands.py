@@ -1,0 +1,150 @@
+"""Chat commands (/status, /reset, ...): parsing, authorization and the replies they give.
+
+Command text never reaches the model. Admins may run every command anywhere; other allowed
+users may run the session commands only in their own DM, and /help and /whoami anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot import __version__
+from bot.types import ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.gateway import Core
+
+COMMANDS: dict[str, str] = {
+    "status": "show this session's model, tokens, cache, context and cost",
+    "reset": "start a fresh session (memory notes are kept)",
+    "new": "same as /reset",
+    "compact": "summarize older history now; optional focus text",
+    "stop": "stop the running reply and drop queued messages",
+    "help": "list commands",
+    "whoami": "show your id and whether you are an admin",
+}
+OPEN_COMMANDS = {"help", "whoami"}  # any allowed user, anywhere
+OWN_DM_COMMANDS = {"status", "reset", "new", "stop", "compact"}  # any allowed user, own DM
+REFUSAL = "Sorry, only an admin can use /{name} here."
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    args: str
+
+
+def parse_command(text: str, bot_username: str = "") -> Command | None:
+    """`/name[@bot] args` -> Command, for known commands only; anything else is a message.
+
+    A command addressed to another bot (`/status@otherbot`) is not ours.
+    """
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    head, _, args = stripped[1:].partition(" ")
+    name, _, target = head.partition("@")
+    name = name.lower()
+    if name not in COMMANDS:
+        return None
+    if target and bot_username and target.lower() != bot_username.lower():
+        return None
+    return Command(name, args.strip())
+
+
+def authorized(command: Command, msg: InboundMessage, *, admin: bool) -> bool:
+    if admin or command.name in OPEN_COMMANDS:
+        return True
+    return command.name in OWN_DM_COMMANDS and msg.chat_type == ChatType.DIRECT
+
+
+def _ago(timestamp: float | None) -> str:
+    if not timestamp:
+        return "never"
+    seconds = int(time.time() - timestamp)
+    if seconds < 60:
+        return f"{seconds}s ago"
+    if seconds < 3600:
+        return f"{seconds // 60}m ago"
+    if seconds < 86400:
+        return f"{seconds // 3600}h ago"
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+Handler = Callable[["Core", Command, InboundMessage, str], Awaitable[str]]
+
+
+async def cmd_help(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+    lines = [f"Krill {__version__} commands:"]
+    lines += [f"/{name} - {desc}" for name, desc in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+async def cmd_whoami(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+    admin = core.is_admin(msg)
+    name = f" ({msg.user_name})" if msg.user_name else ""
+    return f"You are {msg.principal}{name}.\nSession: {key}\nAdmin: {'yes' if admin else 'no'}"
+
+
+async def cmd_status(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+    session = await core.store.current_session(key)
+    cfg = core.config
+    window = cfg.agent.context_window
+    lines = [f"🦐 Krill {__version__}", f"Model: {(session and session.model) or cfg.agent.model}"]
+    lines.append(f"Session: {key}")
+    if session is None:
+        lines.append("Session id: (none yet - send a message to start one)")
+    else:
+        used = session.context_tokens
+        lines += [
+            f"Session id: {session.session_id} (started {_ago(session.created_at)})",
+            f"Tokens: {_k(session.input_tokens)} in / {_k(session.output_tokens)} out",
+            f"Cache: {_k(session.cache_read_tokens)} read / {_k(session.cache_write_tokens)} write"
+            f" · hit ratio {session.cache_hit_ratio:.0%}",
+            f"Context: {_k(used)}/{_k(window)} ({used / window:.0%})"
+            f" · Compactions: {session.compaction_count}",
+            f"Last memory flush: {_ago(session.memory_flush_at)}",
+            f"Estimated cost: ${session.cost_usd:.4f}",
+            f"Turns: {session.turns} · Errors: {session.errors}",
+        ]
+    lines.append(
+        f"Queue: {core.queue.depth(key)} waiting{' · busy' if core.queue.busy(key) else ''}"
+    )
+    if not core.model.configured:
+        lines.append("⚠️ No model API key: set ANTHROPIC_API_KEY and restart.")
+    lines.extend(core.status_extras(key))
+    return "\n".join(lines)
+
+
+async def cmd_reset(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+    session = await core.reset_session(key, msg.channel, reason=f"/{command.name}")
+    model = core.config.agent.model
+    return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
+
+
+async def cmd_stop(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+    dropped = await core.stop_session(key)
+    return f"⏹ Stopped. {dropped} queued message(s) dropped."
+
+
+async def cmd_compact(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+    return await core.compact_session(key, command.args[:800])
+
+
+HANDLERS: dict[str, Handler] = {
+    "help": cmd_help,
+    "whoami": cmd_whoami,
+    "status": cmd_status,
+    "reset": cmd_reset,
+    "new": cmd_reset,
+    "stop": cmd_stop,
+    "compact": cmd_compact,
+}

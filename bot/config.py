@@ -1,0 +1,347 @@
+"""Typed configuration: one TOML file, `KRILL_<SECTION>__<KEY>` overrides, conventional secrets.
+
+Every default lives here, beside its key. Unknown keys and wrong types raise `ConfigError`
+naming the key and the file, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.errors import ConfigError
+
+ENV_PREFIX = "KRILL_"
+CONFIG_ENV = "KRILL_CONFIG"
+DEFAULT_CONFIG_NAME = "krill.toml"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentConfig(Section):
+    model: str = "claude-sonnet-4-6"
+    max_tokens: int = Field(4096, gt=0)
+    context_window: int = Field(200_000, gt=1000)
+    timezone: str = "UTC"
+    max_tool_iterations: int = Field(12, gt=0)
+    max_concurrent_turns: int = Field(8, gt=0)
+    queue_cap: int = Field(20, gt=0)  # messages merged into one follow-up turn at most
+
+
+class AnthropicConfig(Section):
+    api_key: str = ""
+    base_url: str = ""
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    max_retries: int = Field(2, ge=0)
+    timeout: float = Field(600.0, gt=0)
+
+    @property
+    def cache_ttl_seconds(self) -> int:
+        return 3600 if self.cache_ttl == "1h" else 300
+
+
+class WorkspaceConfig(Section):
+    path: str = "workspace"
+    file_max_chars: int = Field(20_000, gt=100)
+    total_max_chars: int = Field(60_000, gt=100)
+
+
+class StorageConfig(Section):
+    url: str = "sqlite:///data/krill.db"
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+    max_body_bytes: int = Field(1_048_576, gt=0)
+
+
+class AdminConfig(Section):
+    users: list[str] = Field(default_factory=list)
+
+
+class SessionConfig(Section):
+    dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
+    identity_links: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class PeerOverride(Section):
+    """Per-user (`dms."<id>"`) settings."""
+
+    history_limit: int | None = Field(None, ge=0)
+
+
+class GroupOverride(Section):
+    """Per-group / per-channel settings."""
+
+    require_mention: bool | None = None
+    history_limit: int | None = Field(None, ge=0)
+    allow: bool | None = None
+
+
+DmPolicy = Literal["allowlist", "open", "pairing", "disabled"]
+GroupPolicy = Literal["open", "allowlist", "disabled"]
+
+
+class ChannelPolicyConfig(Section):
+    """Access and history settings shared by the chat platforms."""
+
+    enabled: bool = False
+    dm_policy: DmPolicy = "allowlist"
+    allow_from: list[str] = Field(default_factory=list)
+    group_policy: GroupPolicy = "open"
+    require_mention: bool = True
+    dm_history_limit: int = Field(0, ge=0)
+    history_limit: int = Field(0, ge=0)
+    group_buffer_limit: int = Field(50, ge=0)
+    dms: dict[str, PeerOverride] = Field(default_factory=dict)
+
+    def group_overrides(self) -> Mapping[str, GroupOverride]:
+        raise NotImplementedError
+
+
+class TelegramConfig(ChannelPolicyConfig):
+    token: str = ""
+    mode: Literal["polling", "webhook"] = "polling"
+    api_base_url: str = "https://api.telegram.org"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    groups: dict[str, GroupOverride] = Field(default_factory=dict)
+    stream_interval: float = Field(1.5, ge=0)  # seconds between draft edits; 0 disables streaming
+
+    def group_overrides(self) -> Mapping[str, GroupOverride]:
+        return self.groups
+
+
+class SlackConfig(ChannelPolicyConfig):
+    bot_token: str = ""
+    app_token: str = ""
+    signing_secret: str = ""
+    mode: Literal["socket", "http"] = "socket"
+    api_base_url: str = "https://slack.com/api/"
+    channels: dict[str, GroupOverride] = Field(default_factory=dict)
+    stream_interval: float = Field(1.5, ge=0)
+
+    def group_overrides(self) -> Mapping[str, GroupOverride]:
+        return self.channels
+
+
+class LocalConfig(Section):
+    enabled: bool = True  # the web chat at `/`; `krill chat` works regardless
+
+
+class WebFetchConfig(Section):
+    allow_private: bool = False
+    max_chars: int = Field(50_000, gt=0)
+
+
+class ToolsConfig(Section):
+    allow: list[str] = Field(default_factory=lambda: ["*"])
+    deny: list[str] = Field(default_factory=list)
+    web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+
+
+class McpServerConfig(Section):
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class McpConfig(Section):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+
+class ContextConfig(Section):
+    reserve_tokens: int = Field(20_000, ge=0)
+    keep_recent_user_turns: int = Field(3, ge=1)
+
+
+class MemoryConfig(Section):
+    enabled: bool = True
+
+
+class Config(Section):
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    anthropic: AnthropicConfig = Field(default_factory=AnthropicConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
+    session: SessionConfig = Field(default_factory=SessionConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+
+    # Where the file was read from (None: defaults); relative paths resolve against base_dir.
+    source: Path | None = Field(default=None, exclude=True)
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.resolve(self.workspace.path)
+
+    @property
+    def sqlite_path(self) -> Path:
+        url = self.storage.url
+        if not url.startswith("sqlite:///"):
+            raise ConfigError(f"storage.url: only sqlite:/// URLs are supported, got {url!r}")
+        rest = url[len("sqlite:///") :]
+        return Path(rest) if rest.startswith("/") else self.resolve(rest)
+
+
+# Conventional variables that fill secrets (and the model base URL) left empty in the config.
+SECRET_ENV: dict[tuple[str, str], str] = {
+    ("anthropic", "api_key"): "ANTHROPIC_API_KEY",
+    ("anthropic", "base_url"): "ANTHROPIC_BASE_URL",
+    ("telegram", "token"): "TELEGRAM_BOT_TOKEN",
+    ("slack", "bot_token"): "SLACK_BOT_TOKEN",
+    ("slack", "app_token"): "SLACK_APP_TOKEN",
+    ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
+}
+
+
+def find_config_path(explicit: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """`--config`, else `$KRILL_CONFIG`, else `./krill.toml` if it exists, else None (defaults)."""
+    env = os.environ if env is None else env
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        return path
+    if env.get(CONFIG_ENV):
+        path = Path(env[CONFIG_ENV]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path} (from ${CONFIG_ENV})")
+        return path
+    default = Path.cwd() / DEFAULT_CONFIG_NAME
+    return default if default.is_file() else None
+
+
+def _parse_env_value(raw: str) -> Any:
+    """Env values are TOML/JSON literals when they parse as one (10, true, ["a"]), else strings."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """Turn `KRILL_TELEGRAM__MODE=webhook` into `{"telegram": {"mode": "webhook"}}`."""
+    result: dict[str, Any] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV or "__" not in name:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        node = result
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{name}: conflicts with another KRILL_ variable")
+        node[parts[-1]] = _parse_env_value(raw)
+    return result
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _format_validation(err: ValidationError, where: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        else:
+            msg = e["msg"]
+            if "input" in e and not isinstance(e["input"], dict | list):
+                msg += f" (got {e['input']!r})"
+        lines.append(f"{where}: {key}: {msg}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load, merge and validate. Raises ConfigError with a message meant for a person."""
+    env = dict(os.environ if env is None else env)
+    source = find_config_path(path, env)
+    data: dict[str, Any] = {}
+    if source is not None:
+        try:
+            data = tomllib.loads(source.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read: {exc}") from exc
+    overrides = env_overrides(env)
+    merged = _merge(data, overrides)
+    where = str(source) if source else "defaults"
+    if overrides:
+        where += " + KRILL_* environment"
+    try:
+        config = Config.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, where)) from None
+    config.source = source
+    config.base_dir = source.parent.resolve() if source else Path.cwd()
+    for (section, key), var in SECRET_ENV.items():
+        sect = getattr(config, section)
+        if not getattr(sect, key) and env.get(var):
+            setattr(sect, key, env[var])
+    _check_consistency(config, where)
+    return config
+
+
+def _check_consistency(config: Config, where: str) -> None:
+    problems = []
+    tg = config.telegram
+    if tg.enabled and not tg.token:
+        problems.append(
+            "telegram.token: required when telegram.enabled (or set TELEGRAM_BOT_TOKEN)"
+        )
+    if tg.enabled and tg.mode == "webhook" and not tg.webhook_secret:
+        problems.append("telegram.webhook_secret: required in webhook mode")
+    sl = config.slack
+    if sl.enabled and not sl.bot_token:
+        problems.append("slack.bot_token: required when slack.enabled (or set SLACK_BOT_TOKEN)")
+    if sl.enabled and sl.mode == "socket" and not sl.app_token:
+        problems.append("slack.app_token: required in socket mode (or set SLACK_APP_TOKEN)")
+    if sl.enabled and sl.mode == "http" and not sl.signing_secret:
+        problems.append("slack.signing_secret: required in http mode (or set SLACK_SIGNING_SECRET)")
+    for user in config.admin.users:
+        if ":" not in user:
+            problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")
+    try:
+        from zoneinfo import ZoneInfo
+
+        ZoneInfo(config.agent.timezone)
+    except Exception:
+        problems.append(f"agent.timezone: unknown time zone {config.agent.timezone!r}")
+    if problems:
+        raise ConfigError("\n".join(f"{where}: {p}" for p in problems))

@@ -1,0 +1,150 @@
+"""`krill doctor`: check config, tokens, workspace and store, and say exactly what is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
+from bot.config import Config, load_config
+from bot.errors import ConfigError
+
+OK, WARN, FAIL = "ok", "warn", "FAIL"
+NETWORK_TIMEOUT = 10.0
+
+
+@dataclass(slots=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+
+
+def check_workspace(config: Config) -> list[Check]:
+    path = config.workspace_dir
+    if not path.exists():
+        return [
+            Check(
+                "workspace",
+                WARN,
+                f"{path} does not exist; `krill run` will create it from "
+                f"the bundled template ({bundled_workspace_dir()})",
+            )
+        ]
+    if not os.access(path, os.W_OK):
+        return [Check("workspace", FAIL, f"{path} is not writable; memory notes cannot be saved")]
+    missing = [name for name in BOOTSTRAP_FILES if not (path / name).is_file()]
+    detail = str(path) + (
+        f" (missing, skipped in the prompt: {', '.join(missing)})" if missing else ""
+    )
+    return [Check("workspace", OK, detail)]
+
+
+async def check_store(config: Config) -> list[Check]:
+    from bot.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(config.sqlite_path)
+    try:
+        await store.open()
+        result = await store.integrity_check()
+        version = await store.schema_version()
+    except Exception as exc:
+        return [Check("store", FAIL, f"{config.sqlite_path}: {type(exc).__name__}: {exc}")]
+    finally:
+        await store.close()
+    status = OK if result == "ok" else FAIL
+    return [Check("store", status, f"{config.sqlite_path} (schema v{version}, integrity {result})")]
+
+
+async def check_anthropic(config: Config) -> list[Check]:
+    if not config.anthropic.api_key:
+        return [Check("anthropic", FAIL, "no API key: set ANTHROPIC_API_KEY or anthropic.api_key")]
+    import anthropic
+
+    client = anthropic.AsyncAnthropic(
+        api_key=config.anthropic.api_key,
+        base_url=config.anthropic.base_url or None,
+        max_retries=0,
+        timeout=NETWORK_TIMEOUT,
+    )
+    try:
+        await client.messages.count_tokens(
+            model=config.agent.model, messages=[{"role": "user", "content": "ping"}]
+        )
+    except anthropic.AuthenticationError:
+        return [Check("anthropic", FAIL, "the API key was rejected (401)")]
+    except anthropic.NotFoundError:
+        return [Check("anthropic", FAIL, f"model {config.agent.model!r} was not found")]
+    except Exception as exc:
+        return [Check("anthropic", WARN, f"could not reach the API: {type(exc).__name__}: {exc}")]
+    finally:
+        await client.close()
+    return [Check("anthropic", OK, f"key accepted; model {config.agent.model}")]
+
+
+async def check_telegram(config: Config) -> list[Check]:
+    if not config.telegram.enabled:
+        return [Check("telegram", OK, "disabled")]
+    from telegram import Bot
+    from telegram.error import InvalidToken, TelegramError
+
+    base = config.telegram.api_base_url.rstrip("/")
+    bot = Bot(config.telegram.token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot")
+    try:
+        async with asyncio.timeout(NETWORK_TIMEOUT):
+            me = await bot.get_me()
+    except InvalidToken:
+        return [Check("telegram", FAIL, "the bot token was rejected; check TELEGRAM_BOT_TOKEN")]
+    except (TelegramError, TimeoutError, OSError) as exc:
+        return [Check("telegram", WARN, f"could not reach {base}: {exc}")]
+    return [Check("telegram", OK, f"token works for @{me.username} ({config.telegram.mode} mode)")]
+
+
+async def check_slack(config: Config) -> list[Check]:
+    if not config.slack.enabled:
+        return [Check("slack", OK, "disabled")]
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    client = AsyncWebClient(
+        token=config.slack.bot_token,
+        base_url=config.slack.api_base_url,
+        timeout=int(NETWORK_TIMEOUT),
+    )
+    try:
+        auth = await client.auth_test()
+    except SlackApiError as exc:
+        return [Check("slack", FAIL, f"auth.test failed: {exc.response.get('error')}")]
+    except Exception as exc:
+        return [Check("slack", WARN, f"could not reach {config.slack.api_base_url}: {exc}")]
+    return [
+        Check("slack", OK, f"bot token works for {auth.get('user')} ({config.slack.mode} mode)")
+    ]
+
+
+# Checks other modules add (e.g. MCP servers); each takes the config and returns results.
+EXTRA_CHECKS: list[Callable[[Config], Awaitable[list[Check]]]] = []
+
+
+async def _run_checks(config: Config) -> list[Check]:
+    checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
+    checks += check_workspace(config)
+    for fn in (check_store, check_anthropic, check_telegram, check_slack, *EXTRA_CHECKS):
+        checks += await fn(config)
+    return checks
+
+
+def run_doctor(config_path: str | None) -> int:
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        print(f"[FAIL] config: {exc}")
+        return 1
+    checks = asyncio.run(_run_checks(config))
+    for check in checks:
+        print(f"[{check.status}] {check.name}: {check.detail}")
+    failed = [c for c in checks if c.status == FAIL]
+    print("\nall good" if not failed else f"\n{len(failed)} problem(s) found")
+    return 1 if failed else 0

@@ -1,0 +1,52 @@
+"""Specific exceptions, caught where a user-facing message is built."""
+
+from __future__ import annotations
+
+
+class KrillError(Exception):
+    """Base class for errors Krill raises on purpose."""
+
+
+class ConfigError(KrillError):
+    """The configuration is wrong; the message names the key and the file."""
+
+
+class ModelError(KrillError):
+    """The model call failed after the SDK's own retries."""
+
+    user_message = "Sorry, I couldn't reach the model just now. Please try again in a moment."
+
+
+class ModelNotConfigured(ModelError):
+    user_message = (
+        "I'm running, but no model API key is set. The operator should set ANTHROPIC_API_KEY "
+        "(or anthropic.api_key in krill.toml) and restart Krill."
+    )
+
+
+class ModelAuthError(ModelError):
+    user_message = (
+        "The model provider rejected Krill's API key. The operator should check ANTHROPIC_API_KEY."
+    )
+
+
+class ModelRateLimited(ModelError):
+    user_message = "The model is rate-limiting us right now. Please try again in a minute."
+
+
+class ModelOverloaded(ModelError):
+    user_message = "The model is overloaded right now. Please try again in a minute."
+
+
+class ContextOverflow(ModelError):
+    """The provider said the prompt is too long."""
+
+    user_message = (
+        "This conversation has grown too long for the model, even after compacting it. "
+        "Send /reset to start a fresh session (your memory notes are kept)."
+    )
+
+    def __init__(self, message: str, tokens: int | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.tokens = tokens
+        self.limit = limit

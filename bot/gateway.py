@@ -1,0 +1,288 @@
+"""The core as channel adapters meet it: `accept` an inbound message, decide what it is
+(duplicate, refused, command, buffered group chatter, or a message for the agent), record it
+durably, and queue it on its session's lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from bot.agent.runner import AgentRunner, TurnJob, new_turn_id
+from bot.channel import AcceptResult
+from bot.commands import HANDLERS, REFUSAL, authorized, parse_command
+from bot.config import ChannelPolicyConfig, Config
+from bot.sessions import access
+from bot.sessions.keys import session_key
+from bot.sessions.limits import requires_mention, resolve_history_limit
+from bot.sessions.queue import SessionQueue, WorkItem
+from bot.store.base import BufferedLine, InboundStatus, Pairing, SessionRow
+from bot.types import Address, ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.agent.model import ModelClient
+    from bot.channel import Channel
+    from bot.metrics import Metrics
+    from bot.store.sqlite import SQLiteStore
+
+log = logging.getLogger(__name__)
+
+DM_REFUSAL = "Sorry, this assistant is private and you are not on its list of allowed users."
+PAIRING_REPLY = (
+    "Hi! This assistant needs the owner's approval first. Your pairing code is {code} "
+    "(valid for 1 hour). Ask the owner to run: krill pairing approve {channel} {code}"
+)
+PAIRING_FULL = "Too many people are waiting for approval right now. Please try again later."
+
+
+def _merge_buffer(payload: str, lines: list[BufferedLine]) -> str:
+    data = json.loads(payload)
+    data["context_lines"] = [f"{line.sender}: {line.text}" for line in lines] + data.get(
+        "context_lines", []
+    )
+    return json.dumps(data, ensure_ascii=False)
+
+
+class Core:
+    """Implements `bot.channel.Gateway` and owns the per-session queue."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: SQLiteStore,
+        model: ModelClient,
+        runner: AgentRunner,
+        channels: dict[str, Channel],
+        metrics: Metrics,
+    ):
+        self.config = config
+        self.store = store
+        self.model = model
+        self.runner = runner
+        self.channels = channels
+        self.metrics = metrics
+        self.queue = SessionQueue(
+            self._run_batch,
+            max_concurrent=config.agent.max_concurrent_turns,
+            batch_cap=config.agent.queue_cap,
+        )
+        self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
+        # Hooks later stages fill: compaction, memory flush before reset, /status lines.
+        self.compactor = None
+        self.before_reset = None
+        self.status_lines: list = []
+
+    # --- policy lookups -------------------------------------------------------------------
+
+    def policy_for(self, channel: str) -> ChannelPolicyConfig | None:
+        policy = getattr(self.config, channel, None)
+        return policy if isinstance(policy, ChannelPolicyConfig) else None
+
+    def is_admin(self, msg: InboundMessage) -> bool:
+        return access.is_admin(msg.principal, self.config.admin.users)
+
+    def status_extras(self, key: str) -> list[str]:
+        return [line for fn in self.status_lines if (line := fn(key))]
+
+    # --- accepting messages ---------------------------------------------------------------
+
+    async def accept(self, msg: InboundMessage) -> str:
+        result = await self._accept(msg)
+        self.metrics.inbound_results.labels(msg.channel, result).inc()
+        return result
+
+    async def _accept(self, msg: InboundMessage) -> str:
+        key = session_key(msg, self.config.session)
+        policy = self.policy_for(msg.channel)
+        admin = self.is_admin(msg)
+        paired = False
+        if policy and policy.dm_policy == "pairing" and msg.chat_type == ChatType.DIRECT:
+            pairing = await self.store.pairing_get(msg.channel, msg.user_id)
+            paired = pairing is not None and pairing.status == "approved"
+        decision = access.check_access(msg, policy, is_admin=admin, is_paired=paired)
+        if not decision.allowed:
+            return await self._refuse(msg, key, decision)
+
+        command = parse_command(msg.text, self.bot_usernames.get(msg.channel, ""))
+        if command is not None:
+            if not await self.store.mark_seen(msg.channel, msg.message_id, key, "command"):
+                return AcceptResult.DUPLICATE
+            if authorized(command, msg, admin=admin):
+                reply = await HANDLERS[command.name](self, command, msg, key)
+            else:
+                log.info("refused /%s from %s in %s", command.name, msg.principal, key)
+                reply = REFUSAL.format(name=command.name)
+            await self.send_text(msg.address, reply)
+            return AcceptResult.COMMAND
+
+        is_group = msg.chat_type != ChatType.DIRECT
+        if is_group and requires_mention(policy, msg.chat_id) and not msg.mentioned:
+            if not await self.store.mark_seen(msg.channel, msg.message_id, key, "buffered"):
+                return AcceptResult.DUPLICATE
+            if policy is not None and msg.text.strip():
+                line = BufferedLine(msg.user_name or msg.user_id, msg.text, time.time())
+                await self.store.buffer_add(key, line, limit=policy.group_buffer_limit)
+            return AcceptResult.BUFFERED
+
+        inbound_id, _lines = await self.store.accept_inbound(
+            msg.channel,
+            msg.message_id,
+            key,
+            msg.to_json(),
+            take_buffer=is_group,
+            merge=_merge_buffer,
+        )
+        if inbound_id is None:
+            return AcceptResult.DUPLICATE
+        if _lines:
+            msg.context_lines = [f"{x.sender}: {x.text}" for x in _lines] + msg.context_lines
+        self.metrics.messages_in.labels(msg.channel).inc()
+        self.queue.submit(key, WorkItem("message", (inbound_id, msg)))
+        self.metrics.queue_depth.set(self.queue.total_depth())
+        return AcceptResult.ACCEPTED
+
+    async def _refuse(self, msg: InboundMessage, key: str, decision: access.AccessDecision) -> str:
+        if not await self.store.mark_seen(msg.channel, msg.message_id, key, "refused"):
+            return AcceptResult.DUPLICATE
+        log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
+        if decision.action == "ignore":
+            return AcceptResult.IGNORED
+        if decision.action == "pair":
+            await self.send_text(msg.address, await self._pairing_reply(msg))
+        elif msg.chat_type == ChatType.DIRECT:
+            await self.send_text(msg.address, DM_REFUSAL)
+        return AcceptResult.REFUSED
+
+    async def _pairing_reply(self, msg: InboundMessage) -> str:
+        now = time.time()
+        existing = await self.store.pairing_get(msg.channel, msg.user_id)
+        if existing and now - existing.created_at < access.PAIRING_TTL_SECONDS:
+            code = existing.code
+        else:
+            pending = [
+                p
+                for p in await self.store.pairing_pending(msg.channel)
+                if now - p.created_at < access.PAIRING_TTL_SECONDS
+            ]
+            if len(pending) >= access.MAX_PENDING_PAIRINGS:
+                return PAIRING_FULL
+            code = access.new_pairing_code()
+            await self.store.pairing_put(
+                Pairing(msg.channel, msg.user_id, code, "pending", now, msg.user_name)
+            )
+        return PAIRING_REPLY.format(code=code, channel=msg.channel)
+
+    async def send_text(self, address: Address, text: str) -> None:
+        """Send a reply that is not a model turn (commands, refusals)."""
+        from bot.types import OutboundMessage
+
+        channel = self.channels.get(address.channel)
+        if channel is None:
+            log.warning("no channel %r to send a reply to", address.channel)
+            return
+        for index, chunk in enumerate(channel.render(text)):
+            try:
+                await channel.deliver(OutboundMessage(address, chunk, "", index))
+            except Exception:
+                log.exception("could not send a reply on %s", address.channel)
+                return
+
+    # --- running turns --------------------------------------------------------------------
+
+    def _history_limit(self, msg: InboundMessage) -> int:
+        return resolve_history_limit(
+            self.policy_for(msg.channel), msg.chat_type, msg.chat_id, msg.user_id
+        )
+
+    async def _run_batch(self, key: str, items: list[WorkItem]) -> None:
+        self.metrics.queue_depth.set(self.queue.total_depth())
+        first = items[0]
+        if first.kind == "resume":
+            turn_id, ids, messages = first.data
+            job = TurnJob(key, turn_id, messages, ids, resume=True)
+        elif first.kind == "message":
+            ids = [item.data[0] for item in items]
+            messages = [item.data[1] for item in items]
+            job = TurnJob(key, new_turn_id(), messages, ids)
+        elif first.kind == "call":
+            await first.data()
+            return
+        else:
+            raise ValueError(f"unknown work item kind {first.kind!r}")
+        if job.first is not None:
+            job.history_limit = self._history_limit(job.first)
+        await self.runner.run(job)
+
+    async def recover(self) -> int:
+        """Queue every accepted message that was not answered before the last stop."""
+        rows = await self.store.unfinished_inbound()
+        resumed: dict[str, tuple[str, list[int], list[InboundMessage]]] = {}
+        count = 0
+        for row in rows:
+            if row.channel not in self.channels:
+                continue  # another process (e.g. `krill run`) owns that channel
+            try:
+                msg = InboundMessage.from_json(row.payload)
+            except (ValueError, TypeError, KeyError):
+                log.error("inbound %d has an unreadable payload; marking it failed", row.id)
+                await self.store.set_inbound_status([row.id], InboundStatus.FAILED)
+                continue
+            count += 1
+            if row.status == InboundStatus.PROCESSING and row.turn_id:
+                turn = resumed.setdefault(row.turn_id, (row.turn_id, [], []))
+                if not turn[1]:
+                    self.queue.submit(row.session_key, WorkItem("resume", turn))
+                turn[1].append(row.id)
+                turn[2].append(msg)
+            else:
+                self.queue.submit(row.session_key, WorkItem("message", (row.id, msg)))
+        if count:
+            log.info("recovering %d accepted message(s) that were not answered", count)
+        return count
+
+    # --- session commands -----------------------------------------------------------------
+
+    async def reset_session(self, key: str, channel: str, *, reason: str) -> SessionRow:
+        if self.before_reset is not None:
+            try:
+                await self.before_reset(key)
+            except Exception:
+                log.exception("pre-reset hook failed for %s; resetting anyway", key)
+        return await self.store.start_new_session(key, channel, reason)
+
+    async def stop_session(self, key: str) -> int:
+        running, waiting = self.queue.stop(key)
+        dropped = [item.data[0] for item in waiting if item.kind == "message"]
+        stopped = [item.data[0] for item in running if item.kind == "message"]
+        stopped += [i for item in running if item.kind == "resume" for i in item.data[1]]
+        await self.store.set_inbound_status(stopped + dropped, InboundStatus.CANCELLED)
+        return len(dropped)
+
+    async def session_exists(self, msg: InboundMessage) -> bool:
+        """Whether `msg`'s session has any history yet (e.g. to seed a new Slack thread)."""
+        session = await self.store.current_session(session_key(msg, self.config.session))
+        return session is not None and session.turns > 0
+
+    async def wait_idle(self, msg: InboundMessage) -> None:
+        await self.queue.wait_idle(session_key(msg, self.config.session))
+
+    async def compact_session(self, key: str, focus: str) -> str:
+        if self.compactor is None:
+            return "Compaction is not available in this build."
+        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        async def run() -> None:
+            try:
+                done.set_result(await self.compactor(key, focus))
+            except Exception as exc:
+                done.set_result(f"Compaction failed: {exc}")
+
+        self.queue.submit(key, WorkItem("call", run))
+        return await done
+
+    async def close(self) -> None:
+        await self.queue.close()

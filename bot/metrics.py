@@ -1,0 +1,33 @@
+"""Prometheus metrics for `/metrics`, in a registry of their own so tests can make many."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.messages_in = Counter(
+            "krill_messages_in", "Messages accepted from people", ["channel"], registry=r
+        )
+        self.messages_out = Counter(
+            "krill_messages_out", "Reply chunks delivered", ["channel"], registry=r
+        )
+        self.turns = Counter("krill_turns", "Agent turns run", ["kind", "outcome"], registry=r)
+        self.model_latency = Histogram(
+            "krill_model_latency_seconds",
+            "Model call latency",
+            buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160),
+            registry=r,
+        )
+        self.tokens = Counter("krill_tokens", "Model tokens by kind", ["kind"], registry=r)
+        self.errors = Counter("krill_errors", "Errors by type", ["type"], registry=r)
+        self.queue_depth = Gauge("krill_queue_depth", "Messages waiting or running", registry=r)
+        self.inbound_results = Counter(
+            "krill_inbound", "What happened to inbound messages", ["channel", "result"], registry=r
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,35 @@
+"""The aiohttp server every channel shares: health, metrics, and the channels' own routes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+
+from bot.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+def build_server(
+    *,
+    metrics: Metrics,
+    ready: Callable[[], dict[str, bool]],
+    routes: list[web.RouteDef],
+    max_body_bytes: int,
+) -> web.Application:
+    """`ready()` maps each enabled channel to whether it is up; /healthz is 200 once all are."""
+    app = web.Application(client_max_size=max_body_bytes)
+
+    async def healthz(request: web.Request) -> web.Response:
+        channels = ready()
+        if all(channels.values()):
+            return web.json_response({"status": "ok", "channels": channels})
+        return web.json_response({"status": "starting", "channels": channels}, status=503)
+
+    async def metrics_view(request: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
+
+    app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics_view), *routes])
+    return app

@@ -1,0 +1,119 @@
+"""Access decisions: may this sender reach the agent here, and DM pairing codes.
+
+Pure policy logic over `ChannelPolicyConfig`; the pairing store and replies live elsewhere.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.config import ChannelPolicyConfig
+from bot.sessions.limits import group_override
+from bot.types import ChatType, InboundMessage
+
+AccessAction = Literal["allow", "deny", "pair", "ignore"]
+
+# No 0/O or 1/I, so a code read off a phone screen is typed back correctly.
+PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+PAIRING_CODE_LENGTH = 8
+PAIRING_TTL_SECONDS = 3600
+MAX_PENDING_PAIRINGS = 3
+
+WILDCARD = "*"
+
+
+@dataclass(frozen=True)
+class AccessDecision:
+    """What to do with a message: `allow` it, `deny` it (refuse), start `pair`ing, or `ignore` it.
+
+    `reason` is short and goes into logs.
+    """
+
+    action: AccessAction
+    reason: str
+
+    @property
+    def allowed(self) -> bool:
+        return self.action == "allow"
+
+
+def _in_allow_from(msg: InboundMessage, allow_from: Iterable[str]) -> bool:
+    # Entries are bare user ids; the `<channel>:<user_id>` form used by admin.users is
+    # accepted too, so an operator who copies that habit is not locked out.
+    bare = msg.user_id.strip().casefold()
+    principal = msg.principal.strip().casefold()
+    for entry in allow_from:
+        wanted = entry.strip().casefold()
+        if wanted == WILDCARD or (wanted and wanted in (bare, principal)):
+            return True
+    return False
+
+
+def check_access(
+    msg: InboundMessage,
+    policy: ChannelPolicyConfig | None,
+    *,
+    is_admin: bool,
+    is_paired: bool,
+) -> AccessDecision:
+    """Apply the channel's DM or group policy to `msg`.
+
+    DMs that fail answer `deny` (the sender may be told) or `pair`; groups that fail answer
+    `ignore`, because the bot stays silent in rooms it is not meant to serve.
+    """
+    if policy is None:  # the local channel is the operator's own terminal or browser
+        return AccessDecision("allow", "local channel")
+    if is_admin:
+        return AccessDecision("allow", "admin")
+
+    if msg.chat_type == ChatType.DIRECT:
+        dm = policy.dm_policy
+        if dm == "disabled":
+            return AccessDecision("deny", "DMs disabled")
+        if dm == "open":
+            return AccessDecision("allow", "DMs open")
+        if _in_allow_from(msg, policy.allow_from):
+            return AccessDecision("allow", "in allow_from")
+        if dm == "allowlist":
+            return AccessDecision("deny", "not in allow_from")
+        if is_paired:
+            return AccessDecision("allow", "paired")
+        return AccessDecision("pair", "not paired")
+
+    override = group_override(policy, msg.chat_id)
+    allow = override.allow if override is not None else None
+    where = "channel" if msg.chat_type == ChatType.CHANNEL else "group"
+    if policy.group_policy == "disabled":
+        return AccessDecision("ignore", f"{where}s disabled")
+    if policy.group_policy == "allowlist":
+        if allow is True:
+            return AccessDecision("allow", f"{where} allowlisted")
+        return AccessDecision("ignore", f"{where} not allowlisted")
+    if allow is False:
+        return AccessDecision("ignore", f"{where} blocked by override")
+    return AccessDecision("allow", f"{where}s open")
+
+
+def is_admin(principal: str, admins: Iterable[str]) -> bool:
+    """Whether `<channel>:<user_id>` is listed in `admin.users`.
+
+    Case-insensitive: Telegram ids are digits, and Slack ids are upper-case but easy to
+    paste in lower case; no two real ids differ only by case.
+    """
+    wanted = principal.strip().casefold()
+    return any(entry.strip().casefold() == wanted for entry in admins)
+
+
+def new_pairing_code(rng: random.Random | None = None) -> str:
+    """A fresh pairing code; `rng` makes it reproducible in tests, else `secrets` is used."""
+    choose = rng.choice if rng is not None else secrets.choice
+    return "".join(choose(PAIRING_ALPHABET) for _ in range(PAIRING_CODE_LENGTH))
+
+
+def normalize_code(text: str) -> str:
+    """A code as a person typed it, in the form it was issued."""
+    return text.strip().upper()

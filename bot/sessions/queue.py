@@ -1,0 +1,139 @@
+"""Per-session FIFO lanes: one turn at a time per session key, a global cap across sessions.
+
+Messages that arrive while a session is busy wait in its lane and are handed to the next
+turn together (up to `batch_cap`), in arrival order; nothing is dropped. Work items that
+must run alone (commands such as /reset) are never merged with messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class WorkItem:
+    kind: str  # "message" items may be merged; anything else runs alone
+    data: Any
+    done: asyncio.Future[None] | None = field(default=None)
+
+
+Runner = Callable[[str, list[WorkItem]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Lane:
+    items: deque[WorkItem] = field(default_factory=deque)
+    task: asyncio.Task[None] | None = None
+    running: list[WorkItem] = field(default_factory=list)
+
+
+class SessionQueue:
+    def __init__(self, runner: Runner, *, max_concurrent: int, batch_cap: int):
+        self._runner = runner
+        self._limit = asyncio.Semaphore(max_concurrent)
+        self._batch_cap = batch_cap
+        self._lanes: dict[str, _Lane] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._closing = False
+
+    def submit(self, key: str, item: WorkItem) -> None:
+        lane = self._lanes.setdefault(key, _Lane())
+        lane.items.append(item)
+        self._idle.clear()
+        if lane.task is None or lane.task.done():
+            lane.task = asyncio.create_task(self._drain(key, lane), name=f"lane:{key}")
+
+    def depth(self, key: str) -> int:
+        lane = self._lanes.get(key)
+        return len(lane.items) if lane else 0
+
+    def busy(self, key: str) -> bool:
+        lane = self._lanes.get(key)
+        return bool(lane and lane.running)
+
+    def total_depth(self) -> int:
+        return sum(len(lane.items) + len(lane.running) for lane in self._lanes.values())
+
+    def _take_batch(self, lane: _Lane) -> list[WorkItem]:
+        first = lane.items.popleft()
+        batch = [first]
+        if first.kind != "message":
+            return batch
+        while lane.items and len(batch) < self._batch_cap and lane.items[0].kind == "message":
+            batch.append(lane.items.popleft())
+        return batch
+
+    async def _drain(self, key: str, lane: _Lane) -> None:
+        try:
+            while lane.items:
+                batch = self._take_batch(lane)
+                lane.running = batch
+                try:
+                    async with self._limit:
+                        await self._runner(key, batch)
+                except asyncio.CancelledError:
+                    # /stop cancels this task; shutdown cancels it too and must win.
+                    log.info("turn for %s was stopped", key)
+                    if self._closing:
+                        raise
+                except Exception:
+                    log.exception("turn for %s failed", key)
+                finally:
+                    lane.running = []
+                    _settle(batch)
+        finally:
+            if not lane.items and self._lanes.get(key) is lane:
+                del self._lanes[key]
+                for waiter in self._waiters.pop(key, []):
+                    if not waiter.done():
+                        waiter.set_result(None)
+            if not self._lanes:
+                self._idle.set()
+
+    def stop(self, key: str) -> tuple[list[WorkItem], list[WorkItem]]:
+        """Cancel the running turn of `key`; returns (the running items, the waiting ones)."""
+        lane = self._lanes.get(key)
+        if lane is None:
+            return [], []
+        running = list(lane.running)
+        dropped = list(lane.items)
+        lane.items.clear()
+        if lane.task and not lane.task.done():
+            lane.task.cancel()
+        _settle(dropped)
+        return running, dropped
+
+    async def wait_idle(self, key: str | None = None) -> None:
+        """Wait until `key` (or every lane) has nothing queued or running."""
+        if key is None:
+            await self._idle.wait()
+            return
+        if key not in self._lanes:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append(waiter)
+        await waiter
+
+    async def close(self) -> None:
+        self._closing = True
+        tasks = [lane.task for lane in self._lanes.values() if lane.task and not lane.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._lanes.clear()
+        self._idle.set()
+
+
+def _settle(items: list[WorkItem]) -> None:
+    for item in items:
+        if item.done is not None and not item.done.done():
+            item.done.set_result(None)

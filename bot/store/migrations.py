@@ -1,0 +1,99 @@
+"""Versioned schema for the SQLite store; each step runs once, in order, inside a transaction.
+
+Append new steps at the end; never edit a step that has shipped.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            session_key TEXT NOT NULL,
+            is_current INTEGER NOT NULL DEFAULT 1,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            channel TEXT NOT NULL DEFAULT '',
+            address TEXT,
+            model TEXT NOT NULL DEFAULT '',
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            context_tokens INTEGER NOT NULL DEFAULT 0,
+            turns INTEGER NOT NULL DEFAULT 0,
+            compaction_count INTEGER NOT NULL DEFAULT 0,
+            memory_flush_at REAL,
+            memory_flush_compaction_count INTEGER,
+            memory_flush_count INTEGER NOT NULL DEFAULT 0,
+            memory_flush_error TEXT,
+            last_model_call_at REAL,
+            last_activity_at REAL,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            errors INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE UNIQUE INDEX sessions_current_key ON sessions(session_key) WHERE is_current = 1;
+        CREATE INDEX sessions_key ON sessions(session_key, created_at);
+
+        CREATE TABLE entries (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            parent_id TEXT,
+            type TEXT NOT NULL,
+            role TEXT,
+            turn_id TEXT,
+            payload TEXT NOT NULL,
+            usage TEXT,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX entries_session ON entries(session_id, seq);
+        CREATE INDEX entries_session_type ON entries(session_id, type, seq);
+        CREATE INDEX entries_session_role ON entries(session_id, role, seq);
+
+        CREATE TABLE inbound (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel TEXT NOT NULL,
+            external_id TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            status TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            received_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            turn_id TEXT,
+            UNIQUE (channel, external_id)
+        );
+        CREATE INDEX inbound_unfinished ON inbound(status, id)
+            WHERE status IN ('pending', 'processing');
+
+        CREATE TABLE outbound (
+            turn_id TEXT NOT NULL,
+            chunk_index INTEGER NOT NULL,
+            platform_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (turn_id, chunk_index)
+        );
+
+        CREATE TABLE group_buffer (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_key TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX group_buffer_key ON group_buffer(session_key, id);
+
+        CREATE TABLE pairings (
+            channel TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            code TEXT NOT NULL,
+            status TEXT NOT NULL,
+            user_name TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            PRIMARY KEY (channel, user_id)
+        );
+        """,
+    ),
+]

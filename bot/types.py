@@ -1,0 +1,111 @@
+"""The typed shapes passed between channel adapters, the core and the store.
+
+Adapters build `InboundMessage`s from platform events and turn `OutboundMessage`s back into
+platform calls; nothing else crosses that boundary.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class ChatType(StrEnum):
+    DIRECT = "direct"
+    GROUP = "group"  # Telegram groups/supergroups (topics ride on thread_id)
+    CHANNEL = "channel"  # Slack channels, private channels and MPIMs
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where a reply goes: a conversation on one platform, optionally a thread/topic in it."""
+
+    channel: str
+    chat_id: str
+    thread_id: str | None = None
+    reply_to: str | None = None  # platform message id to quote/thread under
+    private_to: str | None = None  # show only to this user where the platform can (ephemeral)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Address:
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class InboundMessage:
+    """One message a person sent, as an adapter understood it."""
+
+    channel: str  # "telegram" | "slack" | "local"
+    message_id: str  # platform id, unique per channel; drives dedupe
+    chat_type: ChatType
+    chat_id: str
+    user_id: str
+    text: str
+    address: Address
+    user_name: str = ""
+    thread_id: str | None = None  # forum topic id or Slack thread_ts
+    mentioned: bool = False  # the bot was @-mentioned, replied to, or otherwise addressed
+    chat_title: str = ""
+    timestamp: float = 0.0  # unix seconds, when the platform says it was sent
+    # Extra context the adapter fetched (e.g. earlier Slack thread messages), already labelled.
+    context_lines: list[str] = field(default_factory=list)
+    is_command_surface: bool = False  # came through a native command route (e.g. Slack /krill)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["chat_type"] = str(self.chat_type)
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, raw: str) -> InboundMessage:
+        data = json.loads(raw)
+        data["chat_type"] = ChatType(data["chat_type"])
+        data["address"] = Address.from_dict(data["address"])
+        return cls(**data)
+
+    @property
+    def principal(self) -> str:
+        """`<channel>:<user_id>`, the form used by admin lists and identity links."""
+        return f"{self.channel}:{self.user_id}"
+
+
+@dataclass(slots=True)
+class OutboundMessage:
+    """One chunk of a reply, ready for the adapter to send (or to edit in place)."""
+
+    address: Address
+    text: str
+    turn_id: str
+    chunk_index: int
+    edit_of: str | None = None  # platform message id to replace instead of sending anew
+    final: bool = True  # False for a streaming preview
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Everything the model read: uncached input plus cache reads and writes."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)

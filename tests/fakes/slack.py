@@ -1,0 +1,1171 @@
+"""Loopback fake of Slack for tests.
+
+`FakeSlack` runs an aiohttp server on 127.0.0.1 that serves the Web API at
+`/api/<method>` and a Socket Mode WebSocket at `/ws`, so the real slack-sdk
+`AsyncWebClient` and slack-bolt `AsyncApp` / `AsyncSocketModeHandler` can be
+pointed at it (`base_url=fake.api_url`). It records every call, can inject
+failures, and builds event payloads. `sign()` and `post_event()` help tests
+drive Bolt's HTTP (Events API) mode with correctly or wrongly signed requests.
+"""
+
+# Test helpers take a `timeout=` argument by design (it is their public contract).
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+from urllib.parse import urlencode
+
+import aiohttp
+import pytest
+from aiohttp import web
+from slack_sdk.web.async_client import AsyncWebClient
+
+Params = dict[str, Any]
+Call = tuple[str, Params]
+
+__all__ = [
+    "Call",
+    "FakeSlack",
+    "Params",
+    "SlackEvents",
+    "app_mention",
+    "bot_message",
+    "channel_message",
+    "event_callback",
+    "fake_slack",
+    "im_message",
+    "message_changed",
+    "message_deleted",
+    "new_ts",
+    "post_event",
+    "sign",
+    "slash_command",
+    "url_verification",
+]
+
+# Shared by every fake and builder in the process so that bot posts and user
+# events interleave in one strictly increasing order, as they would in Slack.
+_TS_BASE_MICROS = 1_700_000_000_000_100
+_ts_counter = itertools.count()
+_event_counter = itertools.count(1)
+
+
+def new_ts() -> str:
+    """Return a fresh, strictly increasing Slack message timestamp ("1700000000.000100")."""
+    micros = _TS_BASE_MICROS + 100 * next(_ts_counter)
+    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+def _ts_key(ts: Any) -> float:
+    try:
+        return float(ts)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+class SlackEvents:
+    """Builders for Events API payloads, bound to one workspace and bot identity."""
+
+    def __init__(
+        self,
+        *,
+        team_id: str = "T1",
+        bot_user_id: str = "UBOT",
+        api_app_id: str = "A1",
+        response_url_base: str = "https://hooks.slack.com/commands/T1",
+    ) -> None:
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.api_app_id = api_app_id
+        self.response_url_base = response_url_base
+
+    def event_callback(
+        self, event: Params, *, event_id: str | None = None, event_time: int | None = None
+    ) -> Params:
+        """Wrap an inner event in an `event_callback` envelope with a unique event_id."""
+        ts = event.get("event_ts") or event.get("ts") or new_ts()
+        return {
+            "token": "verification-token",
+            "team_id": self.team_id,
+            "context_team_id": self.team_id,
+            "api_app_id": self.api_app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or f"Ev{next(_event_counter):010d}",
+            "event_time": event_time if event_time is not None else int(_ts_key(ts)),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-{uuid.uuid4().hex}",
+        }
+
+    def _user_message(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        ts: str | None,
+        thread_ts: str | None,
+        channel_type: str,
+        fields: Mapping[str, Any],
+    ) -> Params:
+        ts = ts or new_ts()
+        event: Params = {
+            "type": "message",
+            "client_msg_id": str(uuid.uuid4()),
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "team": self.team_id,
+            "channel": channel,
+            "event_ts": ts,
+            "channel_type": channel_type,
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        event.update(fields)
+        return self.event_callback(event)
+
+    def im_message(
+        self,
+        user: str,
+        text: str,
+        *,
+        channel: str = "D1",
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        **fields: Any,
+    ) -> Params:
+        """A direct message to the bot (`message.im`)."""
+        return self._user_message(channel, user, text, ts, thread_ts, "im", fields)
+
+    def channel_message(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        channel_type: str = "channel",
+        **fields: Any,
+    ) -> Params:
+        """A plain message in a channel (`message.channels`, or group/mpim via channel_type)."""
+        return self._user_message(channel, user, text, ts, thread_ts, channel_type, fields)
+
+    def app_mention(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        **fields: Any,
+    ) -> Params:
+        """An `app_mention`; the text is prefixed with `<@BOT> ` unless it already mentions it."""
+        mention = f"<@{self.bot_user_id}>"
+        if not text.startswith(mention):
+            text = f"{mention} {text}"
+        ts = ts or new_ts()
+        event: Params = {
+            "type": "app_mention",
+            "client_msg_id": str(uuid.uuid4()),
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "team": self.team_id,
+            "channel": channel,
+            "event_ts": ts,
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        event.update(fields)
+        return self.event_callback(event)
+
+    def bot_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        bot_id: str = "B2",
+        username: str = "otherbot",
+        ts: str | None = None,
+        thread_ts: str | None = None,
+        channel_type: str = "channel",
+        **fields: Any,
+    ) -> Params:
+        """A message from some bot (`subtype: bot_message`); pass bot_id=fake.bot_id for self."""
+        ts = ts or new_ts()
+        event: Params = {
+            "type": "message",
+            "subtype": "bot_message",
+            "bot_id": bot_id,
+            "username": username,
+            "text": text,
+            "ts": ts,
+            "channel": channel,
+            "event_ts": ts,
+            "channel_type": channel_type,
+        }
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        event.update(fields)
+        return self.event_callback(event)
+
+    def message_changed(
+        self,
+        channel: str,
+        ts: str,
+        text: str,
+        *,
+        user: str = "U1",
+        previous_text: str = "",
+        thread_ts: str | None = None,
+        channel_type: str = "channel",
+    ) -> Params:
+        """An edit of message `ts` to `text` (`subtype: message_changed`)."""
+        event_ts = new_ts()
+        message: Params = {
+            "type": "message",
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "edited": {"user": user, "ts": event_ts},
+        }
+        previous: Params = {"type": "message", "user": user, "text": previous_text, "ts": ts}
+        if thread_ts:
+            message["thread_ts"] = thread_ts
+            previous["thread_ts"] = thread_ts
+        event: Params = {
+            "type": "message",
+            "subtype": "message_changed",
+            "hidden": True,
+            "channel": channel,
+            "ts": event_ts,
+            "event_ts": event_ts,
+            "message": message,
+            "previous_message": previous,
+            "channel_type": channel_type,
+        }
+        return self.event_callback(event)
+
+    def message_deleted(
+        self,
+        channel: str,
+        ts: str,
+        *,
+        user: str = "U1",
+        previous_text: str = "",
+        thread_ts: str | None = None,
+        channel_type: str = "channel",
+    ) -> Params:
+        """A deletion of message `ts` (`subtype: message_deleted`)."""
+        event_ts = new_ts()
+        previous: Params = {"type": "message", "user": user, "text": previous_text, "ts": ts}
+        if thread_ts:
+            previous["thread_ts"] = thread_ts
+        event: Params = {
+            "type": "message",
+            "subtype": "message_deleted",
+            "hidden": True,
+            "deleted_ts": ts,
+            "channel": channel,
+            "ts": event_ts,
+            "event_ts": event_ts,
+            "previous_message": previous,
+            "channel_type": channel_type,
+        }
+        return self.event_callback(event)
+
+    def slash_command(
+        self,
+        command: str = "/krill",
+        text: str = "status",
+        user_id: str = "U1",
+        channel_id: str = "C1",
+        **fields: str,
+    ) -> dict[str, str]:
+        """Slash-command form fields, as Slack posts them (all values are strings)."""
+        trigger = uuid.uuid4().hex
+        payload = {
+            "token": "verification-token",
+            "team_id": self.team_id,
+            "team_domain": "test",
+            "channel_id": channel_id,
+            "channel_name": "directmessage" if channel_id.startswith("D") else "general",
+            "user_id": user_id,
+            "user_name": user_id.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": self.api_app_id,
+            "is_enterprise_install": "false",
+            "response_url": f"{self.response_url_base}/{trigger}",
+            "trigger_id": f"{next(_event_counter)}.{trigger}",
+        }
+        payload.update(fields)
+        return payload
+
+    def url_verification(self, challenge: str | None = None) -> Params:
+        """The handshake Slack sends when an Events API request URL is configured."""
+        return {
+            "token": "verification-token",
+            "challenge": challenge or uuid.uuid4().hex,
+            "type": "url_verification",
+        }
+
+
+# Module-level builders for tests that have no FakeSlack (e.g. pure HTTP mode).
+_default_events = SlackEvents()
+event_callback = _default_events.event_callback
+im_message = _default_events.im_message
+channel_message = _default_events.channel_message
+app_mention = _default_events.app_mention
+bot_message = _default_events.bot_message
+message_changed = _default_events.message_changed
+message_deleted = _default_events.message_deleted
+slash_command = _default_events.slash_command
+url_verification = _default_events.url_verification
+
+
+@dataclass
+class _Failure:
+    error: str
+    status: int
+    retry_after: int | None
+    remaining: int
+
+
+class _ApiError(Exception):
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+_TS_PARAMS = ("ts", "thread_ts", "timestamp", "message_ts", "latest", "oldest")
+
+
+async def _read_params(request: web.Request) -> Params:
+    # slack_sdk spreads arguments over the query string, form bodies and JSON
+    # bodies depending on the method, so all three are merged.
+    params: Params = dict(request.query)
+    if request.can_read_body:
+        if request.content_type == "application/json":
+            raw = await request.read()
+            if raw.strip():
+                body = json.loads(raw)
+                if isinstance(body, dict):
+                    params.update(body)
+        else:
+            form = await request.post()
+            params.update({k: v for k, v in form.items() if isinstance(v, str)})
+    for key in _TS_PARAMS:
+        if key in params and params[key] is not None and not isinstance(params[key], str):
+            params[key] = str(params[key])
+    return params
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer "):
+        return header[len("Bearer ") :].strip()
+    return None
+
+
+def _chunk_text(params: Params) -> str:
+    text = params.get("markdown_text") or ""
+    chunks = params.get("chunks")
+    if isinstance(chunks, str):
+        # Form-encoded callers send chunks as a JSON string.
+        try:
+            chunks = json.loads(chunks)
+        except json.JSONDecodeError:
+            chunks = None
+    for chunk in chunks or []:
+        if isinstance(chunk, dict) and chunk.get("type") == "markdown_text":
+            text += chunk.get("text") or ""
+    return text
+
+
+class FakeSlack(SlackEvents):
+    """A loopback Slack: Web API at `{url}/api/<method>` and Socket Mode at `{url}/ws`."""
+
+    def __init__(
+        self,
+        bot_token: str = "xoxb-test",
+        app_token: str = "xapp-test",
+        signing_secret: str = "test-secret",
+        bot_user_id: str = "UBOT",
+        bot_id: str = "BBOT",
+        team_id: str = "T1",
+        *,
+        api_app_id: str = "A1",
+    ) -> None:
+        super().__init__(team_id=team_id, bot_user_id=bot_user_id, api_app_id=api_app_id)
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.signing_secret = signing_secret
+        self.bot_id = bot_id
+        self.url = ""
+
+        self.calls: list[Call] = []
+        self.messages: dict[str, list[Params]] = {}
+        self.reactions: set[tuple[str, str, str]] = set()
+        self.streams: dict[str, Params] = {}
+        self.response_url_posts: list[tuple[str, Any]] = []
+        self.socket_connections = 0
+        self.socket_acks: list[str] = []
+        self.socket_ack_messages: dict[str, Params] = {}
+
+        self._posts: list[Params] = []
+        self._threads: dict[tuple[str, str], list[Params]] = {}
+        self._channels: dict[str, Params] = {}
+        self._users: dict[str, Params] = {}
+        self._failures: dict[str, list[_Failure]] = {}
+        self._sockets: list[web.WebSocketResponse] = []
+        self._pulse = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._methods: dict[str, Callable[[Params], Params]] = {
+            "auth.test": self._auth_test,
+            "apps.connections.open": self._apps_connections_open,
+            "chat.postMessage": self._chat_post_message,
+            "chat.update": self._chat_update,
+            "chat.delete": self._chat_delete,
+            "chat.postEphemeral": self._chat_post_ephemeral,
+            "chat.getPermalink": self._chat_get_permalink,
+            "chat.startStream": self._chat_start_stream,
+            "chat.appendStream": self._chat_append_stream,
+            "chat.stopStream": self._chat_stop_stream,
+            "reactions.add": self._reactions_add,
+            "reactions.remove": self._reactions_remove,
+            "assistant.threads.setStatus": self._assistant_ok,
+            "assistant.threads.setTitle": self._assistant_ok,
+            "assistant.threads.setSuggestedPrompts": self._assistant_ok,
+            "conversations.replies": self._conversations_replies,
+            "conversations.history": self._conversations_history,
+            "conversations.info": self._conversations_info,
+            "users.info": self._users_info,
+        }
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def start(self) -> str:
+        """Start serving on a free port; returns `http://127.0.0.1:PORT`."""
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_get("/ws", self._handle_ws)
+        app.router.add_post("/response/{rid}", self._handle_response_url)
+        # A short shutdown timeout keeps teardown fast when a client keeps a
+        # keep-alive connection open.
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+        self.response_url_base = f"{self.url}/response"
+        return self.url
+
+    async def stop(self) -> None:
+        """Close open sockets and stop the server."""
+        for ws in list(self._sockets):
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"server stopping")
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def api_url(self) -> str:
+        """The `base_url` to give slack_sdk clients (ends with a slash)."""
+        return f"{self.url}/api/"
+
+    def web_client(self, token: str | None = None) -> AsyncWebClient:
+        """A real AsyncWebClient pointed at this fake."""
+        return AsyncWebClient(token=token or self.bot_token, base_url=self.api_url)
+
+    # -- scripting -------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        error: str = "ratelimited",
+        *,
+        status: int = 200,
+        retry_after: int | None = None,
+        times: int = 1,
+    ) -> None:
+        """Make the next `times` calls of `method` fail with `{"ok":false,"error":error}`."""
+        self._failures.setdefault(method, []).append(_Failure(error, status, retry_after, times))
+
+    def set_thread(self, channel: str, thread_ts: str, messages: list[Params]) -> None:
+        """Script what conversations.replies returns for a thread (merged with later posts)."""
+        scripted = []
+        for message in messages:
+            m = {"type": "message", **message}
+            m.setdefault("ts", new_ts())
+            scripted.append(m)
+        self._threads[(channel, thread_ts)] = scripted
+
+    def set_channel(self, channel: str, **info: Any) -> None:
+        """Override fields conversations.info returns for `channel`."""
+        self._channels.setdefault(channel, {}).update(info)
+
+    def set_user(self, user_id: str, real_name: str | None = None, **info: Any) -> None:
+        """Override fields users.info returns for `user_id`."""
+        user = self._users.setdefault(user_id, {})
+        if real_name is not None:
+            user["real_name"] = real_name
+        user.update(info)
+
+    def record_event(self, payload: Params) -> None:
+        """Let the fake know about a user message delivered outside Socket Mode."""
+        event = payload.get("event", payload)
+        channel = event.get("channel")
+        if not channel or event.get("type") not in ("message", "app_mention"):
+            return
+        subtype = event.get("subtype")
+        if subtype == "message_changed":
+            inner = event.get("message", {})
+            stored = self._find_message(channel, inner.get("ts"))
+            if stored is not None:
+                stored["text"] = inner.get("text", "")
+                stored["edited"] = inner.get("edited")
+        elif subtype == "message_deleted":
+            self._remove_message(channel, event.get("deleted_ts"))
+        elif subtype in (None, "bot_message", "thread_broadcast", "file_share"):
+            if self._find_message(channel, event.get("ts")) is None:
+                message = {k: v for k, v in event.items() if k not in ("channel_type", "event_ts")}
+                message["type"] = "message"
+                self._store(channel, message)
+
+    # -- inspection ------------------------------------------------------
+
+    def calls_to(self, method: str) -> list[Params]:
+        """Params of every call to `method` (including injected failures), in order."""
+        return [params for name, params in self.calls if name == method]
+
+    def posted_texts(self, channel: str | None = None) -> list[str]:
+        """Text (or markdown_text) of each successful chat.postMessage, in order."""
+        return [
+            p.get("text") or p.get("markdown_text") or ""
+            for p in self._posts
+            if channel is None or p.get("channel") == channel
+        ]
+
+    def message_texts(self, channel: str | None = None) -> list[str]:
+        """Current text of every bot message still present (posts, edits, streams)."""
+        texts: list[str] = []
+        for name, messages in self.messages.items():
+            if channel is not None and name != channel:
+                continue
+            texts.extend(m.get("text", "") for m in messages if m.get("user") == self.bot_user_id)
+        return texts
+
+    def stream_text(self, ts: str | None = None) -> str:
+        """Markdown streamed so far into stream `ts` (default: the latest stream)."""
+        if not self.streams:
+            raise AssertionError("no chat.startStream call was made")
+        stream = self.streams[ts] if ts is not None else list(self.streams.values())[-1]
+        return stream["text"]
+
+    async def wait_for(
+        self,
+        method: str,
+        count: int = 1,
+        timeout: float = 5.0,
+        predicate: Callable[[Params], bool] | None = None,
+    ) -> list[Params]:
+        """Wait until `count` calls of `method` (matching `predicate`) were made; return them."""
+
+        def matches() -> list[Params]:
+            return [p for p in self.calls_to(method) if predicate is None or predicate(p)]
+
+        if await self._wait_until(lambda: len(matches()) >= count, timeout):
+            return matches()
+        raise AssertionError(
+            f"expected {count} call(s) to {method}, got {len(matches())} within {timeout}s;"
+            f" calls were:\n{self._dump_calls()}"
+        )
+
+    async def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> Params:
+        """Wait until the client acked `envelope_id`; return the ack message."""
+        if await self._wait_until(lambda: envelope_id in self.socket_ack_messages, timeout):
+            return self.socket_ack_messages[envelope_id]
+        raise AssertionError(
+            f"no ack for envelope {envelope_id} within {timeout}s; acks: {self.socket_acks};"
+            f" calls were:\n{self._dump_calls()}"
+        )
+
+    async def wait_for_socket(self, connections: int = 1, timeout: float = 5.0) -> None:
+        """Wait until `connections` sockets were accepted in total and one is open."""
+        if not await self._wait_until(
+            lambda: self.socket_connections >= connections and self._open_socket() is not None,
+            timeout,
+        ):
+            raise AssertionError(
+                f"expected {connections} socket connection(s), got {self.socket_connections}"
+                f" ({len(self._sockets)} open) within {timeout}s"
+            )
+
+    # -- socket mode -----------------------------------------------------
+
+    async def push_socket(
+        self,
+        type: str,
+        payload: Params,
+        *,
+        accepts_response_payload: bool = False,
+        timeout: float = 5.0,
+    ) -> str:
+        """Send one Socket Mode envelope to the newest client; returns its envelope_id."""
+        envelope_id = str(uuid.uuid4())
+        envelope: Params = {
+            "envelope_id": envelope_id,
+            "type": type,
+            "accepts_response_payload": accepts_response_payload,
+            "payload": payload,
+        }
+        if type == "events_api":
+            envelope["retry_attempt"] = 0
+            envelope["retry_reason"] = ""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if not await self._wait_until(lambda: self._open_socket() is not None, remaining):
+                raise AssertionError(f"no Socket Mode client connected within {timeout}s")
+            ws = self._open_socket()
+            assert ws is not None
+            try:
+                await ws.send_json(envelope)
+                return envelope_id
+            except ConnectionError:
+                # The socket closed between the check and the send (e.g. during a
+                # reconnect); try the next one.
+                if ws in self._sockets:
+                    self._sockets.remove(ws)
+
+    async def push_socket_event(self, payload: Params, *, timeout: float = 5.0) -> str:
+        """Deliver an event_callback payload over Socket Mode; returns the envelope_id."""
+        self.record_event(payload)
+        return await self.push_socket("events_api", payload, timeout=timeout)
+
+    async def push_socket_slash_command(
+        self, payload: Mapping[str, str], *, timeout: float = 5.0
+    ) -> str:
+        """Deliver slash-command fields over Socket Mode; returns the envelope_id."""
+        return await self.push_socket(
+            "slash_commands", dict(payload), accepts_response_payload=True, timeout=timeout
+        )
+
+    async def disconnect_socket(
+        self, reason: str = "refresh_requested", *, grace: float = 2.0
+    ) -> None:
+        """Ask connected clients to reconnect, then close their sockets."""
+        sockets = list(self._sockets)
+        for ws in sockets:
+            if not ws.closed:
+                await ws.send_json(
+                    {
+                        "type": "disconnect",
+                        "reason": reason,
+                        "debug_info": {"host": "fake-slack"},
+                    }
+                )
+        # Real Slack gives the client time to open a new connection and close
+        # the old one itself; only force-close sockets that linger.
+        await self._wait_until(lambda: not any(ws in self._sockets for ws in sockets), grace)
+        for ws in sockets:
+            if not ws.closed:
+                await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=reason.encode())
+
+    # -- internals -------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._pulse.set()
+        self._pulse = asyncio.Event()
+
+    async def _wait_until(self, check: Callable[[], bool], timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not check():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            pulse = self._pulse
+            try:
+                await asyncio.wait_for(pulse.wait(), remaining)
+            except TimeoutError:
+                pass
+        return True
+
+    def _dump_calls(self, limit: int = 50) -> str:
+        lines = [
+            f"  {method} {json.dumps(params, default=str)[:300]}" for method, params in self.calls
+        ]
+        if len(lines) > limit:
+            lines = [f"  ... {len(lines) - limit} earlier call(s)", *lines[-limit:]]
+        return "\n".join(lines) or "  (none)"
+
+    def _open_socket(self) -> web.WebSocketResponse | None:
+        for ws in reversed(self._sockets):
+            if not ws.closed:
+                return ws
+        return None
+
+    def _take_failure(self, method: str) -> _Failure | None:
+        queue = self._failures.get(method)
+        if not queue:
+            return None
+        failure = queue[0]
+        failure.remaining -= 1
+        if failure.remaining <= 0:
+            queue.pop(0)
+        return failure
+
+    async def _handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _read_params(request)
+        token = _bearer(request) or params.get("token")
+        params.pop("token", None)
+        self.calls.append((method, params))
+        self._notify()
+
+        expected = self.app_token if method == "apps.connections.open" else self.bot_token
+        if token != expected:
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        failure = self._take_failure(method)
+        if failure is not None:
+            headers = {}
+            if failure.status == 429 or failure.retry_after is not None:
+                retry_after = failure.retry_after if failure.retry_after is not None else 1
+                headers["Retry-After"] = str(retry_after)
+            return web.json_response(
+                {"ok": False, "error": failure.error}, status=failure.status, headers=headers
+            )
+        handler = self._methods.get(method)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        try:
+            body = handler(params)
+        except _ApiError as exc:
+            body = {"ok": False, "error": exc.error}
+        self._notify()
+        return web.json_response(body)
+
+    async def _handle_ws(self, request: web.Request) -> web.WebSocketResponse:
+        # autoping answers the ping frames the SDK uses to detect stale sessions.
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        self.socket_connections += 1
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": len(self._sockets),
+                "debug_info": {
+                    "host": "fake-slack",
+                    "build_number": 1,
+                    "approximate_connection_time": 18060,
+                },
+                "connection_info": {"app_id": self.api_app_id},
+            }
+        )
+        self._notify()
+        try:
+            async for msg in ws:
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                try:
+                    data = json.loads(msg.data)
+                except json.JSONDecodeError:
+                    continue
+                envelope_id = data.get("envelope_id") if isinstance(data, dict) else None
+                if envelope_id:
+                    self.socket_acks.append(envelope_id)
+                    self.socket_ack_messages[envelope_id] = data
+                    self._notify()
+        finally:
+            if ws in self._sockets:
+                self._sockets.remove(ws)
+            self._notify()
+        return ws
+
+    async def _handle_response_url(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = raw.decode(errors="replace")
+        self.response_url_posts.append((request.match_info["rid"], body))
+        self._notify()
+        return web.Response(text="ok")
+
+    # -- message store ---------------------------------------------------
+
+    def _store(self, channel: str, message: Params) -> None:
+        messages = self.messages.setdefault(channel, [])
+        messages.append(message)
+        messages.sort(key=lambda m: _ts_key(m.get("ts")))
+
+    def _find_message(self, channel: str, ts: Any) -> Params | None:
+        for message in self.messages.get(channel, []):
+            if message.get("ts") == ts:
+                return message
+        return None
+
+    def _remove_message(self, channel: str, ts: Any) -> bool:
+        message = self._find_message(channel, ts)
+        if message is None:
+            return False
+        self.messages[channel].remove(message)
+        return True
+
+    def _bot_message(self, params: Params, ts: str, text: str) -> Params:
+        message: Params = {
+            "type": "message",
+            "text": text,
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "app_id": self.api_app_id,
+            "team": self.team_id,
+            "ts": ts,
+        }
+        if params.get("thread_ts"):
+            message["thread_ts"] = params["thread_ts"]
+        for key in ("blocks", "attachments", "metadata"):
+            if params.get(key):
+                message[key] = params[key]
+        return message
+
+    # -- Web API methods -------------------------------------------------
+
+    @staticmethod
+    def _require(params: Params, *names: str, error: str = "invalid_arguments") -> None:
+        for name in names:
+            if not params.get(name):
+                raise _ApiError(error)
+
+    def _auth_test(self, params: Params) -> Params:
+        return {
+            "ok": True,
+            "url": "https://test.slack.com/",
+            "team": "Test",
+            "user": "krill",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _apps_connections_open(self, params: Params) -> Params:
+        ws_url = self.url.replace("http://", "ws://", 1)
+        return {"ok": True, "url": f"{ws_url}/ws?ticket={uuid.uuid4().hex}"}
+
+    def _chat_post_message(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        if not any(params.get(k) for k in ("text", "markdown_text", "blocks", "attachments")):
+            raise _ApiError("no_text")
+        channel = params["channel"]
+        ts = new_ts()
+        text = params.get("text") or params.get("markdown_text") or ""
+        message = self._bot_message(params, ts, text)
+        self._store(channel, message)
+        self._posts.append(params)
+        return {"ok": True, "channel": channel, "ts": ts, "message": dict(message)}
+
+    def _chat_update(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "ts", error="message_not_found")
+        channel, ts = params["channel"], params["ts"]
+        message = self._find_message(channel, ts)
+        if message is None:
+            raise _ApiError("message_not_found")
+        if message.get("user") != self.bot_user_id:
+            raise _ApiError("cant_update_message")
+        text = params.get("text") or params.get("markdown_text")
+        if text is not None:
+            message["text"] = text
+        if "blocks" in params:
+            message["blocks"] = params["blocks"]
+        message["edited"] = {"user": self.bot_user_id, "ts": new_ts()}
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": message.get("text", ""),
+            "message": dict(message),
+        }
+
+    def _chat_delete(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        if not self._remove_message(params["channel"], params.get("ts")):
+            raise _ApiError("message_not_found")
+        return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
+
+    def _chat_post_ephemeral(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "user", error="user_not_in_channel")
+        return {"ok": True, "message_ts": new_ts()}
+
+    def _chat_get_permalink(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "message_ts", error="message_not_found")
+        channel, ts = params["channel"], params["message_ts"]
+        return {
+            "ok": True,
+            "channel": channel,
+            "permalink": f"https://test.slack.com/archives/{channel}/p{ts.replace('.', '')}",
+        }
+
+    def _chat_start_stream(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "thread_ts")
+        channel = params["channel"]
+        ts = new_ts()
+        text = _chunk_text(params)
+        self.streams[ts] = {
+            "channel": channel,
+            "thread_ts": params["thread_ts"],
+            "text": text,
+            "state": "in_progress",
+            "start": params,
+        }
+        self._store(channel, self._bot_message(params, ts, text))
+        return {"ok": True, "channel": channel, "ts": ts}
+
+    def _stream_for(self, params: Params) -> tuple[Params, Params]:
+        self._require(params, "channel", error="channel_not_found")
+        stream = self.streams.get(params.get("ts", ""))
+        if stream is None or stream["channel"] != params["channel"]:
+            raise _ApiError("message_not_found")
+        if stream["state"] != "in_progress":
+            raise _ApiError("message_not_in_streaming_state")
+        message = self._find_message(params["channel"], params["ts"])
+        if message is None:
+            raise _ApiError("message_not_found")
+        return stream, message
+
+    def _chat_append_stream(self, params: Params) -> Params:
+        stream, message = self._stream_for(params)
+        stream["text"] += _chunk_text(params)
+        message["text"] = stream["text"]
+        return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
+
+    def _chat_stop_stream(self, params: Params) -> Params:
+        stream, message = self._stream_for(params)
+        stream["text"] += _chunk_text(params)
+        stream["state"] = "completed"
+        message["text"] = stream["text"]
+        if params.get("blocks"):
+            message["blocks"] = params["blocks"]
+        return {
+            "ok": True,
+            "channel": params["channel"],
+            "ts": params["ts"],
+            "message": dict(message),
+        }
+
+    def _reactions_add(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "timestamp", error="message_not_found")
+        self._require(params, "name", error="invalid_name")
+        key = (params["channel"], params["timestamp"], params["name"])
+        if key in self.reactions:
+            raise _ApiError("already_reacted")
+        self.reactions.add(key)
+        return {"ok": True}
+
+    def _reactions_remove(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "timestamp", error="message_not_found")
+        self._require(params, "name", error="invalid_name")
+        key = (params["channel"], params["timestamp"], params["name"])
+        if key not in self.reactions:
+            raise _ApiError("no_reaction")
+        self.reactions.discard(key)
+        return {"ok": True}
+
+    def _assistant_ok(self, params: Params) -> Params:
+        self._require(params, "channel_id", "thread_ts")
+        return {"ok": True}
+
+    @staticmethod
+    def _page(messages: list[Params], params: Params) -> Params:
+        try:
+            limit = int(params.get("limit") or 0) or 1000
+            offset = int(params.get("cursor") or 0)
+        except ValueError as exc:
+            raise _ApiError("invalid_cursor") from exc
+        page = messages[offset : offset + limit]
+        more = offset + limit < len(messages)
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(offset + limit) if more else ""},
+        }
+
+    def _conversations_replies(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        self._require(params, "ts", error="thread_not_found")
+        channel, thread_ts = params["channel"], params["ts"]
+        by_ts: dict[str, Params] = {}
+        for message in self.messages.get(channel, []):
+            if message.get("ts") == thread_ts or message.get("thread_ts") == thread_ts:
+                by_ts[message["ts"]] = dict(message)
+        for message in self._threads.get((channel, thread_ts), []):
+            by_ts[message["ts"]] = dict(message)
+        messages = sorted(by_ts.values(), key=lambda m: _ts_key(m.get("ts")))
+        if len(messages) > 1 and messages[0].get("ts") == thread_ts:
+            messages[0].setdefault("thread_ts", thread_ts)
+            messages[0].setdefault("reply_count", len(messages) - 1)
+        return self._page(messages, params)
+
+    def _conversations_history(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        top_level = [
+            dict(m)
+            for m in self.messages.get(params["channel"], [])
+            if m.get("thread_ts") in (None, m.get("ts"))
+        ]
+        return self._page(list(reversed(top_level)), params)
+
+    def _conversations_info(self, params: Params) -> Params:
+        self._require(params, "channel", error="channel_not_found")
+        channel = params["channel"]
+        kind = channel[:1]
+        info: Params = {
+            "id": channel,
+            "name": channel.lower(),
+            "is_channel": kind == "C",
+            "is_group": kind == "G",
+            "is_im": kind == "D",
+            "is_mpim": False,
+            "is_private": kind in ("G", "D"),
+            "is_archived": False,
+            "is_member": True,
+            "context_team_id": self.team_id,
+        }
+        if kind == "D":
+            info["user"] = "U1"
+        info.update(self._channels.get(channel, {}))
+        return {"ok": True, "channel": info}
+
+    def _users_info(self, params: Params) -> Params:
+        self._require(params, "user", error="user_not_found")
+        user_id = params["user"]
+        is_bot = user_id == self.bot_user_id
+        name = "krill" if is_bot else user_id.lower()
+        user: Params = {
+            "id": user_id,
+            "team_id": self.team_id,
+            "name": name,
+            "real_name": "Krill" if is_bot else f"User {user_id}",
+            "deleted": False,
+            "is_bot": is_bot,
+            "tz": "UTC",
+            "tz_offset": 0,
+        }
+        user.update(self._users.get(user_id, {}))
+        user["profile"] = {
+            "real_name": user["real_name"],
+            "display_name": user["name"],
+            **user.get("profile", {}),
+        }
+        return {"ok": True, "user": user}
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    """A started FakeSlack with default tokens and ids; stopped after the test."""
+    async with FakeSlack() as fake:
+        yield fake
+
+
+# -- HTTP (Events API) helpers ---------------------------------------------
+
+
+def sign(secret: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+    """Slack request-signing headers for `body` (v0 HMAC-SHA256)."""
+    ts = int(time.time()) if timestamp is None else timestamp
+    base = b"v0:" + str(ts).encode() + b":" + body
+    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": f"v0={digest}"}
+
+
+def _is_form_payload(payload: Mapping[str, Any]) -> bool:
+    # Slash commands and interactivity payloads arrive form-encoded; events as JSON.
+    return "command" in payload or isinstance(payload.get("payload"), str)
+
+
+async def post_event(
+    session_or_url: aiohttp.ClientSession | str | None,
+    url: str,
+    payload: Mapping[str, Any] | None,
+    secret: str,
+    *,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+    retry_reason: str = "http_timeout",
+    forge: bool = False,
+    raw_body: bytes | None = None,
+    form: bool | None = None,
+) -> tuple[int, str]:
+    """POST a signed Slack request to a Bolt HTTP endpoint; returns (status, body text).
+
+    `session_or_url` is an aiohttp ClientSession (or anything with its `post`), a
+    base URL that `url` is joined to, or None (then `url` is absolute). The body is
+    JSON, or form-encoded for slash commands/interactivity (override with `form`).
+    `raw_body` replaces the encoded body; `forge` signs with the wrong secret;
+    `retry_num` adds Slack's retry headers.
+    """
+    use_form = _is_form_payload(payload or {}) if form is None else form
+    if raw_body is not None:
+        body = raw_body
+    elif use_form:
+        body = urlencode(dict(payload or {})).encode()
+    else:
+        body = json.dumps(payload or {}).encode()
+    headers = sign(secret + "-forged" if forge else secret, body, timestamp)
+    headers["Content-Type"] = (
+        "application/x-www-form-urlencoded" if use_form else "application/json"
+    )
+    if retry_num is not None:
+        headers["X-Slack-Retry-Num"] = str(retry_num)
+        headers["X-Slack-Retry-Reason"] = retry_reason
+
+    target = url
+    if isinstance(session_or_url, str) and "://" not in url:
+        target = f"{session_or_url.rstrip('/')}/{url.lstrip('/')}"
+    if session_or_url is None or isinstance(session_or_url, str):
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(target, data=body, headers=headers) as resp,
+        ):
+            return resp.status, await resp.text()
+    async with session_or_url.post(target, data=body, headers=headers) as resp:
+        return resp.status, await resp.text()
