@@ -155,7 +155,10 @@ class AgentRunner:
         try:
             if job.prompt is None and not job.resume:
                 for hook in self.before_turn:
-                    await hook(job, session)
+                    try:
+                        await hook(job, session)
+                    except Exception:  # housekeeping must never block a person's turn
+                        log.exception("before-turn hook failed for %s", job.session_key)
             if not job.resume:
                 recall = await self.recall(job, session) if self.recall and job.messages else None
                 entry = self._user_entry(job, session, recall)
