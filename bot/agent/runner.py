@@ -207,9 +207,9 @@ class AgentRunner:
             history = await self.store.load_history(
                 session.session_id, max_user_turns=job.history_limit
             )
-            mine = [e for e in history if e.turn_id == job.turn_id and e.role == Role.ASSISTANT]
-            if mine and not _pending_tool_calls(history):
+            if _reply_written(history, job.turn_id):
                 # Resumed after the reply was written: replay its text for delivery.
+                mine = [e for e in history if e.turn_id == job.turn_id and e.role == Role.ASSISTANT]
                 for entry in mine:
                     await stream.on_text(_entry_text(entry))
                     stream.next_iteration()
@@ -324,13 +324,15 @@ def _entry_text(entry: Entry) -> str:
     )
 
 
-def _pending_tool_calls(history: list[Entry]) -> bool:
-    """True when the newest entry is an assistant message whose tool calls have no results."""
+def _reply_written(history: list[Entry], turn_id: str) -> bool:
+    """True when this turn already ended in a final assistant message (no tool calls)."""
     if not history:
         return False
     last = history[-1]
-    return last.role == Role.ASSISTANT and any(
-        b.get("type") == "tool_use" for b in last.payload.get("content", [])
+    return (
+        last.turn_id == turn_id
+        and last.role == Role.ASSISTANT
+        and not any(b.get("type") == "tool_use" for b in last.payload.get("content", []))
     )
 
 

@@ -59,10 +59,10 @@ _CONFUSABLES = {
     "\u0422": "T",
 }
 
-# Three brackets in a row open or close our markers; the uppercase keyword is the other
-# half. Lower-case "untrusted" is ordinary prose and left alone. Adjacent fragments collapse
-# into one placeholder so a spoofed marker reads as a single removal.
-_LOOKALIKE_RE = re.compile(r"(?:<{3,}|>{3,}|(?:END_)?UNTRUSTED)+")
+# A marker is the upper-case keyword, optionally with the bracket runs around it on the same
+# line. Brackets alone (`>>>` Python prompts, `<<<` here-strings) cannot forge a marker and
+# are left alone; lower-case "untrusted" is ordinary prose.
+_LOOKALIKE_RE = re.compile(r"(?:<{3,}[ \t]*)?(?:END_)?UNTRUSTED(?:[^\n]{0,120}?>{3,})?")
 
 
 def _fold(ch: str) -> str:
@@ -79,10 +79,9 @@ def sanitize(text: str) -> str:
 
     Detection runs on a folded copy (NFKC, known look-alikes mapped, invisible characters
     dropped); replacement happens in the original, so text without look-alikes is
-    returned unchanged. Bash here-strings (`<<<`) and Python prompts (`>>>`) are collateral
-    damage.
+    returned unchanged.
     """
-    if text.isascii() and "<<<" not in text and ">>>" not in text and "UNTRUSTED" not in text:
+    if text.isascii() and "UNTRUSTED" not in text:
         return text
     folded: list[str] = []
     origin: list[int] = []  # origin[k]: index in `text` of the char folded[k] came from

@@ -1,0 +1,38 @@
+"""Command parsing and authorization rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.commands import Command, authorized, parse_command
+from bot.types import ChatType
+from tests.app_harness import message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/status", Command("status", "")),
+        ("  /STATUS  ", Command("status", "")),
+        ("/status@krill_bot", Command("status", "")),
+        ("/compact keep the API notes", Command("compact", "keep the API notes")),
+        ("/status@other_bot", None),
+        ("/start", None),
+        ("status", None),
+        ("hello /status", None),
+        ("/", None),
+    ],
+)
+def test_parse_command(text: str, expected: Command | None) -> None:
+    assert parse_command(text, "krill_bot") == expected
+
+
+def test_authorization_rules() -> None:
+    dm = message("/reset")
+    group = message("/reset", chat_type=ChatType.GROUP, chat_id="g")
+    for name in ("status", "reset", "new", "stop", "compact"):
+        assert authorized(Command(name, ""), dm, admin=False)
+        assert not authorized(Command(name, ""), group, admin=False)
+        assert authorized(Command(name, ""), group, admin=True)
+    for name in ("help", "whoami"):
+        assert authorized(Command(name, ""), group, admin=False)

@@ -1,0 +1,176 @@
+"""Configuration: TOML + KRILL_* overrides + conventional secrets, with errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import env_overrides, load_config
+from bot.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "krill.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(None, env={})
+    assert config.source is None
+    assert config.agent.model == "claude-sonnet-4-6"
+    assert config.anthropic.cache_ttl == "5m" and config.anthropic.cache_ttl_seconds == 300
+    assert config.sqlite_path == tmp_path / "data" / "krill.db"
+    assert config.workspace_dir == tmp_path / "workspace"
+    assert config.server.port == 8787 and config.server.host == "127.0.0.1"
+    assert config.telegram.dm_policy == "allowlist" and config.telegram.require_mention
+    assert config.telegram.group_buffer_limit == 50
+    assert config.session.dm_scope == "per-channel-peer"
+    assert config.tools.allow == ["*"]
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    sub = tmp_path / "site"
+    sub.mkdir()
+    config = load_config(write(sub, '[workspace]\npath = "ws"\n'), env={})
+    assert config.workspace_dir == sub.resolve() / "ws"
+    assert config.sqlite_path == sub.resolve() / "data" / "krill.db"
+
+
+def test_full_design_config_is_accepted(tmp_path: Path) -> None:
+    text = """
+[agent]
+model = "claude-opus-4-7"
+max_tokens = 8000
+context_window = 1000000
+timezone = "Europe/Berlin"
+[anthropic]
+base_url = "http://127.0.0.1:1"
+cache_ttl = "1h"
+[admin]
+users = ["telegram:12345", "slack:U0123ABC"]
+[session]
+dm_scope = "per-peer"
+identity_links = { alice = ["telegram:123", "slack:U1"] }
+[telegram]
+enabled = true
+token = "123:abc"
+mode = "webhook"
+webhook_secret = "s3cret"
+dm_policy = "pairing"
+allow_from = ["1", "2"]
+dm_history_limit = 20
+[telegram.dms."12345"]
+history_limit = 10
+[telegram.groups."-100123"]
+require_mention = false
+history_limit = 5
+allow = true
+[slack]
+enabled = true
+bot_token = "xoxb-1"
+signing_secret = "sig"
+mode = "http"
+[slack.channels."C123"]
+require_mention = false
+[tools]
+allow = ["memory_*", "web_fetch"]
+deny = ["web_fetch"]
+[tools.web_fetch]
+allow_private = true
+max_chars = 1000
+[mcp.servers.example]
+command = "some-mcp-server"
+"""
+    config = load_config(write(tmp_path, text), env={})
+    assert config.telegram.dms["12345"].history_limit == 10
+    assert config.telegram.groups["-100123"].require_mention is False
+    assert config.slack.channels["C123"].require_mention is False
+    assert config.session.identity_links["alice"] == ["telegram:123", "slack:U1"]
+    assert config.anthropic.cache_ttl_seconds == 3600
+    assert config.mcp.servers["example"].command == "some-mcp-server"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[agent]\nmodle = 'x'\n", "agent.modle: unknown key"),
+        ("[nonsense]\nx = 1\n", "nonsense: unknown key"),
+        ("[server]\nport = 'x'\n", "server.port: "),
+        ("[server]\nport = 70000\n", "server.port: "),
+        ("[anthropic]\ncache_ttl = '10m'\n", "anthropic.cache_ttl: "),
+        ("[telegram.dms.'1']\nhistory_limit = -1\n", "telegram.dms.1.history_limit"),
+        ("[agent]\ntimezone = 'Mars/Olympus'\n", "agent.timezone: unknown time zone"),
+        ("[admin]\nusers = ['12345']\n", "admin.users: '12345' must look like"),
+        ("[slack]\nenabled = true\nbot_token = 'x'\n", "slack.app_token: required"),
+        ("x = [\n", "not valid TOML"),
+    ],
+)
+def test_errors_name_the_key_and_the_file(tmp_path: Path, text: str, needle: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert needle in str(err.value)
+    assert path in str(err.value)
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(str(tmp_path / "nope.toml"), env={})
+
+
+def test_krill_config_variable_is_used(tmp_path: Path) -> None:
+    path = write(tmp_path, "[agent]\nmax_tokens = 123\n")
+    config = load_config(None, env={"KRILL_CONFIG": path})
+    assert config.agent.max_tokens == 123
+
+
+def test_env_overrides_win_and_are_typed(tmp_path: Path) -> None:
+    path = write(tmp_path, "[telegram]\nmode = 'polling'\n[server]\nport = 1\n")
+    env = {
+        "KRILL_TELEGRAM__MODE": "webhook",
+        "KRILL_TELEGRAM__WEBHOOK_SECRET": "abc",
+        "KRILL_SERVER__PORT": "9999",
+        "KRILL_TELEGRAM__ALLOW_FROM": '["1", "2"]',
+        "KRILL_TOOLS__WEB_FETCH__ALLOW_PRIVATE": "true",
+    }
+    config = load_config(path, env=env)
+    assert config.telegram.mode == "webhook"
+    assert config.server.port == 9999
+    assert config.telegram.allow_from == ["1", "2"]
+    assert config.tools.web_fetch.allow_private is True
+
+
+def test_env_override_with_unknown_key_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"agent\.modle: unknown key"):
+        load_config(None, env={"KRILL_AGENT__MODLE": "x"})
+
+
+def test_env_overrides_parse_literals() -> None:
+    assert env_overrides({"KRILL_A__B": "10", "KRILL_A__C": "hello", "OTHER": "x"}) == {
+        "a": {"b": 10, "c": "hello"}
+    }
+
+
+def test_conventional_secret_variables(tmp_path: Path) -> None:
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:5",
+        "TELEGRAM_BOT_TOKEN": "123:tok",
+        "SLACK_BOT_TOKEN": "xoxb-a",
+        "SLACK_APP_TOKEN": "xapp-b",
+        "SLACK_SIGNING_SECRET": "sig",
+    }
+    path = write(tmp_path, "[telegram]\nenabled = true\n[slack]\nenabled = true\n")
+    config = load_config(path, env=env)
+    assert config.anthropic.api_key == "sk-ant-test"
+    assert config.anthropic.base_url == "http://127.0.0.1:5"
+    assert config.telegram.token == "123:tok"
+    assert (config.slack.bot_token, config.slack.app_token) == ("xoxb-a", "xapp-b")
+
+
+def test_file_values_beat_conventional_variables(tmp_path: Path) -> None:
+    path = write(tmp_path, "[anthropic]\napi_key = 'from-file'\n")
+    assert load_config(path, env={"ANTHROPIC_API_KEY": "env"}).anthropic.api_key == "from-file"

@@ -1,0 +1,197 @@
+"""End to end: the real `krill run` / `krill chat` processes against the fake model server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tests.fakes.anthropic import FakeAnthropic
+from tests.krill_process import KrillProcess, run_cli, write_config
+
+
+def model_env(fake: FakeAnthropic) -> dict[str, str]:
+    return {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake.url}
+
+
+def plain_echo(body: dict) -> str:
+    """Reply with the person's words only, so tests can read replies easily."""
+    text = "".join(b.get("text", "") for b in body["messages"][-1]["content"])
+    inner = text.split("\n")[-2] if "<<<END_UNTRUSTED" in text else text
+    return f"echo: {inner}"
+
+
+async def test_run_answers_serves_health_and_metrics(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        reply = await krill.chat("hello krill")
+        assert reply == {"result": "accepted", "replies": ["echo: hello krill"]}
+        status, body = await krill.get("/healthz")
+        assert status == 200 and json.loads(body)["status"] == "ok"
+        status, metrics = await krill.get("/metrics")
+        assert status == 200
+        assert 'krill_messages_in_total{channel="local"} 1.0' in metrics
+        assert 'krill_turns_total{kind="user",outcome="ok"} 1.0' in metrics
+        assert "krill_model_latency_seconds_count 1.0" in metrics
+        status, page = await krill.get("/")
+        assert status == 200 and "<title>Krill</title>" in page
+
+
+async def test_history_survives_a_restart(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        await krill.chat("the launch code is 7Q-ALPHA")
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        await krill.chat("what was the code?")
+    last = fake_anthropic.message_requests[-1].body
+    assert "7Q-ALPHA" in json.dumps(last)
+    assert len(last["messages"]) == 3
+
+
+async def test_kill_9_mid_turn_loses_nothing(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    fake_anthropic.hold()
+    krill = KrillProcess(tmp_path, {}, model_env(fake_anthropic))
+    await krill.start()
+    pending = asyncio.create_task(krill.chat("please do not lose me"))
+    await fake_anthropic.wait_for_requests(1)
+    await krill.kill()  # crash while the model call is in flight
+    pending.cancel()
+    fake_anthropic.release()
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as restarted:
+        for _ in range(100):
+            _code, out, _ = await run_cli(
+                tmp_path, "status", "--json", "--config", str(restarted.config_path)
+            )
+            if json.loads(out)["unanswered_messages"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert json.loads(out)["unanswered_messages"] == 0
+        _code, export, _ = await run_cli(
+            tmp_path,
+            "sessions",
+            "export",
+            "agent:main:local:direct:tester",
+            "--config",
+            str(restarted.config_path),
+        )
+    entries = [json.loads(line) for line in export.splitlines()]
+    users = [e for e in entries if e["role"] == "user"]
+    answers = [e for e in entries if e["role"] == "assistant"]
+    assert len(users) == 1, "the accepted message was recorded exactly once"
+    assert answers and answers[-1]["payload"]["content"][0]["text"] == "echo: please do not lose me"
+
+
+async def test_unanswered_messages_are_answered_after_restart(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    """A message accepted while the model was down is answered by the next process."""
+    fake_anthropic.default_handler = plain_echo
+    fake_anthropic.hold()
+    krill = KrillProcess(tmp_path, {}, model_env(fake_anthropic))
+    await krill.start()
+    tasks = [asyncio.create_task(krill.chat(f"msg {i}", user=f"u{i}")) for i in range(3)]
+    await fake_anthropic.wait_for_requests(3)
+    await krill.kill()
+    for task in tasks:
+        task.cancel()
+    fake_anthropic.release()
+    before = len(fake_anthropic.message_requests)
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)):
+        await fake_anthropic.wait_for_requests(before + 3, within=10)
+    retried = {r.last_user_text for r in fake_anthropic.message_requests[before:]}
+    assert {f"msg {i}" for i in range(3)} <= {t.split("\n")[-2] for t in retried}
+
+
+async def test_bad_config_stops_startup_with_a_clear_message(tmp_path: Path):
+    cases = {
+        "[agent]\nmodle = 'x'\n": "agent.modle: unknown key",
+        "[server]\nport = 'eighty'\n": "server.port:",
+        "[telegram]\nmode = 'pigeon'\n": "telegram.mode:",
+        "[agent\n": "not valid TOML",
+        "[telegram]\nenabled = true\n": "telegram.token: required",
+    }
+    for text, expected in cases.items():
+        path = tmp_path / "krill.toml"
+        path.write_text(text)
+        code, out, err = await run_cli(tmp_path, "run", "--config", str(path), timeout=20)
+        assert code == 2, (text, out, err)
+        assert expected in err and str(path) in err, err
+        assert "Traceback" not in err
+
+
+async def test_env_override_is_validated_and_named(tmp_path: Path):
+    code, _, err = await run_cli(tmp_path, "status", env={"KRILL_SERVER__PORT": "nope"})
+    assert code == 2 and "server.port" in err and "KRILL_" in err
+
+
+async def test_no_api_key_starts_and_explains(tmp_path: Path):
+    async with KrillProcess(tmp_path, {}, {}) as krill:
+        reply = await krill.chat("hello?")
+    assert "ANTHROPIC_API_KEY" in reply["replies"][0]
+    assert "ANTHROPIC_API_KEY is not set" in krill.log()
+
+
+async def test_chat_with_piped_stdin(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    config = write_config(tmp_path, {})
+    code, out, err = await run_cli(
+        tmp_path,
+        "chat",
+        "--name",
+        "ann",
+        "--config",
+        str(config),
+        env=model_env(fake_anthropic),
+        stdin=b"first line\n/whoami\nsecond line\n",
+    )
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0] == "echo: first line"
+    assert "You are local:ann" in out and "agent:main:local:direct:ann" in out
+    assert lines[-1] == "echo: second line"
+
+
+async def test_cli_status_sessions_and_reset(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        await krill.chat("hi", user="bob")
+        cfg = str(krill.config_path)
+        code, out, _ = await run_cli(tmp_path, "status", "--json", "--config", cfg)
+        data = json.loads(out)
+        (session,) = data["sessions"]
+        assert session["session_key"] == "agent:main:local:direct:bob"
+        assert session["turns"] == 1 and session["output_tokens"] > 0
+        code, out, _ = await run_cli(tmp_path, "status", "--config", cfg)
+        assert "agent:main:local:direct:bob" in out
+        code, out, _ = await run_cli(
+            tmp_path, "sessions", "show", "agent:main:local:direct:bob", "--config", cfg
+        )
+        assert "user: bob: hi" in out.replace("Bob", "bob") and "echo: hi" in out
+        code, out, _ = await run_cli(
+            tmp_path, "reset", "agent:main:local:direct:bob", "--config", cfg
+        )
+        assert code == 0 and "new session" in out
+        code, _, err = await run_cli(tmp_path, "reset", "not-a-key", "--config", cfg)
+        assert code == 1 and "krill reset" in err
+        reply = await krill.chat("fresh start?", user="bob")
+        assert reply["replies"] == ["echo: fresh start?"]
+    assert len(fake_anthropic.message_requests[-1].body["messages"]) == 1
+
+
+async def test_help_for_every_command(tmp_path: Path):
+    for command in ("run", "chat", "init", "status", "reset", "sessions", "doctor", "pairing"):
+        code, out, _ = await run_cli(tmp_path, command, "--help")
+        assert code == 0 and "usage: krill" in out, command
+
+
+async def test_init_then_doctor(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    code, out, _ = await run_cli(tmp_path, "init", str(tmp_path / "site"))
+    assert code == 0 and (tmp_path / "site" / "krill.toml").exists()
+    assert (tmp_path / "site" / "workspace" / "SOUL.md").exists()
+    cfg = str(tmp_path / "site" / "krill.toml")
+    code, out, _ = await run_cli(tmp_path, "doctor", "--config", cfg, env=model_env(fake_anthropic))
+    assert code == 0, out
+    assert "[ok] anthropic" in out and "[ok] store" in out and "[ok] workspace" in out
+    code, out, _ = await run_cli(tmp_path, "doctor", "--config", cfg)
+    assert code == 1 and "ANTHROPIC_API_KEY" in out
