@@ -1,0 +1,143 @@
+"""Benchmark: the core's own time per turn, and throughput across concurrent sessions.
+
+The fake model answers at once, so what is measured is Krill: accept -> store -> queue ->
+history load -> prompt assembly -> (model) -> persist -> deliver, minus the model call
+itself. Sessions are pre-filled with 10, 1,000 and 10,000 transcript entries behind a
+compaction entry, as the context pipeline keeps a long-lived session; the point is that
+loading history costs the same however long the transcript has grown.
+
+Run: python bench/overhead.py [--turns 200] [--sessions 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.store.base import Entry, EntryType, Role  # noqa: E402
+from tests.app_harness import Harness, message  # noqa: E402
+from tests.fakes.anthropic import FakeAnthropic  # noqa: E402
+
+KEPT_ENTRIES = 20  # what a compacted session keeps verbatim
+
+
+async def prefill(h: Harness, user: str, entries: int) -> None:
+    store = h.app.store
+    session = await store.get_or_create_session(f"agent:main:local:direct:{user}", "local")
+    batch: list[Entry] = []
+    for i in range(entries // 2):
+        batch.append(
+            Entry(
+                session.session_id,
+                EntryType.MESSAGE,
+                {"messages": [{"text": f"old question {i}", "user_id": user, "timestamp": 0}]},
+                role=Role.USER,
+            )
+        )
+        batch.append(
+            Entry(
+                session.session_id,
+                EntryType.MESSAGE,
+                {"content": [{"type": "text", "text": f"old answer {i} " * 5}]},
+                role=Role.ASSISTANT,
+            )
+        )
+    for start in range(0, len(batch), 2000):
+        await store.append_entries(batch[start : start + 2000])
+    if len(batch) > KEPT_ENTRIES:
+        first_kept = batch[-KEPT_ENTRIES].id
+        await store.append_entries(
+            [
+                Entry(
+                    session.session_id,
+                    EntryType.COMPACTION,
+                    {"summary": "## Decisions\n- none", "first_kept_entry_id": first_kept},
+                )
+            ]
+        )
+
+
+def instrument(h: Harness, model_times: list[float]) -> None:
+    """Record each model call's wall time so it can be subtracted from the turn's."""
+    original = h.app.model.complete
+
+    async def timed(**kwargs):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        try:
+            return await original(**kwargs)
+        finally:
+            model_times.append(time.perf_counter() - started)
+
+    h.app.model.complete = timed  # type: ignore[method-assign]
+
+
+async def sequential(fake: FakeAnthropic, entries: int, turns: int) -> list[float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Harness(Path(tmp), fake.url) as h:
+            await prefill(h, "bench", entries)
+            model_times: list[float] = []
+            instrument(h, model_times)
+            overheads = []
+            for i in range(turns):
+                model_times.clear()
+                started = time.perf_counter()
+                await h.send(message(f"question {i}", user="bench"))
+                total = time.perf_counter() - started
+                overheads.append(total - sum(model_times))
+            return overheads
+
+
+async def concurrent(fake: FakeAnthropic, sessions: int, per_session: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        toml = f"[agent]\nmax_concurrent_turns = {sessions}\n"
+        async with Harness(Path(tmp), fake.url, toml) as h:
+            started = time.perf_counter()
+
+            async def one(user: str) -> None:
+                for i in range(per_session):
+                    await h.send(message(f"hi {i}", user=user))
+
+            await asyncio.gather(*(one(f"user{n}") for n in range(sessions)))
+            elapsed = time.perf_counter() - started
+            assert len(h.channel.finals) == sessions * per_session
+            return sessions * per_session / elapsed
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=100)
+    args = parser.parse_args()
+    async with FakeAnthropic() as fake:
+        fake.cache_enabled = False
+        print(f"{'transcript entries':>18} | {'p50 ms':>7} | {'p99 ms':>7} | {'mean ms':>7}")
+        print("-" * 48)
+        p50s = {}
+        for entries in (10, 1_000, 10_000):
+            overheads = await sequential(fake, entries, args.turns)
+            ms = [o * 1000 for o in overheads[5:]]  # skip warm-up
+            p50s[entries] = pct(ms, 0.5)
+            print(
+                f"{entries:>18} | {pct(ms, 0.5):>7.2f} | {pct(ms, 0.99):>7.2f} | "
+                f"{statistics.mean(ms):>7.2f}"
+            )
+        print(f"\ngrowth p50 10 -> 10,000 entries: {p50s[10_000] / p50s[10]:.2f}x")
+        rate = await concurrent(fake, args.sessions, 5)
+        print(f"throughput: {rate:.0f} turns/s across {args.sessions} concurrent local sessions")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
