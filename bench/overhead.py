@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.store.base import Entry, EntryType, Role  # noqa: E402
-from tests.app_harness import Harness, message  # noqa: E402
-from tests.fakes.anthropic import FakeAnthropic  # noqa: E402
+from bot.store.base import Entry, EntryType, Role
+from tests.app_harness import Harness, message
+from tests.fakes.anthropic import FakeAnthropic
 
 KEPT_ENTRIES = 20  # what a compacted session keeps verbatim
 
@@ -63,6 +63,11 @@ async def prefill(h: Harness, user: str, entries: int) -> None:
                 )
             ]
         )
+    # Prefill is not part of the steady state: fold its WAL into the database and keep its
+    # objects out of the garbage collector's way.
+    await store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    gc.collect()
+    gc.freeze()
 
 
 def instrument(h: Harness, model_times: list[float]) -> None:
