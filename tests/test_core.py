@@ -284,3 +284,23 @@ async def test_no_api_key_still_answers_with_instructions(tmp_path: Path):
     async with h:
         await h.send("hello?")
     assert "ANTHROPIC_API_KEY" in h.channel.finals[0]
+
+
+async def test_stop_cancels_the_turn_and_drops_the_queue(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    fake_anthropic.hold()
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        first = message("long task")
+        await h.send(first, wait=False)
+        await fake_anthropic.wait_for_requests(1)
+        await h.send(message("and this"), wait=False)
+        await h.send("/stop")
+        await asyncio.wait_for(h.app.core.wait_idle(first), 5)
+        fake_anthropic.release()
+        assert h.channel.finals == ["⏹ Stopped. 1 queued message(s) dropped."]
+        assert await h.app.store.unfinished_inbound() == []
+        assert await h.app.store.count_inbound("cancelled") == 2
+        fake_anthropic.queue_text("fresh")
+        await h.send("next")
+    assert h.channel.finals[-1] == "fresh"

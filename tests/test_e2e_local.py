@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.anthropic import FakeAnthropic
 from tests.krill_process import KrillProcess, run_cli, write_config
 
@@ -195,3 +197,45 @@ async def test_init_then_doctor(tmp_path: Path, fake_anthropic: FakeAnthropic):
     assert "[ok] anthropic" in out and "[ok] store" in out and "[ok] workspace" in out
     code, out, _ = await run_cli(tmp_path, "doctor", "--config", cfg)
     assert code == 1 and "ANTHROPIC_API_KEY" in out
+
+
+async def test_web_chat_websocket_streams_replies(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    import aiohttp
+
+    fake_anthropic.default_handler = plain_echo
+    fake_anthropic.chunk_delay = 0.05
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(f"{krill.url}/ws/chat?name=wendy") as ws:
+                await ws.send_json({"text": "streaming please, this reply has several pieces"})
+                events = []
+                while not events or events[-1]["type"] != "message":
+                    events.append(await asyncio.wait_for(ws.receive_json(), 10))
+                await ws.send_str("not json")
+                error = await asyncio.wait_for(ws.receive_json(), 10)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(f"{krill.url}/ws/chat?name=bad name!")
+            assert refused.value.status == 400
+    kinds = [e["type"] for e in events]
+    assert "preview" in kinds and kinds[-1] == "message"
+    assert events[-1]["text"] == "echo: streaming please, this reply has several pieces"
+    assert error["type"] == "error"
+
+
+async def test_api_chat_rejects_bad_input(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    import aiohttp
+
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{krill.url}/api/chat", data=b"{not json") as resp:
+                assert resp.status == 400
+            async with http.post(
+                f"{krill.url}/api/chat", json={"user": "../etc", "text": "x"}
+            ) as r:
+                assert r.status == 400
+            big = "x" * 2_000_000
+            async with http.post(f"{krill.url}/api/chat", json={"text": big}) as resp:
+                assert resp.status == 413
+        status, _ = await krill.get("/healthz")
+        assert status == 200
+    assert fake_anthropic.message_requests == []
