@@ -142,12 +142,10 @@ class ModelClient:
                 async for event in stream:
                     if event.type == "text" and on_text is not None:
                         await on_text(event.text)
-                    elif (
-                        event.type == "content_block_start"
-                        and getattr(event.content_block, "type", "") == "tool_use"
-                        and on_tool_start is not None
-                    ):
-                        await on_tool_start(event.content_block.name)
+                    elif event.type == "content_block_start" and on_tool_start is not None:
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            await on_tool_start(block.name)
                 final = await stream.get_final_message()
         except Exception as exc:  # every failure path ends in a Krill ModelError
             mapped = map_error(exc)
