@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # Optional parts register here so the core never imports them: each is called with the
 # App after the core exists and may return an async stop callable.
 Extension = Callable[["App"], Awaitable[Callable[[], Awaitable[None]] | None]]
-EXTENSIONS: list[str] = []
+EXTENSIONS: list[str] = ["bot.context.pipeline", "bot.tools.extension", "bot.memory.extension"]
 
 PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 

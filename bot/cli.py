@@ -300,6 +300,12 @@ def cmd_pairing(config: Config, args: argparse.Namespace) -> int:
     return asyncio.run(_with_store(config, run))
 
 
+def cmd_memory(config: Config, args: argparse.Namespace) -> int:
+    from bot.memory.cli import run_memory_command
+
+    return asyncio.run(run_memory_command(config, args))
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bot.doctor import run_doctor
 
@@ -343,6 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
     pairing.add_argument("action", choices=["list", "approve"])
     pairing.add_argument("channel", choices=["telegram", "slack"])
     pairing.add_argument("code", nargs="?", metavar="CODE")
+    memory = add("memory", "search the memory index, or rebuild it from the workspace files")
+    memory.add_argument("action", choices=["search", "reindex"])
+    memory.add_argument("query", nargs="*", metavar="QUERY", help="search: words to look for")
+    memory.add_argument("--limit", type=int, help="search: results to show (memory.search)")
     add("doctor", "check config, tokens, workspace and store, and say what is wrong")
     for name, help_text, setup in EXTRA_COMMANDS:
         setup(add(name, help_text))
@@ -360,6 +370,7 @@ HANDLERS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "reset": cmd_reset,
     "sessions": cmd_sessions,
     "pairing": cmd_pairing,
+    "memory": cmd_memory,
 }
 
 

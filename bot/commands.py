@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot import __version__
+from bot.tools.policy import describe_tools, policy_for_messages
 from bot.types import ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ async def cmd_status(core: Core, command: Command, msg: InboundMessage, key: str
     )
     if not core.model.configured:
         lines.append("⚠️ No model API key: set ANTHROPIC_API_KEY and restart.")
+    policy = policy_for_messages(cfg, [msg])
+    usable = [name for name in core.runner.tools.names() if policy.allows(name)]
+    lines.append(f"Tools: {describe_tools(usable)}")
     lines.extend(core.status_extras(key))
     return "\n".join(lines)
 

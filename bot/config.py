@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.errors import ConfigError
 
@@ -73,10 +74,18 @@ class SessionConfig(Section):
     identity_links: dict[str, list[str]] = Field(default_factory=dict)
 
 
+class ToolFilterConfig(Section):
+    """A `tools = {allow, deny}` table on a channel, group or DM: narrows the global [tools]."""
+
+    allow: list[str] = Field(default_factory=lambda: ["*"])
+    deny: list[str] = Field(default_factory=list)
+
+
 class PeerOverride(Section):
     """Per-user (`dms."<id>"`) settings."""
 
     history_limit: int | None = Field(None, ge=0)
+    tools: ToolFilterConfig | None = None  # applies in this user's DM only
 
 
 class GroupOverride(Section):
@@ -85,6 +94,7 @@ class GroupOverride(Section):
     require_mention: bool | None = None
     history_limit: int | None = Field(None, ge=0)
     allow: bool | None = None
+    tools: ToolFilterConfig | None = None
 
 
 DmPolicy = Literal["allowlist", "open", "pairing", "disabled"]
@@ -103,6 +113,7 @@ class ChannelPolicyConfig(Section):
     history_limit: int = Field(0, ge=0)
     group_buffer_limit: int = Field(50, ge=0)
     dms: dict[str, PeerOverride] = Field(default_factory=dict)
+    tools: ToolFilterConfig = Field(default_factory=ToolFilterConfig)  # every chat on the channel
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         raise NotImplementedError
@@ -129,6 +140,7 @@ class SlackConfig(ChannelPolicyConfig):
     api_base_url: str = "https://slack.com/api/"
     channels: dict[str, GroupOverride] = Field(default_factory=dict)
     stream_interval: float = Field(1.5, ge=0)
+    allow_bots: bool = False  # answer other bots' messages (never the bot's own)
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         return self.channels
@@ -141,12 +153,26 @@ class LocalConfig(Section):
 class WebFetchConfig(Section):
     allow_private: bool = False
     max_chars: int = Field(50_000, gt=0)
+    timeout: float = Field(20.0, gt=0)  # seconds for the whole fetch, redirects included
+    max_bytes: int = Field(2_000_000, gt=0)  # response bodies are read up to this size
+    max_redirects: int = Field(5, ge=0)
+
+
+class ToolResultsConfig(Section):
+    """Large tool results are kept whole on disk; the model gets a preview and an id."""
+
+    threshold_bytes: int = Field(30_000, ge=10_000)
+    preview_lines: int = Field(200, ge=1)
+    keep_days: int = Field(7, ge=1)
 
 
 class ToolsConfig(Section):
     allow: list[str] = Field(default_factory=lambda: ["*"])
     deny: list[str] = Field(default_factory=list)
+    admin_only: list[str] = Field(default_factory=list)  # only in turns where every sender is admin
+    dm_only: list[str] = Field(default_factory=list)  # only in direct chats
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+    results: ToolResultsConfig = Field(default_factory=ToolResultsConfig)
 
 
 class McpServerConfig(Section):
@@ -155,19 +181,101 @@ class McpServerConfig(Section):
     env: dict[str, str] = Field(default_factory=dict)
     url: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(60.0, gt=0)  # seconds per tool call
+    start_timeout: float = Field(30.0, gt=0)  # seconds to connect and list tools
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("set either command (stdio) or url (streamable HTTP)")
+        return self
+
+
+# Server names prefix tool names as `<server>__<tool>`, so they cannot contain "__" themselves.
+MCP_SERVER_NAME_RE = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")
+MCP_SERVER_NAME_MAX = 32
 
 
 class McpConfig(Section):
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    retry_initial: float = Field(2.0, gt=0)  # seconds before the first restart of a failed server
+    retry_max: float = Field(300.0, gt=0)  # the restart delay doubles up to this
+    health_interval: float = Field(30.0, gt=0)  # seconds between liveness checks (tools/list)
+
+    @field_validator("servers")
+    @classmethod
+    def _server_names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in servers:
+            if len(name) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME_RE.fullmatch(name):
+                raise ValueError(
+                    f"server name {name!r}: use letters, digits, '-' and single '_' "
+                    f"(at most {MCP_SERVER_NAME_MAX} characters)"
+                )
+        return servers
 
 
 class ContextConfig(Section):
-    reserve_tokens: int = Field(20_000, ge=0)
-    keep_recent_user_turns: int = Field(3, ge=1)
+    """Context management (DESIGN.md section 6); ratios are shares of agent.context_window."""
+
+    reserve_tokens: int = Field(20_000, ge=0)  # compact when context > window - reserve
+    keep_recent_user_turns: int = Field(3, ge=1)  # kept verbatim by compaction
+    # Single tool-result cap (in memory only; the transcript keeps the original).
+    tool_result_max_share: float = Field(0.3, gt=0, le=1)
+    tool_result_max_chars: int = Field(400_000, gt=0)
+    # Cache-TTL pruning: only once the prompt cache has expired.
+    prune_soft_ratio: float = Field(0.3, ge=0, le=1)  # soft-trim above this share
+    prune_hard_ratio: float = Field(0.5, ge=0, le=1)  # hard-clear above this share...
+    prune_min_prunable_chars: int = Field(50_000, ge=0)  # ...with at least this much prunable
+    prune_soft_trim_min_chars: int = Field(4_000, gt=0)  # results longer than this are trimmed
+    prune_head_chars: int = Field(1_500, ge=0)
+    prune_tail_chars: int = Field(1_500, ge=0)
+    prune_keep_last_assistants: int = Field(3, ge=0)  # their tool results are never pruned
+    prune_tools_allow: list[str] = Field(default_factory=lambda: ["*"])  # globs; deny wins
+    prune_tools_deny: list[str] = Field(default_factory=list)
+    # Compaction: staged summaries with a quality guard.
+    chunk_max_share: float = Field(0.4, gt=0, le=1)  # a summary chunk's share of the window
+    chunk_min_share: float = Field(0.15, gt=0, le=1)  # ...shrinking to this for big messages
+    summary_retries: int = Field(1, ge=0, le=3)  # quality retries with feedback
+
+
+class MemoryFlushConfig(Section):
+    """The silent turn that stores durable facts before compaction and before the cache expires."""
+
+    enabled: bool = True
+    # Flush once the context reaches window - context.reserve_tokens - this.
+    soft_threshold_tokens: int = Field(4_000, ge=0)
+    idle: bool = True  # also flush idle sessions from the scheduler, while the cache is warm
+    idle_lead_seconds: float = Field(30.0, ge=0)  # how long before the cache TTL runs out
+    timeout_seconds: float = Field(120.0, gt=0)  # a flush never holds a person's turn longer
+
+
+class MemorySearchConfig(Section):
+    max_results: int = Field(6, ge=1, le=50)
+    min_score: float = Field(0.3, ge=0, le=1)  # share of the query's terms a snippet must hold
+    recall: bool = True  # attach the top snippets to every person's turn
+    snippet_max_chars: int = Field(700, ge=100)
+    recall_max_chars: int = Field(3_000, ge=200)  # all recalled snippets of one turn together
 
 
 class MemoryConfig(Section):
     enabled: bool = True
+    chunk_tokens: int = Field(400, ge=50)
+    chunk_overlap_tokens: int = Field(80, ge=0)
+    reindex_interval_seconds: float = Field(60.0, ge=0)  # 0: only the check before each search
+    append_max_chars: int = Field(4_000, gt=0)  # one memory_append entry
+    file_max_bytes: int = Field(1_000_000, gt=0)  # memory_append refuses to grow a file past it
+    flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
+    search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
+
+
+class SchedulerConfig(Section):
+    """Timed housekeeping: idle compaction, the heartbeat, and test-only timing overrides."""
+
+    heartbeat_minutes: float = Field(0.0, ge=0)  # 0 turns the heartbeat off
+    heartbeat_session: str = ""  # session key; "" = the most recently active DM session
+    idle_compaction: bool = True  # compact large idle sessions once their cache has expired
+    # Overrides the TTL implied by anthropic.cache_ttl for scheduling only (tests use seconds).
+    cache_ttl_seconds: float | None = Field(None, gt=0)
 
 
 class Config(Section):
@@ -185,6 +293,7 @@ class Config(Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)

@@ -124,8 +124,14 @@ async def check_slack(config: Config) -> list[Check]:
     ]
 
 
+async def check_mcp(config: Config) -> list[Check]:
+    from bot.tools.mcp import check_servers  # the MCP SDK is imported only when checking
+
+    return await check_servers(config)
+
+
 # Checks other modules add (e.g. MCP servers); each takes the config and returns results.
-EXTRA_CHECKS: list[Callable[[Config], Awaitable[list[Check]]]] = []
+EXTRA_CHECKS: list[Callable[[Config], Awaitable[list[Check]]]] = [check_mcp]
 
 
 async def _run_checks(config: Config) -> list[Check]:

@@ -6,9 +6,11 @@ durably, and queue it on its session's lane.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.agent.runner import AgentRunner, TurnJob, new_turn_id
@@ -72,8 +74,8 @@ class Core:
         )
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         # Hooks later stages fill: compaction, memory flush before reset, /status lines.
-        self.compactor = None
-        self.before_reset = None
+        self.compactor: Callable[[str, str], Awaitable[str]] | None = None  # (key, focus)
+        self.before_reset: Callable[[str], Awaitable[None]] | None = None  # (key)
         self.status_lines: list = []
 
     # --- policy lookups -------------------------------------------------------------------
@@ -135,6 +137,7 @@ class Core:
             msg.to_json(),
             take_buffer=is_group,
             merge=_merge_buffer,
+            buffer_key=await self._buffer_key(msg, key),
         )
         if inbound_id is None:
             return AcceptResult.DUPLICATE
@@ -144,6 +147,16 @@ class Core:
         self.queue.submit(key, WorkItem("message", (inbound_id, msg)))
         self.metrics.queue_depth.set(self.queue.total_depth())
         return AcceptResult.ACCEPTED
+
+    async def _buffer_key(self, msg: InboundMessage, key: str) -> str:
+        """Whose buffered chatter a message takes: its own session's, except that a new
+        channel thread (e.g. a Slack thread opened by a mention) starts with the chatter of
+        the channel it was opened from, which is where unmentioned messages are kept."""
+        if msg.chat_type != ChatType.CHANNEL or not msg.thread_id:
+            return key
+        if await self.session_exists(msg):
+            return key
+        return session_key(dataclasses.replace(msg, thread_id=None), self.config.session)
 
     async def _refuse(self, msg: InboundMessage, key: str, decision: access.AccessDecision) -> str:
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, "refused"):
@@ -271,13 +284,14 @@ class Core:
         await self.queue.wait_idle(session_key(msg, self.config.session))
 
     async def compact_session(self, key: str, focus: str) -> str:
-        if self.compactor is None:
+        compactor = self.compactor
+        if compactor is None:
             return "Compaction is not available in this build."
         done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
         async def run() -> None:
             try:
-                done.set_result(await self.compactor(key, focus))
+                done.set_result(await compactor(key, focus))
             except Exception as exc:
                 done.set_result(f"Compaction failed: {exc}")
 

@@ -203,11 +203,12 @@ async def test_web_chat_websocket_streams_replies(tmp_path: Path, fake_anthropic
     import aiohttp
 
     fake_anthropic.default_handler = plain_echo
-    fake_anthropic.chunk_delay = 0.05
+    fake_anthropic.chunk_delay = 0.1  # the reply streams for about a second
+    words = " ".join(f"word{i}" for i in range(60))
     async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
         async with aiohttp.ClientSession() as http:
             async with http.ws_connect(f"{krill.url}/ws/chat?name=wendy") as ws:
-                await ws.send_json({"text": "streaming please, this reply has several pieces"})
+                await ws.send_json({"text": words})
                 events = []
                 while not events or events[-1]["type"] != "message":
                     events.append(await asyncio.wait_for(ws.receive_json(), 10))
@@ -218,7 +219,7 @@ async def test_web_chat_websocket_streams_replies(tmp_path: Path, fake_anthropic
             assert refused.value.status == 400
     kinds = [e["type"] for e in events]
     assert "preview" in kinds and kinds[-1] == "message"
-    assert events[-1]["text"] == "echo: streaming please, this reply has several pieces"
+    assert events[-1]["text"] == f"echo: {words}"
     assert error["type"] == "error"
 
 

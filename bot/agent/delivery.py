@@ -56,7 +56,9 @@ class ReplyStream:
         self._preview_task: asyncio.Task[None] | None = None
         self._preview_id: str | None = None
         self._preview_shown = ""
-        self._last_preview = 0.0
+        # Counting from creation means a reply that completes within one interval is sent
+        # once, as a final message, instead of as a preview plus an edit.
+        self._last_preview = time.monotonic()
         self._pending_separator = False
 
     @property

@@ -23,8 +23,11 @@ from bot.agent.tools import ToolContext, ToolRegistry
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.context.messages import build_messages
-from bot.errors import ModelError
+from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
+from bot.errors import ContextOverflow, ModelError
+from bot.sessions.keys import is_direct_key
 from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
+from bot.tools.policy import policy_for_messages
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -62,7 +65,9 @@ class TurnJob:
     @property
     def is_direct(self) -> bool:
         first = self.first
-        return first is None or first.chat_type == ChatType.DIRECT
+        if first is None:  # internal turns (heartbeat): private data only in a DM session
+            return is_direct_key(self.session_key)
+        return first.chat_type == ChatType.DIRECT
 
 
 @dataclass(slots=True)
@@ -77,11 +82,13 @@ class TurnOutcome:
 # - recall (memory) runs before a person's turn is written and returns text to attach to it;
 # - before_turn runs inside the session's lane before a person's turn (e.g. a memory flush);
 # - prepare rewrites the request messages (pruning, compaction) before each model call;
-# - before_compaction runs before history is compacted (e.g. a memory flush).
+# - before_compaction runs before history is compacted (e.g. a memory flush);
+# - recover_overflow makes room after "prompt is too long" and says whether to retry.
 RecallHook = Callable[[TurnJob, SessionRow], Awaitable[str | None]]
 BeforeTurnHook = Callable[[TurnJob, SessionRow], Awaitable[None]]
 PrepareHook = Callable[[SessionRow, list[Entry], list[dict[str, Any]]], Awaitable[list[dict]]]
 SessionHook = Callable[[SessionRow], Awaitable[None]]
+OverflowHook = Callable[[SessionRow, ContextOverflow, int], Awaitable[bool]]
 
 
 class AgentRunner:
@@ -107,6 +114,9 @@ class AgentRunner:
         self.before_turn: list[BeforeTurnHook] = []
         self.prepare: PrepareHook | None = None
         self.before_compaction: list[SessionHook] = []
+        self.recover_overflow: OverflowHook | None = None
+        # Time of model calls (and so of prompt-cache expiry); a benchmark may simulate it.
+        self.clock: Callable[[], float] = time.time
 
     def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
         if job.prompt is not None:
@@ -167,7 +177,7 @@ class AgentRunner:
                     await self.store.update_session(
                         session.session_id,
                         address=job.address.to_dict(),
-                        last_activity_at=time.time(),
+                        last_activity_at=self.clock(),
                     )
             outcome = await self._loop(job, session, stream)
             text = stream.finish_text()
@@ -203,6 +213,7 @@ class AgentRunner:
             turn_id=job.turn_id,
         )
         tool_rounds = 0
+        overflows = 0  # bounded by MAX_OVERFLOW_RECOVERIES, so a turn's model calls are too
         while True:
             history = await self.store.load_history(
                 session.session_id, max_user_turns=job.history_limit
@@ -217,7 +228,13 @@ class AgentRunner:
             messages = build_messages(history, self.config.agent.timezone)
             if self.prepare is not None:
                 messages = await self.prepare(session, history, messages)
-            reply = await self._call_model(job, session, messages, stream)
+            try:
+                reply = await self._call_model(job, session, messages, stream)
+            except ContextOverflow as exc:
+                overflows += 1
+                if not await self._recover_overflow(session, exc, overflows):
+                    raise
+                continue
             outcome.model_calls += 1
             if not reply.tool_uses:
                 return outcome
@@ -230,6 +247,13 @@ class AgentRunner:
             tool_rounds += 1
             stream.next_iteration()
 
+    async def _recover_overflow(
+        self, session: SessionRow, exc: ContextOverflow, attempt: int
+    ) -> bool:
+        if self.recover_overflow is None or attempt > MAX_OVERFLOW_RECOVERIES:
+            return False
+        return await self.recover_overflow(session, exc, attempt)
+
     async def _call_model(
         self,
         job: TurnJob,
@@ -237,16 +261,16 @@ class AgentRunner:
         messages: list[dict[str, Any]],
         stream: ReplyStream,
     ) -> ModelReply:
-        allow, deny = self.config.tools.allow, self.config.tools.deny
+        policy = policy_for_messages(self.config, job.messages)
         reply = await self.model.complete(
             system=self.system_blocks(is_direct=job.is_direct),
             messages=messages,
-            tools=self.tools.definitions(allow, deny),
+            tools=self.tools.definitions(policy=policy),
             on_text=stream.on_text,
             on_tool_start=stream.on_tool_start,
         )
         usage = reply.usage
-        now = time.time()
+        now = self.clock()
         self.metrics.model_latency.observe(reply.latency)
         for kind, value in usage.to_dict().items():
             self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
@@ -289,7 +313,7 @@ class AgentRunner:
         *,
         skip: bool = False,
     ) -> None:
-        allow, deny = self.config.tools.allow, self.config.tools.deny
+        policy = policy_for_messages(self.config, job.messages)
         if skip:
             blocks = [
                 {
@@ -302,7 +326,7 @@ class AgentRunner:
             ]
         else:
             results = await asyncio.gather(
-                *(self.tools.run(call, ctx, allow, deny) for call in reply.tool_uses)
+                *(self.tools.run(call, ctx, policy=policy) for call in reply.tool_uses)
             )
             blocks = [r.block() for r in results]
         await self.store.append_entries(

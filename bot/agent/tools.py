@@ -1,7 +1,8 @@
 """The tool registry: what the model may call, its JSON schema, and the policy that filters it.
 
 Tools register a handler; the agent loop runs them and pairs each result with its call id.
-A handler raising `ToolError` (or anything else) becomes an error result the model can read.
+A handler raising `ToolError` (or anything else) becomes an error result the model can read,
+and a call that keeps failing with the same input is cut off instead of run again.
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
+
+# The same call (name and input) failing this many times in one turn is not run again.
+MAX_IDENTICAL_FAILURES = 2
+REPEATED_FAILURE = (
+    "Error: not run. This exact call to {name} already failed {count} times in this turn; "
+    "change the input, try something else, or tell the person what is failing."
+)
 
 
 class ToolError(Exception):
@@ -33,6 +41,8 @@ class ToolContext:
     workspace: Path
     turn_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # Failed calls of this turn by signature (name + input), for cutting off repeats.
+    failures: dict[str, int] = field(default_factory=dict)
 
 
 ToolResultContent = str | list[dict[str, Any]]
@@ -46,6 +56,9 @@ class Tool:
     input_schema: dict[str, Any]
     handler: ToolHandler
     timeout: float = 60.0
+    # Set for tools that return outside content (web pages, MCP servers): the result hook
+    # wraps their output as untrusted, naming this source.
+    untrusted_source: str = ""
 
     def definition(self) -> dict[str, Any]:
         return {
@@ -79,9 +92,25 @@ def tool_allowed(name: str, allow: Sequence[str], deny: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in allow)
 
 
+class ToolFilter(Protocol):
+    """A session's tool policy (see `bot.tools.policy.ToolPolicy`)."""
+
+    def allows(self, name: str) -> bool: ...
+
+
+# Post-processes every result a handler produced (large-result storage, untrusted wrapping).
+ResultHook = Callable[[Tool, ToolResult, ToolContext], Awaitable[ToolResult]]
+
+
+def call_signature(name: str, args: Any) -> str:
+    """A stable key for "the same call": tool name plus canonical JSON of the input."""
+    return name + "\x00" + json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+
+
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self.result_hook: ResultHook | None = None
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -94,9 +123,19 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    def definitions(self, allow: Sequence[str] = ("*",), deny: Sequence[str] = ()) -> list[dict]:
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def definitions(
+        self,
+        allow: Sequence[str] = ("*",),
+        deny: Sequence[str] = (),
+        *,
+        policy: ToolFilter | None = None,
+    ) -> list[dict]:
+        allowed = _allowed(allow, deny, policy)
         # Sorted so the tools block (the start of the cached prefix) is byte-stable.
-        return [self._tools[n].definition() for n in self.names() if tool_allowed(n, allow, deny)]
+        return [self._tools[n].definition() for n in self.names() if allowed(n)]
 
     async def run(
         self,
@@ -104,11 +143,27 @@ class ToolRegistry:
         ctx: ToolContext,
         allow: Sequence[str] = ("*",),
         deny: Sequence[str] = (),
+        *,
+        policy: ToolFilter | None = None,
+    ) -> ToolResult:
+        name = call.get("name", "")
+        call_id = call.get("id", "")
+        signature = call_signature(name, call.get("input"))
+        failed = ctx.failures.get(signature, 0)
+        if failed >= MAX_IDENTICAL_FAILURES:
+            return ToolResult(call_id, REPEATED_FAILURE.format(name=name, count=failed), True)
+        result = await self._run(call, ctx, _allowed(allow, deny, policy))
+        if result.is_error:
+            ctx.failures[signature] = ctx.failures.get(signature, 0) + 1
+        return result
+
+    async def _run(
+        self, call: dict[str, Any], ctx: ToolContext, allowed: Callable[[str], bool]
     ) -> ToolResult:
         name = call.get("name", "")
         call_id = call.get("id", "")
         tool = self._tools.get(name)
-        if tool is None or not tool_allowed(name, allow, deny):
+        if tool is None or not allowed(name):
             return ToolResult(call_id, f"Error: tool {name!r} is not available here.", True)
         args = call.get("input") or {}
         if not isinstance(args, dict):
@@ -116,7 +171,7 @@ class ToolRegistry:
         try:
             content = await asyncio.wait_for(tool.handler(args, ctx), timeout=tool.timeout)
         except ToolError as exc:
-            return ToolResult(call_id, f"Error: {exc}", True)
+            return await self._finish(tool, ToolResult(call_id, f"Error: {exc}", True), ctx)
         except TimeoutError:
             return ToolResult(call_id, f"Error: {name} timed out after {tool.timeout:.0f}s.", True)
         except Exception as exc:  # a broken tool must not break the turn
@@ -124,4 +179,23 @@ class ToolRegistry:
             return ToolResult(call_id, f"Error: {name} failed: {type(exc).__name__}: {exc}", True)
         if not isinstance(content, str | list):
             content = json.dumps(content, ensure_ascii=False)
-        return ToolResult(call_id, content)
+        return await self._finish(tool, ToolResult(call_id, content), ctx)
+
+    async def _finish(self, tool: Tool, result: ToolResult, ctx: ToolContext) -> ToolResult:
+        if self.result_hook is None:
+            return result
+        try:
+            return await self.result_hook(tool, result, ctx)
+        except Exception as exc:
+            # Never fall back to the raw result: it may be unwrapped outside content.
+            log.exception("processing the result of %s failed", tool.name)
+            error = f"Error: the result of {tool.name} could not be processed: {exc}"
+            return ToolResult(result.tool_use_id, error, True)
+
+
+def _allowed(
+    allow: Sequence[str], deny: Sequence[str], policy: ToolFilter | None
+) -> Callable[[str], bool]:
+    if policy is not None:
+        return policy.allows
+    return lambda name: tool_allowed(name, allow, deny)

@@ -96,4 +96,37 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        2,
+        # The memory index (bot/memory/index.py) and the scheduler's run bookkeeping. The FTS
+        # table is external-content over memory_chunks, kept in step by hand (no triggers).
+        """
+        CREATE TABLE memory_files (
+            path TEXT PRIMARY KEY,
+            mtime_ns INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            chunking TEXT NOT NULL,
+            indexed_at REAL NOT NULL
+        );
+
+        CREATE TABLE memory_chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            path TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            text TEXT NOT NULL
+        );
+        CREATE INDEX memory_chunks_path ON memory_chunks(path);
+
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            text, content='memory_chunks', content_rowid='id', tokenize='trigram'
+        );
+
+        CREATE TABLE scheduler_runs (
+            job TEXT PRIMARY KEY,
+            last_run_at REAL NOT NULL
+        );
+        """,
+    ),
 ]

@@ -385,10 +385,12 @@ class SQLiteStore:
         *,
         take_buffer: bool = False,
         merge: Callable[[str, list[BufferedLine]], str] | None = None,
+        buffer_key: str | None = None,
     ) -> tuple[int | None, list[BufferedLine]]:
         """Insert one accepted message (None if it was seen before). With take_buffer, the
-        session's group buffer is folded into the payload by `merge` and cleared in the same
-        transaction, so buffered context is neither lost nor used twice."""
+        group buffer of `buffer_key` (default: the session's own) is folded into the payload
+        by `merge` and cleared in the same transaction, so buffered context is neither lost
+        nor used twice."""
         now = time.time()
         async with self.transaction() as db:
             cur = await db.execute(
@@ -401,16 +403,15 @@ class SQLiteStore:
             inbound_id = cur.lastrowid
             lines: list[BufferedLine] = []
             if take_buffer:
+                source = buffer_key or session_key
                 rows = await self._fetchall(
                     "SELECT sender, text, created_at FROM group_buffer WHERE session_key = ?"
                     " ORDER BY id",
-                    (session_key,),
+                    (source,),
                 )
                 lines = [BufferedLine(*r) for r in rows]
                 if lines:
-                    await db.execute(
-                        "DELETE FROM group_buffer WHERE session_key = ?", (session_key,)
-                    )
+                    await db.execute("DELETE FROM group_buffer WHERE session_key = ?", (source,))
                     if merge is not None:
                         await db.execute(
                             "UPDATE inbound SET payload = ? WHERE id = ?",
@@ -538,6 +539,19 @@ class SQLiteStore:
         async with self.transaction() as db:
             await db.execute(
                 "DELETE FROM pairings WHERE channel = ? AND user_id = ?", (channel, user_id)
+            )
+
+    # --- scheduler bookkeeping ------------------------------------------------------------
+
+    async def job_last_run(self, job: str) -> float | None:
+        """When the named periodic job (e.g. the heartbeat) last ran; restarts keep its pace."""
+        row = await self._fetchone("SELECT last_run_at FROM scheduler_runs WHERE job = ?", (job,))
+        return float(row[0]) if row else None
+
+    async def job_record_run(self, job: str, at: float) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "INSERT OR REPLACE INTO scheduler_runs(job, last_run_at) VALUES (?, ?)", (job, at)
             )
 
 

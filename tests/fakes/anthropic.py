@@ -39,6 +39,8 @@ TTL_SECONDS: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
 MAX_BREAKPOINTS = 4
 LOOKBACK_BLOCKS = 20
 DEFAULT_MIN_CACHE_TOKENS = 1024
+# The Messages API accepts request bodies up to 32 MB (aiohttp's own default is 1 MB).
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
 # Long enough that a drop can land mid-reply without the caller supplying text.
 _DROP_FILLER = (
     "This reply is going to be cut off part of the way through, as if the connection "
@@ -508,7 +510,8 @@ class FakeAnthropic:
         self.port = port
         self.url = ""
         self.requests: list[RecordedRequest] = []
-        self.cache = cache or CacheSimulator()
+        # `is None`, not `or`: an empty simulator has len() 0 and so is falsy.
+        self.cache = cache if cache is not None else CacheSimulator()
         self.cache_enabled = True
         # None accepts any non-empty key; a string demands that exact key.
         self.api_key = api_key
@@ -531,7 +534,7 @@ class FakeAnthropic:
     # ----- lifecycle
 
     async def start(self) -> str:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_route("*", "/{tail:.*}", self._not_found)

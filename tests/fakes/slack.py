@@ -9,7 +9,6 @@ drive Bolt's HTTP (Events API) mode with correctly or wrongly signed requests.
 """
 
 # Test helpers take a `timeout=` argument by design (it is their public contract).
-# ruff: noqa: ASYNC109
 
 from __future__ import annotations
 

@@ -693,7 +693,7 @@ class FakeTelegram:
         self,
         method: str,
         count: int = 1,
-        timeout: float = 5.0,  # noqa: ASYNC109 - the tests' API; asyncio.timeout would hide the dump
+        timeout: float = 5.0,
         predicate: Callable[[JSONDict], bool] | None = None,
         *,
         successful: bool = False,

@@ -1,0 +1,577 @@
+"""Benchmark: what a long, multi-day conversation costs, with and without Krill's context
+management, against a fake Anthropic server that simulates prompt caching exactly.
+
+A scripted conversation (300+ user turns in bursts separated by idle gaps of a minute to a
+day, on a simulated clock; pasted text; tool results of 1-60 KB; identifiers planted early
+and asked about again much later) is replayed twice through the real core (App, runner,
+store, model client over HTTP):
+
+  baseline  full history, prompt caching on, no pruning or compaction; priced both without
+            caching (a) and with it (b). The fake accepts any length here, so these are what
+            the conversation would cost if the model had no context limit.
+  krill     the full context pipeline (c), against a fake that enforces a 200k window.
+  (d)       a lower bound for Krill's own requests: every block written to the cache once and
+            read by every later request that repeats it, with no expiry.
+
+Prices: Sonnet, $3/M input, cache write x1.25 (5m) or x2 (1h), read x0.1, $15/M output.
+
+Run: python bench/cost.py [--turns 320] [--seed 7] [--cache-ttl 5m|1h]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.agent.tools import Tool
+from bot.context.compaction import SUMMARIZER_SYSTEM
+from bot.types import Address, ChatType, InboundMessage
+from tests.app_harness import Harness
+from tests.fakes.anthropic import (
+    CacheSimulator,
+    FakeAnthropic,
+    Reply,
+    estimate_tokens,
+)
+
+# Prices in dollars per token (Sonnet) and the cache multipliers on input.
+INPUT_PRICE = 3.0 / 1_000_000
+OUTPUT_PRICE = 15.0 / 1_000_000
+WRITE_5M = 1.25
+WRITE_1H = 2.0
+READ = 0.1
+
+WINDOW = 200_000
+TARGET_SHARE_OF_NAIVE = 0.15
+TARGET_OVER_LOWER_BOUND = 1.5
+
+# The script's shape.
+BURST_TURNS = (3, 14)
+TYPING_GAP = (15.0, 120.0)  # seconds between turns within a burst
+IDLE_GAP = (60.0, 86_400.0)  # seconds between bursts, drawn log-uniformly
+MODEL_LATENCY = (2.0, 8.0)  # simulated seconds per model call
+USER_CHARS = (40, 600)
+PASTE_CHARS = (2_000, 8_000)
+REPLY_CHARS = (300, 3_000)
+TOOL_BYTES = (1_000, 60_000)
+TOOL_SHARE = 0.25
+PASTE_SHARE = 0.12
+RECALL_DELAY_TURNS = (120, 160)
+
+KEY_USER = "dana"
+PLANTS: list[tuple[str, str, str]] = [
+    ("the release commit", "3f9c2a7d1e0b", "user"),
+    ("the latency dashboard", "https://grafana.example.com/d/4f7a9c/latency", "tool"),
+    ("the release archive", "/srv/krill/releases/2026-11-02/app.tar.gz", "user"),
+    ("the staging database", "db-7.internal.example:5432", "tool"),
+    ("the invoice number", "40817365", "user"),
+    ("the incident ticket", "OPS-4821", "tool"),
+    ("the vpn gateway", "10.20.3.41:8443", "user"),
+    ("the backup job id", "b7e19f04c2d8", "tool"),
+    ("the budget sheet", "~/reports/q3-budget.xlsx", "user"),
+    ("the trace id", "123e4567-e89b-12d3-a456-426614174000", "tool"),
+]
+
+WORDS = (
+    "the we should check deploy budget plan meeting tomorrow report team numbers review "
+    "draft notes client feedback update schedule server logs error latency release invoice "
+    "travel dinner weekend project roadmap quarter hiring design metrics dashboard storage "
+    "backup migration cost estimate summary question answer idea follow please thanks maybe "
+    "later first second next friday monday morning evening week month year"
+).split()
+
+
+@dataclass
+class Plant:
+    label: str
+    value: str
+    via: Literal["user", "tool"]
+
+
+@dataclass
+class Turn:
+    index: int
+    at: float
+    text: str
+    reply_chars: int
+    tool_bytes: int = 0
+    plant: Plant | None = None
+    recall: Plant | None = None
+    opens_burst: bool = False
+
+
+def words(rng: random.Random, chars: int) -> str:
+    out: list[str] = []
+    length = 0
+    while length < chars:
+        word = rng.choice(WORDS)
+        out.append(word)
+        length += len(word) + 1
+    return " ".join(out)[:chars]
+
+
+def paste(rng: random.Random, chars: int) -> str:
+    lines = []
+    while sum(len(x) + 1 for x in lines) < chars:
+        indent = "    " * rng.randint(0, 3)
+        lines.append(f"{indent}{rng.choice(WORDS)}_{rng.randint(0, 99)} = {words(rng, 40)}")
+    return "\n".join(lines)[:chars]
+
+
+def tool_output(seed: int, size: int, plant: Plant | None) -> str:
+    """Log-like text of exactly `size` characters, with identifier noise in every line."""
+    rng = random.Random(seed)
+    lines = []
+    total = 0
+    while total < size:
+        line = (
+            f"2026-11-0{rng.randint(1, 9)}T{rng.randint(10, 23)}:{rng.randint(10, 59)}:00Z "
+            f"worker-{rng.randint(1, 9)} {rng.choice(['INFO', 'WARN', 'DEBUG'])} "
+            f"{words(rng, rng.randint(30, 90))} id={rng.getrandbits(40):010x} "
+            f"path=/var/lib/app/{rng.choice(WORDS)}/{rng.randint(1, 999)}.dat"
+        )
+        lines.append(line)
+        total += len(line) + 1
+    if plant is None:
+        return "\n".join(lines)[:size]
+    lines.insert(len(lines) // 2, f"NOTE {plant.label}: {plant.value}")
+    return "\n".join(lines)
+
+
+def log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def script(turns: int, seed: int) -> list[Turn]:
+    rng = random.Random(seed)
+    plant_at = {10 + i * 14: Plant(*p) for i, p in enumerate(PLANTS)}  # type: ignore[arg-type]
+    recall_at: dict[int, Plant] = {}
+    for index, plant in plant_at.items():
+        at = index + rng.randint(*RECALL_DELAY_TURNS)
+        while at in recall_at or at in plant_at:
+            at += 1
+        recall_at[at] = plant
+    out: list[Turn] = []
+    clock = 0.0
+    left_in_burst = 0
+    for index in range(turns):
+        opens_burst = left_in_burst == 0
+        if opens_burst:
+            clock += log_uniform(rng, *IDLE_GAP) if index else 0.0
+            left_in_burst = rng.randint(*BURST_TURNS)
+        else:
+            clock += rng.uniform(*TYPING_GAP)
+        left_in_burst -= 1
+        turn = Turn(index, clock, "", rng.randint(*REPLY_CHARS), opens_burst=opens_burst)
+        plant = plant_at.get(index)
+        recall = recall_at.get(index)
+        if recall is not None:
+            turn.recall = recall
+            turn.text = f"Quick one: what was {recall.label} again? I need it exactly."
+        elif plant is not None and plant.via == "user":
+            turn.plant = plant
+            turn.text = f"Please keep this: {plant.label} is {plant.value}. {words(rng, 120)}"
+        elif plant is not None or rng.random() < TOOL_SHARE:
+            turn.plant = plant
+            turn.tool_bytes = int(log_uniform(rng, *TOOL_BYTES))
+            turn.text = f"Can you pull the {rng.choice(WORDS)} report and tell me what it says?"
+        elif rng.random() < PASTE_SHARE:
+            turn.text = "Have a look at this:\n" + paste(rng, rng.randint(*PASTE_CHARS))
+        else:
+            turn.text = words(rng, rng.randint(*USER_CHARS)).capitalize() + "?"
+        out.append(turn)
+    return out
+
+
+# --------------------------------------------------------------------------- the fake model
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if block.get("type") == "text":
+            parts.append(block.get("text", ""))
+        elif block.get("type") == "tool_result":
+            parts.append(_text(block.get("content")))
+    return "\n".join(parts)
+
+
+@dataclass
+class Model:
+    """Plays the assistant from the script, and a summarizer that behaves like a decent
+    model: sections, the requested identifiers (forgetting some on a first try), the ask."""
+
+    clock: list[float]
+    rng: random.Random
+    turn: Turn | None = None
+    answered: dict[str, bool] = field(default_factory=dict)
+    summaries: int = 0
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        self.clock[0] += self.rng.uniform(*MODEL_LATENCY)
+        system = _text(body.get("system"))
+        if system == SUMMARIZER_SYSTEM:
+            return self.summarize(body)
+        turn = self.turn
+        if turn is None:
+            return "NO_REPLY"
+        last = body["messages"][-1]["content"]
+        has_results = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
+        if turn.tool_bytes and not has_results:
+            call = {
+                "type": "tool_use",
+                "id": f"toolu_{turn.index:04d}",
+                "name": "fetch_report",
+                "input": {"turn": turn.index},
+            }
+            return Reply(content=[call], stop_reason="tool_use")
+        reply = words(self.rng, turn.reply_chars)
+        if turn.plant is not None and turn.plant.via == "tool":
+            reply = f"The report says {turn.plant.label} is {turn.plant.value}. {reply}"
+        if turn.recall is not None:
+            found = turn.recall.value in json.dumps(body, ensure_ascii=False)
+            self.answered[turn.recall.value] = found
+            reply = turn.recall.value if found else "I no longer have that, sorry."
+        return reply
+
+    def summarize(self, body: dict[str, Any]) -> str:
+        self.summaries += 1
+        prompt = _text(body["messages"][0]["content"])
+        retry = len(body["messages"]) > 1
+        marker = "copy each one exactly under ## Exact identifiers:\n"
+        required = []
+        if marker in prompt:
+            block = prompt.split(marker, 1)[1].split("\n\n", 1)[0]
+            required = [line[2:] for line in block.splitlines() if line.startswith("- ")]
+        # A first attempt forgets every fifth identifier; the retry gets them all.
+        kept = [v for i, v in enumerate(required) if retry or i % 5 != 4]
+        asks = [line for line in prompt.splitlines() if f"] {KEY_USER.title()}: " in line]
+        digest = [f"- {line.split(': ', 1)[1][:160]}" for line in asks[-40:]]
+        return "\n".join(
+            [
+                "## Decisions",
+                *digest[:-1],
+                "## Open TODOs\n- follow up on the latest reports",
+                "## Constraints/Rules\n- keep answers short",
+                "## Pending user asks",
+                digest[-1] if digest else "- none",
+                "## Exact identifiers",
+                *(f"- {v}" for v in kept),
+            ]
+        )
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+@dataclass
+class Tally:
+    requests: int = 0
+    input: int = 0  # uncached input tokens
+    write_5m: int = 0
+    write_1h: int = 0
+    read: int = 0
+    output: int = 0
+    max_prompt: int = 0
+
+    def add(self, usage: dict[str, Any]) -> None:
+        self.requests += 1
+        creation = usage.get("cache_creation") or {}
+        self.input += usage["input_tokens"]
+        self.write_5m += creation.get("ephemeral_5m_input_tokens", 0)
+        self.write_1h += creation.get("ephemeral_1h_input_tokens", 0)
+        self.read += usage["cache_read_input_tokens"]
+        self.output += usage["output_tokens"]
+        prompt = (
+            usage["input_tokens"]
+            + usage["cache_creation_input_tokens"]
+            + usage["cache_read_input_tokens"]
+        )
+        self.max_prompt = max(self.max_prompt, prompt)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input + self.write_5m + self.write_1h + self.read
+
+    @property
+    def cost(self) -> float:
+        return (
+            self.input * INPUT_PRICE
+            + self.write_5m * INPUT_PRICE * WRITE_5M
+            + self.write_1h * INPUT_PRICE * WRITE_1H
+            + self.read * INPUT_PRICE * READ
+            + self.output * OUTPUT_PRICE
+        )
+
+    @property
+    def naive_cost(self) -> float:
+        return self.prompt_tokens * INPUT_PRICE + self.output * OUTPUT_PRICE
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.read / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def _strip(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k != "cache_control"}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    return obj
+
+
+def blocks(body: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    """The prompt as the cache sees it: (block key, tokens), tools -> system -> messages."""
+    for tool in body.get("tools") or []:
+        yield "tools", tool
+    system = body.get("system")
+    for block in [{"type": "text", "text": system}] if isinstance(system, str) else system or []:
+        yield "system", block
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for j, part in enumerate(parts or []):
+            yield f"{message.get('role')}:{'start' if j == 0 else 'cont'}", part
+
+
+class LowerBound:
+    """Every block written once, then read by each later request whose prefix repeats it."""
+
+    def __init__(self, ttl: str) -> None:
+        self.ttl = ttl
+        self.seen: set[bytes] = set()
+
+    def usage(self, body: dict[str, Any], output_tokens: int) -> dict[str, Any]:
+        """The usage this request would have with the ideal cache (and remember its blocks)."""
+        digest = hashlib.sha256(str(body.get("model", "")).encode())
+        read = written = 0
+        matching = True
+        for section, part in blocks(body):
+            raw = json.dumps(_strip(part), ensure_ascii=False, separators=(",", ":"))
+            digest.update(f"{section}|{raw}".encode())
+            digest.update(b"\x00")
+            key = digest.digest()
+            tokens = estimate_tokens(raw)
+            if matching and key in self.seen:
+                read += tokens
+                continue
+            matching = False
+            written += tokens
+            self.seen.add(key)
+        return {
+            "input_tokens": 0,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "cache_creation": {f"ephemeral_{self.ttl}_input_tokens": written},
+            "output_tokens": output_tokens,
+        }
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+@dataclass
+class RunResult:
+    tally: Tally
+    answered: dict[str, bool]
+    compactions: int
+    summarizer_calls: int
+    lower: Tally = field(default_factory=Tally)
+    # The first request of each burst, when the cache has (usually) expired in the gap.
+    openers: Tally = field(default_factory=Tally)
+    lower_openers: Tally = field(default_factory=Tally)
+
+
+BENCH_TOML = """
+[agent]
+context_window = {window}
+[memory]
+enabled = false
+[scheduler]
+idle_compaction = false
+[tools.results]
+threshold_bytes = 10000000
+"""
+
+
+def message(turn: Turn, now: float) -> InboundMessage:
+    return InboundMessage(
+        channel="local",
+        message_id=f"m{turn.index}",
+        chat_type=ChatType.DIRECT,
+        chat_id=KEY_USER,
+        user_id=KEY_USER,
+        user_name=KEY_USER.title(),
+        text=turn.text,
+        address=Address("local", KEY_USER),
+        timestamp=now,
+    )
+
+
+async def replay(turns: list[Turn], *, pipeline: bool, seed: int, ttl: str) -> RunResult:
+    start = 1_790_000_000.0  # a fixed simulated epoch keeps timestamps, and prompts, stable
+    clock = [start]
+    model = Model(clock, random.Random(seed))
+    fake = FakeAnthropic(cache=CacheSimulator(clock=lambda: clock[0]))
+    fake.default_handler = model
+    fake.context_window = WINDOW if pipeline else None
+    result = RunResult(Tally(), model.answered, 0, 0)
+    lower = LowerBound(ttl) if pipeline else None  # only (c)'s requests need a bound
+    by_index = {t.index: t for t in turns}
+
+    async def fetch_report(args: dict[str, Any], ctx: Any) -> str:
+        turn = by_index[int(args["turn"])]
+        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
+        return tool_output(seed * 100_000 + turn.index, turn.tool_bytes, plant)
+
+    schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
+    async with fake:
+        with tempfile.TemporaryDirectory() as tmp:
+            toml = BENCH_TOML.format(window=WINDOW)
+            harness = Harness(Path(tmp), fake.url, toml)
+            harness.env["KRILL_ANTHROPIC__CACHE_TTL"] = ttl
+            async with harness as h:
+                app = h.app
+                assert app is not None
+                app.runner.clock = lambda: clock[0]
+                app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
+                if not pipeline:
+                    app.runner.prepare = None
+                    app.runner.recover_overflow = None
+                for turn in turns:
+                    clock[0] = max(clock[0], start + turn.at)
+                    model.turn = turn
+                    msg = message(turn, clock[0])
+                    await app.core.accept(msg)
+                    await app.core.wait_idle(msg)
+                    answered = [r for r in fake.message_requests if r.usage is not None]
+                    for position, request in enumerate(answered):
+                        assert request.usage is not None
+                        result.tally.add(request.usage)
+                        if lower is None:
+                            continue
+                        ideal = lower.usage(request.body, request.usage["output_tokens"])
+                        result.lower.add(ideal)
+                        if turn.opens_burst and position == 0:
+                            result.openers.add(request.usage)
+                            result.lower_openers.add(ideal)
+                    fake.requests.clear()
+                session = await app.store.current_session(f"agent:main:local:direct:{KEY_USER}")
+                result.compactions = session.compaction_count if session else 0
+    result.summarizer_calls = model.summaries
+    return result
+
+
+# --------------------------------------------------------------------------- report
+
+
+def row(name: str, cost: float, naive: float, tally: Tally, answered: str, *, cached: bool) -> str:
+    hit = f"{tally.hit_ratio:.1%}" if cached else "-"
+    return (
+        f"| {name} | ${cost:,.2f} | {cost / naive:.1%} | {tally.prompt_tokens / 1e6:,.2f}M | "
+        f"{hit} | {tally.requests} | {answered} |"
+    )
+
+
+def report(turns: list[Turn], base: RunResult, krill: RunResult, ttl: str, seconds: float) -> bool:
+    naive = base.tally.naive_cost
+    days = turns[-1].at / 86_400
+    bursts = sum(1 for t in turns if t.opens_burst)
+    tools = [t for t in turns if t.tool_bytes]
+    total = len(PLANTS)
+
+    def answered(result: RunResult) -> str:
+        return f"{sum(result.answered.values())}/{total}"
+
+    print(
+        f"{len(turns)} user turns in {bursts} bursts over {days:.1f} simulated days; "
+        f"{len(tools)} tool results of {min(t.tool_bytes for t in tools) / 1000:.0f}-"
+        f"{max(t.tool_bytes for t in tools) / 1000:.0f} KB "
+        f"({sum(t.tool_bytes for t in tools) / 1e6:.2f} MB); {total} planted identifiers; "
+        f"Sonnet prices, cache TTL {ttl}.\n"
+    )
+    print("| run | cost | vs (a) | prompt tokens | cache hit | requests | ids answerable |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    found = answered(base)
+    print(row("(a) naive: full history, no caching", naive, naive, base.tally, found, cached=False))
+    print(
+        row(
+            "(b) caching, no pruning/compaction",
+            base.tally.cost,
+            naive,
+            base.tally,
+            found,
+            cached=True,
+        )
+    )
+    print(
+        row(
+            "(c) Krill pipeline", krill.tally.cost, naive, krill.tally, answered(krill), cached=True
+        )
+    )
+    print(
+        row(
+            "(d) lower bound for (c)'s requests",
+            krill.lower.cost,
+            naive,
+            krill.lower,
+            "",
+            cached=True,
+        )
+    )
+    share = krill.tally.cost / naive
+    over = krill.tally.cost / krill.lower.cost
+    all_found = sum(krill.answered.values()) == total
+    gap = krill.tally.cost - krill.lower.cost
+    openers_gap = krill.openers.cost - krill.lower_openers.cost
+    print(
+        f"\nKrill: {krill.compactions} compaction(s), {krill.summarizer_calls} summarizer "
+        f"call(s), largest prompt {krill.tally.max_prompt:,} tokens "
+        f"(baseline: {base.tally.max_prompt:,})."
+    )
+    print(
+        f"(c) - (d) = ${gap:.2f}, of which ${openers_gap:.2f} on the first request of each "
+        f"burst (the cache expired during the idle gap; (d) never expires)."
+    )
+    print(f"(c) is {share:.1%} of (a) (target <= {TARGET_SHARE_OF_NAIVE:.0%})")
+    print(f"(c) is {over:.2f}x (d) (target <= {TARGET_OVER_LOWER_BOUND}x)")
+    print(f"identifiers answerable with Krill: {answered(krill)} (target {total}/{total})")
+    print(f"ran in {seconds:.0f}s")
+    return share <= TARGET_SHARE_OF_NAIVE and over <= TARGET_OVER_LOWER_BOUND and all_found
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    turns = script(args.turns, args.seed)
+    started = time.monotonic()
+    base = await replay(turns, pipeline=False, seed=args.seed, ttl=args.cache_ttl)
+    krill = await replay(turns, pipeline=True, seed=args.seed, ttl=args.cache_ttl)
+    ok = report(turns, base, krill, args.cache_ttl, time.monotonic() - started)
+    return 0 if ok else 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=320)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cache-ttl", choices=("5m", "1h"), default="5m")
+    args = parser.parse_args()
+    sys.exit(asyncio.run(main_async(args)))
+
+
+if __name__ == "__main__":
+    main()

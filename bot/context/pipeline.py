@@ -1,0 +1,217 @@
+"""The context pipeline the runner applies before every model call, in this order:
+history turn limit (done by the store when loading) -> single tool-result cap -> cache-TTL
+pruning -> compaction at the threshold; plus overflow recovery and `/compact`.
+
+Registered as an extension (`bot.app.EXTENSIONS`): it fills the runner's `prepare` and
+`recover_overflow` hooks and the core's `compactor`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bot.context.compaction import (
+    FOCUS_MAX_CHARS,
+    CompactionResult,
+    ContextHost,
+    compact_session,
+    needs_compaction,
+    overhead_chars,
+)
+from bot.context.estimate import context_tokens
+from bot.context.messages import build_messages
+from bot.context.overflow import (
+    OVERFLOW_COMPACTION_ATTEMPTS,
+    OverflowState,
+    truncation_branch,
+)
+from bot.context.pruning import PruneAction, apply_pruning, cache_is_cold, plan_pruning
+from bot.context.tokens import CHARS_PER_TOKEN, SAFETY_MARGIN, plain_tokens_for_chars
+from bot.context.truncation import cap_tool_results, result_char_limit
+from bot.errors import ContextOverflow
+from bot.store.base import Entry, EntryType, SessionRow
+
+if TYPE_CHECKING:
+    from bot.app import App
+
+log = logging.getLogger(__name__)
+
+# Per-session pruning plans live in memory; the least recently used are forgotten first.
+# A lost plan (eviction, restart) costs little: the next request sends the old results
+# whole once, and the next cold pass plans again.
+MAX_TRACKED_SESSIONS = 10_000
+
+
+@dataclass(slots=True)
+class _SessionState:
+    compaction_id: str | None = None  # the plan belongs to the history after this entry
+    plan: dict[str, PruneAction] = field(default_factory=dict)
+
+
+class ContextPipeline:
+    """Holds the per-session pruning plans and overflow state; everything else is pure
+    functions in the sibling modules."""
+
+    def __init__(self, host: ContextHost) -> None:
+        self.host = host
+        self._states: OrderedDict[str, _SessionState] = OrderedDict()
+        self._overflow: dict[str, OverflowState] = {}
+
+    def now(self) -> float:
+        # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
+        return self.host.runner.clock()
+
+    def _state(self, session_id: str, history: list[Entry]) -> _SessionState:
+        compaction_id = (
+            history[0].id if history and history[0].type == EntryType.COMPACTION else None
+        )
+        state = self._states.pop(session_id, None)
+        if state is None or state.compaction_id != compaction_id:
+            state = _SessionState(compaction_id)  # compaction replaced what the plan covered
+        self._states[session_id] = state
+        while len(self._states) > MAX_TRACKED_SESSIONS:
+            self._states.popitem(last=False)
+        return state
+
+    async def prepare(
+        self, session: SessionRow, history: list[Entry], messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The runner's `prepare` hook: the messages to send for this model call."""
+        config = self.host.config
+        cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
+        limit = result_char_limit(window, cfg)
+        messages = cap_tool_results(messages, limit)
+        state = self._state(session.session_id, history)
+        tokens = context_tokens(
+            history,
+            messages,
+            tz=tz,
+            overhead_chars=overhead_chars(self.host),
+            result_limit=limit,
+        )
+        fresh = await self.host.store.get_session(session.session_id) or session
+        if cache_is_cold(fresh.last_model_call_at, self.now(), config.anthropic.cache_ttl_seconds):
+            outcome = plan_pruning(
+                messages, tokens=tokens, window=window, config=cfg, plan=state.plan
+            )
+            if outcome.removed_chars:
+                log.info(
+                    "pruned old tool results of %s: %d chars (%d results planned)",
+                    session.session_key,
+                    outcome.removed_chars,
+                    len(outcome.plan),
+                )
+            state.plan = outcome.plan
+            tokens -= plain_tokens_for_chars(outcome.removed_chars)
+        messages = apply_pruning(messages, state.plan, cfg)
+        if not needs_compaction(tokens, window, cfg.reserve_tokens):
+            return messages
+        result = await compact_session(
+            self.host, fresh, reason="threshold", history=history, tokens_before=tokens
+        )
+        if result.entry is None:
+            return messages
+        # Rebuild from the turn's own history (it honours the turn's history limit).
+        first_kept = result.entry.payload["first_kept_entry_id"]
+        start = next(e.seq for e in history if e.id == first_kept)
+        kept = [e for e in history if e.type == EntryType.MESSAGE and e.seq >= start]
+        self._state(session.session_id, [result.entry])
+        return cap_tool_results(build_messages([result.entry, *kept], tz), limit)
+
+    async def recover_overflow(
+        self, session: SessionRow, error: ContextOverflow, attempt: int
+    ) -> bool:
+        """The runner's `recover_overflow` hook: make room and return True to retry, or
+        return False to give up (the person is told to /reset)."""
+        if attempt == 1:
+            self._overflow[session.session_id] = OverflowState()
+        state = self._overflow.setdefault(session.session_id, OverflowState())
+        cfg = self.host.config.context
+        if state.compactions < OVERFLOW_COMPACTION_ATTEMPTS and not state.compaction_exhausted:
+            state.compactions += 1
+            # Each further attempt keeps one turn fewer, so attempts differ.
+            keep = max(1, cfg.keep_recent_user_turns - (state.compactions - 1))
+            result = await compact_session(
+                self.host,
+                session,
+                reason="overflow",
+                tokens_before=error.tokens,
+                max_keep_turns=keep,
+            )
+            if result.compacted:
+                return True
+            state.compaction_exhausted = True
+        if not state.truncated:
+            state.truncated = True
+            return await self._truncate(session, error)
+        self._overflow.pop(session.session_id, None)
+        return False
+
+    async def _truncate(self, session: SessionRow, error: ContextOverflow) -> bool:
+        config = self.host.config
+        window, reserve = config.agent.context_window, config.context.reserve_tokens
+        history = await self.host.store.load_history(session.session_id)
+        tokens = error.tokens or window
+        # Real token counts convert back to characters with the margin, to cut enough.
+        excess = int((tokens - (window - reserve)) * CHARS_PER_TOKEN * SAFETY_MARGIN)
+        branch = truncation_branch(
+            history,
+            excess_chars=max(excess, 0),
+            tokens_before=tokens,
+            result_limit=result_char_limit(window, config.context),
+        )
+        if branch is None:
+            log.warning("overflow in %s: no tool result left to shorten", session.session_key)
+            return False
+        await self.host.store.append_entries(branch)
+        log.warning(
+            "overflow in %s: shortened tool results to %s chars in a new branch",
+            session.session_key,
+            branch[-1].payload["result_cap_chars"],
+        )
+        return True
+
+    async def compact_command(self, session_key: str, focus: str) -> str:
+        """The core's `compactor` hook behind `/compact [focus]` (runs in the session's lane)."""
+        session = await self.host.store.current_session(session_key)
+        if session is None:
+            return "Nothing to compact yet: this conversation has no history."
+        result = await compact_session(
+            self.host, session, focus=focus[:FOCUS_MAX_CHARS], reason="manual"
+        )
+        return result.message
+
+
+async def session_context_tokens(host: ContextHost, session: SessionRow) -> int:
+    """Estimated context of a session's stored history (for idle maintenance decisions)."""
+    config = host.config
+    tz, limit = (
+        config.agent.timezone,
+        result_char_limit(config.agent.context_window, config.context),
+    )
+    history = await host.store.load_history(session.session_id)
+    messages = cap_tool_results(build_messages(history, tz), limit)
+    return context_tokens(
+        history, messages, tz=tz, overhead_chars=overhead_chars(host), result_limit=limit
+    )
+
+
+async def extension(app: App) -> None:
+    """Wire the pipeline into a running App."""
+    pipeline = ContextPipeline(app)
+    app.runner.prepare = pipeline.prepare
+    app.runner.recover_overflow = pipeline.recover_overflow
+    app.core.compactor = pipeline.compact_command
+
+
+__all__ = [
+    "CompactionResult",
+    "ContextPipeline",
+    "compact_session",
+    "extension",
+    "needs_compaction",
+    "session_context_tokens",
+]

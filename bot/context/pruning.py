@@ -1,0 +1,189 @@
+"""Cache-TTL pruning: shrink old tool results, but only when the prompt cache has expired.
+
+Changing an old message changes the cached prefix, which is free only once the provider has
+dropped that prefix anyway. So decisions are made only when the session's last model call
+is older than the cache TTL, kept as a plan (tool_use id -> action) and re-applied on every
+later request, which keeps the prompt byte-identical while the cache is warm again.
+In memory only: the transcript keeps every original result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.agent.tools import tool_allowed
+from bot.config import ContextConfig
+from bot.context.tokens import plain_tokens_for_chars
+
+PruneAction = Literal["trim", "clear"]
+PrunePlan = Mapping[str, PruneAction]
+
+CLEARED_TEXT = "[Old tool result content cleared]"
+TRIM_SEPARATOR = "\n...\n"
+TRIM_NOTE = "\n[Old tool result trimmed to its first and last part; it had {total:,} characters.]"
+
+
+def cache_is_cold(last_call_at: float | None, now: float, ttl_seconds: float) -> bool:
+    """True when the provider has certainly dropped the session's cached prefix."""
+    return last_call_at is None or now - last_call_at >= ttl_seconds
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
+
+
+def has_image(block: dict[str, Any]) -> bool:
+    content = block.get("content")
+    return isinstance(content, list) and any(b.get("type") == "image" for b in content)
+
+
+def trim_text(text: str, head: int, tail: int) -> str:
+    """First `head` + `...` + last `tail` characters, with a note of the original size."""
+    if len(text) <= head + tail:
+        return text
+    # Slice the tail by index: text[-0:] would be the whole text.
+    return (
+        text[:head] + TRIM_SEPARATOR + text[len(text) - tail :] + TRIM_NOTE.format(total=len(text))
+    )
+
+
+def _pruned_size(text: str, action: PruneAction | None, config: ContextConfig) -> int:
+    if action == "clear":
+        return len(CLEARED_TEXT)
+    if action == "trim":
+        return len(trim_text(text, config.prune_head_chars, config.prune_tail_chars))
+    return len(text)
+
+
+def tool_names_by_id(messages: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        b["id"]: b.get("name", "")
+        for m in messages
+        if m.get("role") == "assistant"
+        for b in m.get("content") or []
+        if b.get("type") == "tool_use" and "id" in b
+    }
+
+
+def prunable_results(messages: list[dict[str, Any]], config: ContextConfig) -> list[dict[str, Any]]:
+    """The tool_result blocks pruning may touch, oldest first.
+
+    Never results at or before the first user message, never those of the last
+    `prune_keep_last_assistants` assistant messages, never results carrying images, and
+    only tools the allow/deny globs admit (deny wins).
+    """
+    first_user = next(
+        (
+            i
+            for i, m in enumerate(messages)
+            if m.get("role") == "user" and any(b.get("type") != "tool_result" for b in _blocks(m))
+        ),
+        None,
+    )
+    if first_user is None:
+        return []
+    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    keep = config.prune_keep_last_assistants
+    if keep and len(assistants) < keep:
+        return []
+    # Results answering one of the protected assistant messages sit after the oldest of them.
+    cutoff = assistants[-keep] if keep else len(messages)
+    names = tool_names_by_id(messages)
+    found: list[dict[str, Any]] = []
+    for index in range(first_user + 1, cutoff):
+        message = messages[index]
+        if message.get("role") != "user":
+            continue
+        for block in _blocks(message):
+            if block.get("type") != "tool_result" or has_image(block):
+                continue
+            name = names.get(block.get("tool_use_id", ""), "")
+            if tool_allowed(name, config.prune_tools_allow, config.prune_tools_deny):
+                found.append(block)
+    return found
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class PruneOutcome:
+    plan: dict[str, PruneAction]
+    removed_chars: int  # characters the new decisions remove compared with the old plan
+
+
+def plan_pruning(
+    messages: list[dict[str, Any]],
+    *,
+    tokens: int,
+    window: int,
+    config: ContextConfig,
+    plan: PrunePlan,
+) -> PruneOutcome:
+    """Extend `plan` for a cold cache: soft-trim long results once context exceeds the soft
+    ratio; hard-clear (oldest first, until under the hard ratio) once it exceeds the hard
+    ratio and enough prunable text exists. Decisions already in `plan` are kept."""
+    new_plan: dict[str, PruneAction] = dict(plan)
+    if tokens <= window * config.prune_soft_ratio:
+        return PruneOutcome(new_plan, 0)
+    eligible = [(b["tool_use_id"], result_text(b)) for b in prunable_results(messages, config)]
+    removed = 0
+    for call_id, text in eligible:
+        if call_id not in new_plan and len(text) > config.prune_soft_trim_min_chars:
+            new_plan[call_id] = "trim"
+            removed += len(text) - _pruned_size(text, "trim", config)
+    remaining = tokens - plain_tokens_for_chars(removed)
+    prunable_chars = sum(len(text) for _, text in eligible)
+    if (
+        remaining > window * config.prune_hard_ratio
+        and prunable_chars >= config.prune_min_prunable_chars
+    ):
+        for call_id, text in eligible:
+            if new_plan.get(call_id) == "clear":
+                continue
+            before = _pruned_size(text, new_plan.get(call_id), config)
+            new_plan[call_id] = "clear"
+            delta = before - len(CLEARED_TEXT)
+            removed += delta
+            remaining -= plain_tokens_for_chars(delta)
+            if remaining <= window * config.prune_hard_ratio:
+                break
+    return PruneOutcome(new_plan, removed)
+
+
+def apply_pruning(
+    messages: list[dict[str, Any]], plan: PrunePlan, config: ContextConfig
+) -> list[dict[str, Any]]:
+    """`messages` with the plan's actions applied (new objects only where something changed)."""
+    if not plan:
+        return messages
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = _blocks(message)
+        if message.get("role") != "user" or not any(
+            b.get("type") == "tool_result" and b.get("tool_use_id") in plan for b in blocks
+        ):
+            out.append(message)
+            continue
+        new_blocks = []
+        for block in blocks:
+            is_result = block.get("type") == "tool_result"
+            action = plan.get(block.get("tool_use_id", "")) if is_result else None
+            if action and not has_image(block):
+                text = result_text(block)
+                pruned = (
+                    CLEARED_TEXT
+                    if action == "clear"
+                    else trim_text(text, config.prune_head_chars, config.prune_tail_chars)
+                )
+                block = {**block, "content": pruned}
+            new_blocks.append(block)
+        out.append({**message, "content": new_blocks})
+    return out

@@ -1,0 +1,108 @@
+"""Token accounting for context decisions: chars/4 with a 1.2 safety margin, anchored on the
+last real `usage` the API returned so estimates do not drift over a long session.
+
+Estimates only decide *when* to prune or compact; the provider's counts stay the truth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from bot.store.base import Entry, EntryType, Role
+
+CHARS_PER_TOKEN = 4
+SAFETY_MARGIN = 1.2
+# Images are billed by pixel size, not characters; this is roughly a 1,000x1,000 picture.
+IMAGE_TOKENS = 1_600
+
+
+def tokens_for_chars(chars: int) -> int:
+    """Estimated tokens for `chars` characters, including the safety margin."""
+    return math.ceil(chars / CHARS_PER_TOKEN * SAFETY_MARGIN)
+
+
+def chars_for_tokens(tokens: int) -> int:
+    """Characters that fit in `tokens` by the same estimate (inverse of `tokens_for_chars`)."""
+    return int(tokens * CHARS_PER_TOKEN / SAFETY_MARGIN)
+
+
+def plain_tokens_for_chars(chars: int) -> int:
+    """chars/4 without the margin: used when subtracting removed text, so an estimate errs
+    on the high side rather than hiding an overflow."""
+    return chars // CHARS_PER_TOKEN
+
+
+def _content_chars(content: Any) -> tuple[int, int]:
+    """(characters, images) of a message or tool_result content."""
+    if isinstance(content, str):
+        return len(content), 0
+    chars = images = 0
+    for block in content or []:
+        c, i = block_size(block)
+        chars += c
+        images += i
+    return chars, images
+
+
+def block_size(block: dict[str, Any]) -> tuple[int, int]:
+    """(characters, images) of one content block, counting what the model reads."""
+    kind = block.get("type")
+    if kind == "text":
+        return len(block.get("text", "")), 0
+    if kind == "image":
+        return 0, 1
+    if kind == "tool_use":
+        raw = json.dumps(block.get("input", {}), ensure_ascii=False)
+        return len(block.get("name", "")) + len(raw), 0
+    if kind == "tool_result":
+        return _content_chars(block.get("content"))
+    if kind == "thinking":
+        return len(block.get("thinking", "")), 0
+    return len(json.dumps(block, ensure_ascii=False)), 0
+
+
+def messages_tokens(messages: list[dict[str, Any]], overhead_chars: int = 0) -> int:
+    """Unanchored estimate of API messages plus `overhead_chars` (system prompt, tools)."""
+    chars = overhead_chars
+    images = 0
+    for message in messages:
+        c, i = _content_chars(message.get("content"))
+        chars += c
+        images += i
+    return tokens_for_chars(chars) + images * IMAGE_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The last model call's real size: everything up to and including `entry_id`."""
+
+    entry_id: str
+    tokens: int  # prompt (uncached + cache read + cache write) + output tokens
+
+
+def find_anchor(history: list[Entry]) -> Anchor | None:
+    """The newest assistant entry with usage, unless a compaction came after it (then the
+    usage describes a context that no longer exists)."""
+    newest_compaction = max((e.seq for e in history if e.type == EntryType.COMPACTION), default=-1)
+    for entry in reversed(history):
+        if entry.role != Role.ASSISTANT or not entry.usage:
+            continue
+        if entry.seq <= newest_compaction:
+            return None
+        usage = entry.usage
+        tokens = sum(
+            int(usage.get(k, 0))
+            for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+        )
+        return Anchor(entry.id, tokens) if tokens else None
+    return None
+
+
+def entries_after(history: list[Entry], entry_id: str) -> list[Entry]:
+    for index, entry in enumerate(history):
+        if entry.id == entry_id:
+            return history[index + 1 :]
+    return []

@@ -1,0 +1,44 @@
+"""`krill memory search QUERY` and `krill memory reindex`: the memory index from the shell.
+
+Both work while the service runs: the index lives in the store's SQLite file (WAL), and
+every change is keyed by file path, so two processes refreshing it agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bot.config import Config
+from bot.memory.extension import open_index
+from bot.memory.tools import format_hits
+from bot.store.sqlite import SQLiteStore
+
+
+async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
+    store = SQLiteStore(config.sqlite_path)
+    await store.open()  # runs the migrations that create the index tables
+    index = open_index(config)
+    await index.open()
+    try:
+        if args.action == "reindex":
+            started = time.perf_counter()
+            report = await index.refresh(force=True)
+            files, chunks = await index.stats()
+            elapsed = (time.perf_counter() - started) * 1000
+            print(
+                f"indexed {files} file(s), {chunks} chunk(s) from {config.workspace_dir} "
+                f"in {elapsed:.0f} ms ({len(report.removed)} removed)"
+            )
+            return 0
+        query = " ".join(args.query).strip()
+        if not query:
+            print("krill memory search: a QUERY is required", file=sys.stderr)
+            return 1
+        hits = await index.search(query, max_results=args.limit)
+        print(format_hits(hits) if hits else f"no memory matches {query!r}")
+        return 0
+    finally:
+        await index.close()
+        await store.close()

@@ -1,0 +1,48 @@
+"""Per-turn recall: search memory with the incoming message and hand the best snippets to the
+runner, which stores them in the person's turn after the cached prompt prefix.
+
+Group sessions search without MEMORY.md, so the owner's curated memory never reaches them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from bot.config import MemorySearchConfig
+from bot.memory.index import MemoryIndex, SearchHit
+from bot.memory.tools import format_hits
+
+if TYPE_CHECKING:
+    from bot.agent.runner import TurnJob
+    from bot.store.base import SessionRow
+
+log = logging.getLogger(__name__)
+
+
+def fit_budget(hits: list[SearchHit], max_chars: int) -> list[SearchHit]:
+    """The best hits whose formatted text fits `max_chars` together (the first always does)."""
+    kept: list[SearchHit] = []
+    for hit in hits:
+        if kept and len(format_hits([*kept, hit])) > max_chars:
+            break
+        kept.append(hit)
+    return kept
+
+
+class Recall:
+    """The runner's `recall` hook."""
+
+    def __init__(self, index: MemoryIndex, config: MemorySearchConfig) -> None:
+        self.index = index
+        self.config = config
+
+    async def __call__(self, job: TurnJob, session: SessionRow) -> str | None:
+        query = "\n".join(m.text for m in job.messages)
+        try:
+            hits = await self.index.search(query, include_private=job.is_direct)
+        except Exception:  # a broken index must never cost a person their reply
+            log.exception("memory recall failed for %s", job.session_key)
+            return None
+        hits = fit_budget(hits, self.config.recall_max_chars)
+        return format_hits(hits) if hits else None

@@ -1,0 +1,213 @@
+"""The memory tools the model gets: memory_search, memory_get and memory_append.
+
+Group sessions never see MEMORY.md through them (search leaves it out, get and append refuse
+it), and every path is checked by `bot.memory.paths` before a file is touched. Search and get
+results are marked as untrusted content (the registry's result hook wraps them), because
+notes can quote what people said in chats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.agent.tools import Tool, ToolContext, ToolError, ToolRegistry
+from bot.config import MemoryConfig
+from bot.memory.index import MemoryIndex, SearchHit
+from bot.memory.notes import DAILY, MemoryFull, append_entry
+from bot.memory.paths import (
+    CURATED_FILE,
+    MemoryPathError,
+    is_private_file,
+    resolve_memory_path,
+)
+
+UNTRUSTED_SOURCE = "memory"
+MAX_SEARCH_RESULTS = 20
+DEFAULT_GET_LINES = 60
+MAX_GET_LINES = 300
+MAX_GET_CHARS = 20_000
+PRIVATE_REFUSAL = (
+    f"{CURATED_FILE} is private to direct messages and not available in this group chat"
+)
+
+SEARCH_DESCRIPTION = (
+    "Search long-term memory (MEMORY.md and the daily notes in memory/) by keywords. Use it "
+    "before answering questions about earlier conversations, people, preferences, decisions, "
+    "dates or to-dos. Returns snippets with their source as path#Lstart-Lend; read more "
+    "around a hit with memory_get."
+)
+GET_DESCRIPTION = (
+    "Read lines of a memory file: MEMORY.md or memory/<name>.md (e.g. memory/2025-01-31.md). "
+    "Other paths are refused."
+)
+APPEND_DESCRIPTION = (
+    "Write something down for later: appends a dated entry to today's daily note "
+    '(file="daily", the default) or to MEMORY.md for durable facts, preferences and '
+    "decisions. It only appends; nothing is ever overwritten. Keep entries short; never "
+    "store secrets."
+)
+
+
+def format_hits(hits: list[SearchHit]) -> str:
+    """Snippets with their sources, best first; the text recall and memory_search share."""
+    return "\n\n".join(f"{h.source} (score {h.score:.2f})\n{h.text}" for h in hits)
+
+
+def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = args.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ToolError(f"{name} must be a whole number")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ToolError(f"{name} must be a whole number, got {value!r}") from None
+    return max(low, min(high, number))
+
+
+class MemoryTools:
+    """Tool handlers bound to one index and workspace configuration."""
+
+    def __init__(
+        self,
+        index: MemoryIndex,
+        config: MemoryConfig,
+        timezone: str,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.index = index
+        self.config = config
+        self.zone = ZoneInfo(timezone)
+        self._clock = clock
+
+    def now(self) -> dt.datetime:
+        if self._clock is None:
+            return dt.datetime.now(self.zone)
+        return dt.datetime.fromtimestamp(self._clock(), self.zone)
+
+    def register(self, registry: ToolRegistry) -> None:
+        registry.register(
+            Tool(
+                "memory_search",
+                SEARCH_DESCRIPTION,
+                {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "words to look for"},
+                        "max_results": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_SEARCH_RESULTS,
+                            "description": f"default {self.config.search.max_results}",
+                        },
+                    },
+                    "required": ["query"],
+                },
+                self.search,
+                untrusted_source=UNTRUSTED_SOURCE,
+            )
+        )
+        registry.register(
+            Tool(
+                "memory_get",
+                GET_DESCRIPTION,
+                {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "MEMORY.md or memory/<name>.md"},
+                        "from_line": {"type": "integer", "minimum": 1, "description": "default 1"},
+                        "lines": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_GET_LINES,
+                            "description": f"default {DEFAULT_GET_LINES}",
+                        },
+                    },
+                    "required": ["path"],
+                },
+                self.get,
+                untrusted_source=UNTRUSTED_SOURCE,
+            )
+        )
+        registry.register(
+            Tool(
+                "memory_append",
+                APPEND_DESCRIPTION,
+                {
+                    "type": "object",
+                    "properties": {
+                        "text": {"type": "string", "description": "the entry to add"},
+                        "file": {"type": "string", "enum": [DAILY, CURATED_FILE]},
+                    },
+                    "required": ["text"],
+                },
+                self.append,
+            )
+        )
+
+    async def search(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        query = str(args.get("query") or "").strip()
+        if not query:
+            raise ToolError("query is empty; pass the words to look for")
+        limit = _int_arg(args, "max_results", self.config.search.max_results, 1, MAX_SEARCH_RESULTS)
+        hits = await self.index.search(query, max_results=limit, include_private=ctx.is_direct)
+        if not hits:
+            return f"No memory matches {query!r}."
+        return f"{len(hits)} result(s) for {query!r}:\n\n{format_hits(hits)}"
+
+    async def get(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        raw = str(args.get("path") or "")
+        try:
+            name, real = resolve_memory_path(ctx.workspace, raw)
+        except MemoryPathError as exc:
+            raise ToolError(str(exc)) from None
+        if not ctx.is_direct and is_private_file(ctx.workspace, name, real):
+            raise ToolError(PRIVATE_REFUSAL)
+        first = _int_arg(args, "from_line", 1, 1, 10**9)
+        count = _int_arg(args, "lines", DEFAULT_GET_LINES, 1, MAX_GET_LINES)
+        try:
+            text = await asyncio.to_thread(real.read_text, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise ToolError(f"{name} does not exist") from None
+        except IsADirectoryError:
+            raise ToolError(f"{name} is a folder, not a file") from None
+        lines = text.splitlines()
+        if first > len(lines):
+            return f"{name} has {len(lines)} line(s); nothing at line {first}."
+        chosen = lines[first - 1 : first - 1 + count]
+        excerpt = "\n".join(chosen)[:MAX_GET_CHARS]
+        last = first + len(chosen) - 1
+        return f"{name}#L{first}-L{last} (of {len(lines)} lines)\n{excerpt}"
+
+    async def append(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        text = str(args.get("text") or "").strip()
+        if not text:
+            raise ToolError("text is empty; nothing was written")
+        limit = self.config.append_max_chars
+        if len(text) > limit:
+            raise ToolError(f"text is {len(text)} chars; one entry may hold at most {limit}")
+        target = str(args.get("file") or DAILY).strip()
+        if target not in (DAILY, CURATED_FILE):
+            raise ToolError(f'file must be "{DAILY}" or "{CURATED_FILE}", got {target!r}')
+        if target == CURATED_FILE and not ctx.is_direct:
+            # A group member must not be able to plant "facts" in the owner's private memory.
+            raise ToolError(PRIVATE_REFUSAL + '; use file="daily"')
+        try:
+            done = await asyncio.to_thread(
+                append_entry,
+                ctx.workspace,
+                target,
+                text,
+                now=self.now(),
+                max_file_bytes=self.config.file_max_bytes,
+                allow_private=ctx.is_direct,
+            )
+        except (MemoryPathError, MemoryFull) as exc:
+            raise ToolError(str(exc)) from None
+        return f"Appended to {done.source}."

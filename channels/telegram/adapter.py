@@ -1,0 +1,449 @@
+"""The Telegram channel: python-telegram-bot inside Krill's event loop, fed by long polling or
+by the `/telegram/webhook` route, translating updates for the core and replies back.
+
+Inbound, every update goes through `handle_update` -> `mapping` -> `core.accept`, which
+returns only once the message is durably recorded; the webhook answers 200 and the poller
+confirms the offset only after that. Outbound, `deliver` sends or edits one Markdown chunk as
+text plus entities (no parse_mode, so nothing needs escaping), honouring flood control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+from aiohttp import web
+from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatAction
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.ext import Application, ApplicationBuilder
+
+from bot.commands import COMMANDS
+from bot.config import TelegramConfig
+from bot.errors import ConfigError
+from bot.types import Address, InboundMessage, OutboundMessage
+from channels.telegram.format import plain_fallback, split_markdown, to_telegram
+from channels.telegram.mapping import (
+    ALLOWED_UPDATES,
+    CHANNEL,
+    BotIdentity,
+    names_from,
+    update_to_inbound,
+)
+from channels.telegram.polling import Poller, retry_after_seconds
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+# Telegram's own rule for secret_token; anything else makes setWebhook fail.
+SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+TYPING_INTERVAL = 4.5  # Telegram shows "typing…" for about 5 s per sendChatAction
+CONNECT_ATTEMPTS = 5  # getMe tries at start-up before giving up
+CONNECT_BACKOFF = 1.0  # seconds, doubled per attempt
+SEND_RETRIES = 3  # extra tries for a final reply chunk after 429 or a server/network error
+SEND_RETRY_DELAY = 1.0  # seconds before retrying a network failure (times the attempt number)
+MAX_FLOOD_WAIT = 60.0  # a longer retry_after is not waited out; the chunk fails instead
+
+T = TypeVar("T")
+
+
+class TelegramCore(Protocol):
+    """The parts of the core the adapter uses."""
+
+    bot_usernames: dict[str, str]
+
+    async def accept(self, msg: InboundMessage) -> str: ...
+
+
+def _contains(exc: TelegramError, *needles: str) -> bool:
+    text = exc.message.lower()
+    return any(needle in text for needle in needles)
+
+
+def is_not_modified(exc: TelegramError) -> bool:
+    return isinstance(exc, BadRequest) and _contains(exc, "message is not modified")
+
+
+def is_parse_error(exc: TelegramError) -> bool:
+    return isinstance(exc, BadRequest) and _contains(exc, "can't parse", "entit")
+
+
+def is_edit_target_gone(exc: TelegramError) -> bool:
+    return isinstance(exc, BadRequest) and _contains(
+        exc, "message to edit not found", "message_id_invalid", "message can't be edited"
+    )
+
+
+def build_application(config: TelegramConfig) -> Application:
+    """A PTB Application pointed at `telegram.api_base_url`, used for its configured `bot`.
+
+    PTB's own Updater is left out: polling and the webhook are Krill's, so an update is
+    recorded before it is confirmed to Telegram.
+    """
+    root = config.api_base_url.rstrip("/")
+    return (
+        ApplicationBuilder()
+        .token(config.token)
+        .base_url(f"{root}/bot")
+        .base_file_url(f"{root}/file/bot")
+        .updater(None)
+        .job_queue(None)  # timed work belongs to Krill's scheduler
+        .build()
+    )
+
+
+class TelegramChannel:
+    """Implements `bot.channel.Channel` for Telegram."""
+
+    name = CHANNEL
+    typing_interval = TYPING_INTERVAL
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        core: TelegramCore,
+        *,
+        names: tuple[str, ...] = (),
+    ):
+        self.config = config
+        self.stream_interval = config.stream_interval
+        self._core = core
+        self._names = names  # extra names the bot answers to, e.g. from IDENTITY.md
+        self._app = build_application(config)
+        self.identity: BotIdentity | None = None
+        self._poller: Poller | None = None
+        self._connected = False
+        # Groups upgraded to supergroups: old chat id -> new one, learned from ChatMigrated.
+        self._migrated: dict[int, int] = {}
+
+    @property
+    def bot(self) -> Bot:
+        return self._app.bot
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._connect()
+        await self._register_commands()
+        if self.config.mode == "webhook":
+            await self._set_webhook()
+        else:
+            # A webhook left over from an earlier webhook run would make every poll fail.
+            try:
+                await self.bot.delete_webhook()
+            except TelegramError as exc:  # polling then logs the 409 it causes, and retries
+                log.warning("Telegram: could not delete the webhook: %s", self._redact(exc))
+            self._poller = Poller(self.bot, self.handle_update, allowed_updates=ALLOWED_UPDATES)
+            self._poller.start()
+            log.info("Telegram: polling for updates as @%s", self.bot.username)
+
+    async def stop(self) -> None:
+        if self._poller is not None:
+            await self._poller.stop()
+            self._poller = None
+        if self._connected:  # start() may have failed before connecting
+            await self._app.shutdown()
+            self._connected = False
+
+    async def _connect(self) -> None:
+        """getMe, retried briefly if the Bot API is unreachable; a rejected token is fatal."""
+        delay = CONNECT_BACKOFF
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            try:
+                await self._app.initialize()
+                self._connected = True
+                break
+            except InvalidToken as exc:
+                raise ConfigError(
+                    f"telegram.token: Telegram rejected the bot token ({self._redact(exc)}). "
+                    "Copy it again from @BotFather, and check that telegram.api_base_url "
+                    f"({self.config.api_base_url}) is a Bot API server."
+                ) from None
+            except NetworkError as exc:
+                if attempt == CONNECT_ATTEMPTS:
+                    raise ConfigError(
+                        f"telegram.api_base_url: cannot reach the Telegram Bot API at "
+                        f"{self.config.api_base_url} after {attempt} attempts "
+                        f"({self._redact(exc)}); check the address and the network."
+                    ) from None
+                log.warning(
+                    "cannot reach the Telegram Bot API at %s (%s); retrying in %.0fs "
+                    "(attempt %d of %d)",
+                    self.config.api_base_url,
+                    self._redact(exc),
+                    delay,
+                    attempt,
+                    CONNECT_ATTEMPTS,
+                )
+                await asyncio.sleep(delay)
+                delay *= 2
+        bot = self.bot
+        self.identity = BotIdentity(
+            bot.id, bot.username, names_from([bot.first_name, *self._names])
+        )
+        self._core.bot_usernames[CHANNEL] = bot.username
+        log.info("Telegram: connected as @%s (id %d)", bot.username, bot.id)
+        if not bot.can_read_all_group_messages:
+            log.info(
+                "Telegram: privacy mode is on for @%s, so in groups it only receives commands, "
+                "@mentions and replies to it: unmentioned messages cannot be kept as context "
+                "and require_mention=false has no effect. To change that, send /setprivacy to "
+                "@BotFather (Disable) or make the bot a group admin.",
+                bot.username,
+            )
+
+    async def _register_commands(self) -> None:
+        commands = [BotCommand(name, description) for name, description in COMMANDS.items()]
+        try:
+            await self.bot.set_my_commands(commands)
+        except TelegramError as exc:  # the menu is a convenience; commands work without it
+            log.warning("Telegram: could not register the command menu: %s", self._redact(exc))
+
+    async def _set_webhook(self) -> None:
+        url = self.config.webhook_url
+        if not url:
+            log.info(
+                "Telegram: webhook mode without telegram.webhook_url, so setWebhook is not "
+                "called; point the bot's webhook at this server's %s yourself",
+                WEBHOOK_PATH,
+            )
+            return
+        try:
+            await self.bot.set_webhook(
+                url,
+                secret_token=self.config.webhook_secret,
+                allowed_updates=list(ALLOWED_UPDATES),
+            )
+        except TelegramError as exc:
+            raise ConfigError(
+                f"telegram.webhook_url: setWebhook for {url!r} failed: {self._redact(exc)}"
+            ) from None
+        log.info("Telegram: webhook set to %s", url)
+
+    # --- inbound ----------------------------------------------------------------------
+
+    async def handle_update(self, update: Update) -> str | None:
+        """Map one update and hand it to the core; returns the core's AcceptResult, or None
+        when the update is not a message for the core. Raises if the core could not record
+        it, so the caller lets Telegram deliver it again."""
+        if self.identity is None:
+            raise RuntimeError("Telegram channel is not connected yet")
+        try:
+            msg = update_to_inbound(update, self.identity)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            # A shape this code does not understand must not block the updates behind it.
+            log.exception("skipping Telegram update %d that could not be read", update.update_id)
+            return None
+        if msg is None:
+            log.debug("ignoring Telegram update %d (not a new message)", update.update_id)
+            return None
+        return await self._core.accept(msg)
+
+    def routes(self) -> list[web.RouteDef]:
+        if self.config.mode != "webhook":
+            return []
+        return [web.post(WEBHOOK_PATH, self.webhook)]
+
+    async def webhook(self, request: web.Request) -> web.Response:
+        """POST /telegram/webhook: 200 only once the update is recorded; Telegram retries
+        anything else, and the core's dedupe makes a retry harmless."""
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self.config.webhook_secret.encode()):
+            log.warning(
+                "refused a Telegram webhook request from %s: missing or wrong %s header",
+                request.remote,
+                SECRET_HEADER,
+            )
+            return web.Response(status=403, text="forbidden")
+        try:
+            data = json.loads(await request.read())
+        except ValueError:
+            return web.Response(status=400, text="the body is not JSON")
+        if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+            return web.Response(status=400, text="the body is not a Telegram update")
+        if self.identity is None:
+            return web.Response(status=503, text="starting up; retry shortly")
+        try:
+            update = Update.de_json(data, self.bot)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("refused a malformed Telegram update %s: %s", data["update_id"], exc)
+            return web.Response(status=400, text="malformed update")
+        try:
+            await self.handle_update(update)
+        except Exception:  # the store or core failed: not recorded, so let Telegram retry
+            log.exception("could not record Telegram update %d; answering 500", update.update_id)
+            return web.Response(status=500, text="not recorded; retry")
+        return web.Response(status=200)
+
+    # --- outbound ---------------------------------------------------------------------
+
+    def render(self, markdown: str) -> list[str]:
+        return split_markdown(markdown)
+
+    async def deliver(self, out: OutboundMessage) -> str:
+        """Send one chunk, or edit `out.edit_of` in place; returns the Telegram message id.
+
+        A final chunk is retried through flood control and transient failures; a streaming
+        preview is not (the next preview or the final reply replaces it anyway).
+        """
+        retries = SEND_RETRIES if out.final else 0
+        try:
+            return await self._deliver(out, self._chat(out.address), retries)
+        except ChatMigrated as exc:
+            old = int(out.address.chat_id)
+            self._migrated[old] = exc.new_chat_id
+            log.info("Telegram group %d became supergroup %d; sending there", old, exc.new_chat_id)
+            return await self._deliver(out, exc.new_chat_id, retries)
+
+    async def _deliver(self, out: OutboundMessage, chat_id: int, retries: int) -> str:
+        text, entities = to_telegram(out.text)
+        if out.edit_of:
+            message_id = int(out.edit_of)
+            try:
+                await self._edit(chat_id, message_id, out.text, (text, entities), retries)
+            except BadRequest as exc:
+                if not (out.final and is_edit_target_gone(exc)):
+                    raise
+                log.info("Telegram preview %d is gone (%s); sending anew", message_id, exc.message)
+                return await self._send(out, chat_id, text, entities, retries)
+            return str(message_id)
+        return await self._send(out, chat_id, text, entities, retries)
+
+    async def _send(
+        self,
+        out: OutboundMessage,
+        chat_id: int,
+        text: str,
+        entities: list[MessageEntity],
+        retries: int,
+    ) -> str:
+        address = out.address
+        reply = None
+        if address.reply_to and out.chunk_index == 0:
+            # Quote the message being answered; still send if it was deleted meanwhile.
+            reply = ReplyParameters(int(address.reply_to), allow_sending_without_reply=True)
+        thread = int(address.thread_id) if address.thread_id else None
+
+        def send(
+            body: str, with_entities: list[MessageEntity] | None
+        ) -> Callable[[], Awaitable[Message]]:
+            return lambda: self.bot.send_message(
+                chat_id,
+                body,
+                entities=with_entities,
+                message_thread_id=thread,
+                reply_parameters=reply,
+            )
+
+        try:
+            sent = await self._call("sendMessage", send(text, entities), retries)
+        except BadRequest as exc:
+            if not is_parse_error(exc):
+                raise
+            log.warning("Telegram refused a reply's formatting (%s); sending plain text", exc)
+            sent = await self._call(
+                "sendMessage", send(plain_fallback(out.text, text), None), retries
+            )
+        return str(sent.message_id)
+
+    async def _edit(
+        self,
+        chat_id: int,
+        message_id: int,
+        markdown: str,
+        converted: tuple[str, list[MessageEntity]],
+        retries: int,
+    ) -> None:
+        text, entities = converted
+
+        def edit(
+            body: str, with_entities: list[MessageEntity] | None
+        ) -> Callable[[], Awaitable[object]]:
+            return lambda: self.bot.edit_message_text(
+                body, chat_id=chat_id, message_id=message_id, entities=with_entities
+            )
+
+        try:
+            await self._call("editMessageText", edit(text, entities), retries)
+        except BadRequest as exc:
+            if is_not_modified(exc):
+                return  # the message already shows exactly this
+            if not is_parse_error(exc):
+                raise
+            log.warning("Telegram refused an edit's formatting (%s); using plain text", exc)
+            try:
+                plain = plain_fallback(markdown, text)
+                await self._call("editMessageText", edit(plain, None), retries)
+            except BadRequest as again:
+                if not is_not_modified(again):
+                    raise
+
+    async def _call(self, what: str, call: Callable[[], Awaitable[T]], retries: int) -> T:
+        """Run one API call, retrying up to `retries` times after flood control (waiting as
+        long as Telegram asks, up to MAX_FLOOD_WAIT) or a transient server/network error.
+
+        Never retried: a 400 (the same request would fail again) and a timeout (the message
+        may have gone out, and sending it twice is worse than the turn failing).
+        """
+        attempt = 0
+        while True:
+            try:
+                return await call()
+            except RetryAfter as exc:
+                wait = retry_after_seconds(exc)
+                if attempt >= retries or wait > MAX_FLOOD_WAIT:
+                    log.warning("Telegram flood control on %s (retry after %.0fs)", what, wait)
+                    raise
+                log.warning(
+                    "Telegram flood control on %s: waiting %.0fs as asked (retry %d of %d)",
+                    what,
+                    wait,
+                    attempt + 1,
+                    retries,
+                )
+                await asyncio.sleep(wait)
+            except (BadRequest, TimedOut):
+                raise
+            except NetworkError as exc:
+                if attempt >= retries:
+                    raise
+                delay = SEND_RETRY_DELAY * (attempt + 1)
+                log.warning(
+                    "Telegram %s failed (%s); retrying in %.0fs", what, self._redact(exc), delay
+                )
+                await asyncio.sleep(delay)
+            attempt += 1
+
+    async def typing(self, address: Address) -> None:
+        thread = int(address.thread_id) if address.thread_id else None
+        await self.bot.send_chat_action(
+            self._chat(address), ChatAction.TYPING, message_thread_id=thread
+        )
+
+    async def done_typing(self, address: Address) -> None:
+        return None  # the indicator stops by itself when the reply arrives
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _chat(self, address: Address) -> int:
+        chat_id = int(address.chat_id)
+        return self._migrated.get(chat_id, chat_id)
+
+    def _redact(self, exc: BaseException) -> str:
+        """An exception's text, minus the bot token (URLs in errors may carry it)."""
+        return str(exc).replace(self.config.token, "<token>") if self.config.token else str(exc)

@@ -1,0 +1,237 @@
+"""Markdown replies for Telegram: conversion to plain text plus entities, and splitting a long
+reply into chunks that each fit one message.
+
+Pure functions. A chunk stays Markdown (the ledger and transcript keep what the model wrote);
+`to_telegram` turns one chunk into the text and entities that are sent with no parse_mode,
+so nothing ever needs escaping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+import pyromark
+from telegram import MessageEntity
+from telegram.constants import MessageLimit
+from telegramify_markdown.converter import STANDARD_OPTIONS, convert
+from telegramify_markdown.entity import MessageEntity as ConvertedEntity
+from telegramify_markdown.entity import utf16_len
+
+# Telegram counts the limit after entity parsing, in UTF-16 code units.
+MAX_MESSAGE_UNITS: int = MessageLimit.MAX_TEXT_LENGTH
+
+# Where an HTML tag, comment or processing instruction may start.
+_TAG_START = re.compile(rb"<(?=[A-Za-z/!?])")
+# An opening or closing code fence: up to 3 spaces, then ``` or ~~~ (or longer).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def literal_html(markdown: str) -> str:
+    """Backslash-escape raw HTML so it shows as typed.
+
+    The converter drops HTML, so without this a model's `Vec<String>` written outside
+    backticks, or a `<details>` it mentions, would silently vanish from the reply. Only what
+    the Markdown parser itself reads as HTML is touched; code spans and blocks never are.
+    """
+    if "<" not in markdown:
+        return markdown
+    data = markdown.encode()
+    cuts: set[int] = set()
+    for payload, span in pyromark.events_with_range(markdown, options=STANDARD_OPTIONS):
+        if not isinstance(payload, dict):
+            continue
+        if "InlineHtml" in payload:
+            cuts.add(span["start"])
+        elif "Html" in payload:  # one line of an HTML block: every tag in it
+            cuts.update(m.start() for m in _TAG_START.finditer(data, span["start"], span["end"]))
+    if not cuts:
+        return markdown
+    out = bytearray()
+    last = 0
+    for cut in sorted(cuts):
+        out += data[last:cut] + b"\\"
+        last = cut
+    out += data[last:]
+    return out.decode()
+
+
+def _convert(markdown: str) -> tuple[str, list[ConvertedEntity]]:
+    return convert(literal_html(markdown))
+
+
+def rendered_units(markdown: str) -> int:
+    """Length of `markdown` as Telegram will count it once converted."""
+    return utf16_len(_convert(markdown)[0])
+
+
+def to_telegram(markdown: str) -> tuple[str, list[MessageEntity]]:
+    """Plain text and entities for one chunk, ready for sendMessage/editMessageText.
+
+    Markdown that renders to nothing visible is sent as its raw text rather than as an
+    empty message Telegram would refuse.
+    """
+    text, entities = _convert(markdown)
+    if not text.strip():
+        return markdown.strip(), []
+    return text, [MessageEntity.de_json(entity.to_dict(), None) for entity in entities]
+
+
+def plain_fallback(markdown: str, converted: str, limit: int = MAX_MESSAGE_UNITS) -> str:
+    """What to send without entities when Telegram rejects the formatting.
+
+    The raw Markdown keeps link targets readable; when its syntax pushes it over the limit,
+    the converted text (known to fit) is used instead.
+    """
+    raw = markdown.strip()
+    return raw if raw and utf16_len(raw) <= limit else converted
+
+
+def _fence_marker(line: str) -> str | None:
+    match = _FENCE.match(line)
+    return match.group(1) if match else None
+
+
+def _closes(line: str, opener: str) -> bool:
+    """Whether `line` closes a fence opened with `opener` (same character, at least as long)."""
+    marker = _fence_marker(line)
+    return (
+        marker is not None
+        and marker[0] == opener[0]
+        and len(marker) >= len(opener)
+        and not line.strip()[len(marker) :].strip()
+    )
+
+
+def split_blocks(markdown: str) -> list[str]:
+    """Paragraph blocks: split on blank lines, except inside fenced code."""
+    blocks: list[str] = []
+    current: list[str] = []
+    opener: str | None = None
+    for line in markdown.split("\n"):
+        if opener is not None:
+            current.append(line)
+            if _closes(line, opener):
+                opener = None
+            continue
+        if not line.strip():
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+        opener = _fence_marker(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def _hard_split(line: str, fits: Callable[[str], bool]) -> Iterator[str]:
+    """Cut one overlong line into pieces that fit, preferring to cut at whitespace."""
+    rest = line
+    while rest:
+        if fits(rest):
+            yield rest
+            return
+        # Largest prefix that fits, by bisection (fits is monotonic in the prefix length).
+        low, high = 1, len(rest)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if fits(rest[:mid]):
+                low = mid
+            else:
+                high = mid - 1
+        cut = low
+        space = rest.rfind(" ", 0, cut)
+        if space > cut // 2:
+            cut = space + 1
+        yield rest[:cut].rstrip()
+        rest = rest[cut:].lstrip()
+
+
+def _has_content(lines: list[str]) -> bool:
+    """Whether `lines` hold anything besides blank lines and code fences."""
+    return any(line.strip() and _fence_marker(line) is None for line in lines)
+
+
+def _with_close(lines: list[str], opener: str | None) -> str:
+    """Join `lines`, closing the code fence still open at their end (opened with `opener`)."""
+    text = "\n".join(lines)
+    return f"{text}\n{opener}" if opener else text
+
+
+def _split_lines(block: str, fits: Callable[[str], bool]) -> list[str]:
+    """Split one block that is too big for a message at line boundaries.
+
+    A fenced code block cut in two is closed at the end of one piece and reopened (with its
+    language) at the start of the next, so both pieces still render as code.
+    """
+    pieces: list[str] = []
+    current: list[str] = []
+    # The fence line of the code block open at the end of `current`, and its marker.
+    open_line: str | None = None
+    opener: str | None = None
+    for line in block.split("\n"):
+        if opener is not None:
+            after_line, after = (None, None) if _closes(line, opener) else (open_line, opener)
+        elif (marker := _fence_marker(line)) is not None:
+            after_line, after = line, marker
+        else:
+            after_line, after = None, None
+        prefix = [open_line] if open_line is not None else []
+        candidate = [*current, line]
+        if _has_content(current) and not fits(_with_close(candidate, after)):
+            pieces.append(_with_close(current, opener))
+            current = list(prefix)
+            candidate = [*current, line]
+        if fits(_with_close(candidate, after)):
+            current = candidate
+        else:
+            # One line alone is too long: cut it, each part wrapped as the line would be.
+            def fits_part(part: str, wrap: list[str] = prefix, fence: str | None = opener) -> bool:
+                return fits(_with_close([*wrap, part], fence))
+
+            pieces.extend(
+                _with_close([*prefix, part], opener) for part in _hard_split(line, fits_part)
+            )
+            current = list(prefix)
+        open_line, opener = after_line, after
+    if _has_content(current):
+        pieces.append("\n".join(current))
+    return pieces
+
+
+def split_markdown(
+    markdown: str,
+    limit: int = MAX_MESSAGE_UNITS,
+    measure: Callable[[str], int] = rendered_units,
+) -> list[str]:
+    """Markdown chunks, in order, each rendering to at most `limit` units.
+
+    Chunks break between paragraphs where possible, else between lines, and never inside a
+    code block without closing and reopening it. Blank-only input gives no chunks.
+    """
+
+    def fits(text: str) -> bool:
+        return measure(text) <= limit
+
+    chunks: list[str] = []
+    current = ""
+    for block in split_blocks(markdown.strip()):
+        candidate = f"{current}\n\n{block}" if current else block
+        if fits(candidate):
+            current = candidate
+            continue
+        if current:
+            chunks.append(current)
+            current = ""
+        if fits(block):
+            current = block
+            continue
+        pieces = _split_lines(block, fits)
+        if pieces:
+            chunks.extend(pieces[:-1])
+            current = pieces[-1]
+    if current:
+        chunks.append(current)
+    return chunks

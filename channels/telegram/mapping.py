@@ -1,0 +1,269 @@
+"""Telegram updates -> `InboundMessage`: chat type and session ids, forum topics, whether the
+bot was addressed, and text for messages that carry no text of their own.
+
+Pure functions over python-telegram-bot's data objects; no network, no store.
+
+Decisions made here (README: docs/readme/telegram.md):
+- Forum topics get `thread_id` = `message_thread_id`, only for topic messages in forum chats.
+  Ordinary supergroups also put `message_thread_id` on replies, which are not topics. The
+  General topic carries no thread id and maps to the group's own session key.
+- Edited messages are ignored: the original was already answered, and re-answering every
+  typo fix would double the cost and the noise.
+- Messages from bots (including our own) are ignored, so two bots can never loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from telegram import Chat, Message, MessageEntity, Update
+
+from bot.types import Address, ChatType, InboundMessage
+
+CHANNEL = "telegram"
+# Updates the bot asks Telegram for; anything else (edits, reactions, members) is not needed.
+ALLOWED_UPDATES: tuple[str, ...] = (Update.MESSAGE,)
+
+# Names shorter than this would match ordinary words ("AI") far too often.
+MIN_NAME_LENGTH = 3
+_IDENTITY_NAME = re.compile(r"^\W*name\W*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+# What may follow a leading @mention before the real text starts ("@bot, hi", "@bot: hi").
+_MENTION_TRAIL = " \t\n,:;.!-"
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who the bot is on Telegram, from getMe, plus the names people may call it by."""
+
+    id: int
+    username: str
+    names: tuple[str, ...] = ()
+
+    def name_in(self, text: str) -> bool:
+        """Whether `text` calls the bot by name or username (a whole word, any case)."""
+        pattern = _name_pattern((*self.names, self.username))
+        return pattern is not None and pattern.search(text) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _name_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    words = {n.strip() for n in names if len(n.strip()) >= MIN_NAME_LENGTH}
+    if not words:
+        return None
+    # Longest first so "Krill Bot" wins over "Krill"; never right after @ or /, where the word
+    # would be someone else's @handle or a /command.
+    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(rf"(?<![\w@/])(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+
+def identity_name(identity_md: str) -> str | None:
+    """The `Name:` line of the workspace's IDENTITY.md (e.g. "- Name: Krill" -> "Krill")."""
+    match = _IDENTITY_NAME.search(identity_md)
+    if match is None:
+        return None
+    return match.group(1).strip("*_` ") or None
+
+
+def chat_type_of(chat: Chat) -> ChatType | None:
+    """DIRECT for private chats, GROUP for groups and supergroups, None for channels."""
+    if chat.type == Chat.PRIVATE:
+        return ChatType.DIRECT
+    if chat.type in (Chat.GROUP, Chat.SUPERGROUP):
+        return ChatType.GROUP
+    return None
+
+
+def topic_id(message: Message) -> str | None:
+    """The forum topic a message belongs to, or None (not a forum, or the General topic)."""
+    if message.chat.is_forum and message.is_topic_message and message.message_thread_id:
+        return str(message.message_thread_id)
+    return None
+
+
+def is_reply_to_bot(message: Message, bot: BotIdentity) -> bool:
+    """A real reply to one of the bot's messages.
+
+    Inside a forum topic every message "replies" to the topic's creation service message,
+    which may well be the bot's own if it opened the topic; that is not a reply.
+    """
+    target = message.reply_to_message
+    if target is None or target.from_user is None or target.from_user.id != bot.id:
+        return False
+    if target.forum_topic_created is not None:
+        return False
+    return not (message.is_topic_message and target.message_id == message.message_thread_id)
+
+
+def _entities(message: Message) -> dict[MessageEntity, str]:
+    kinds: list[str | None] = [
+        MessageEntity.MENTION,
+        MessageEntity.TEXT_MENTION,
+        MessageEntity.BOT_COMMAND,
+    ]
+    if message.text is not None:
+        return message.parse_entities(kinds)
+    return message.parse_caption_entities(kinds)
+
+
+def is_addressed(message: Message, bot: BotIdentity) -> bool:
+    """Whether the bot was addressed: @mention, text mention, /command@bot, its name, or a
+    reply to one of its messages."""
+    handle = f"@{bot.username}".casefold()
+    for entity, text in _entities(message).items():
+        if entity.type == MessageEntity.MENTION and text.casefold() == handle:
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot.id:
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and text.casefold().endswith(handle):
+            return True
+    if bot.name_in(message.text or message.caption or ""):
+        return True
+    return is_reply_to_bot(message, bot)
+
+
+def strip_leading_mention(text: str, username: str) -> str:
+    """`@bot, what's up?` -> `what's up?`; text that is only the mention is kept as it is, so
+    the model still sees that it was called."""
+    handle = f"@{username}"
+    stripped = text.lstrip()
+    if not stripped.casefold().startswith(handle.casefold()):
+        return text
+    rest = stripped[len(handle) :]
+    if rest[:1].isalnum() or rest[:1] == "_":
+        return text  # a longer handle that merely starts with ours
+    return rest.lstrip(_MENTION_TRAIL) or text
+
+
+def _join(*parts: object) -> str:
+    return " ".join(str(p) for p in parts if p)
+
+
+def placeholder(message: Message) -> str | None:
+    """A short stand-in for content the model cannot see (photos, voice, ...), or None.
+
+    Order matters: a venue also carries a location, and a GIF also carries a document.
+    """
+    if message.venue:
+        return f"[venue: {_join(message.venue.title, message.venue.address)}]"
+    if message.location:
+        return f"[location: {message.location.latitude:.5f}, {message.location.longitude:.5f}]"
+    if message.animation:
+        return "[GIF]"
+    if message.photo:
+        return "[photo]"
+    if message.sticker:
+        return _join("[sticker", message.sticker.emoji) + "]"
+    if message.voice:
+        return "[voice message]"
+    if message.video_note:
+        return "[video message]"
+    if message.video:
+        return "[video]"
+    if message.audio:
+        title = _join(message.audio.performer, message.audio.title)
+        return f"[audio: {title}]" if title else "[audio]"
+    if message.document:
+        name = message.document.file_name
+        return f"[document: {name}]" if name else "[document]"
+    if message.contact:
+        return f"[contact: {_join(message.contact.first_name, message.contact.last_name)}]"
+    if message.poll:
+        return f"[poll: {message.poll.question}]"
+    if message.dice:
+        return f"[dice: {message.dice.emoji} {message.dice.value}]"
+    if message.story:
+        return "[story]"
+    if getattr(message, "paid_media", None):
+        return "[paid media]"
+    return None
+
+
+def message_text(message: Message) -> str | None:
+    """What the person said: the text, or a placeholder plus any caption; None for messages
+    with nothing to say (service messages such as members joining)."""
+    if message.text is not None:
+        return message.text
+    stand_in = placeholder(message)
+    if stand_in is None:
+        return message.caption
+    return f"{stand_in}\n{message.caption}" if message.caption else stand_in
+
+
+def _sender(message: Message) -> tuple[str, str, bool] | None:
+    """(user id, display name, is a bot) of whoever sent `message`."""
+    if message.sender_chat is not None:
+        # Anonymous group admins and channels speak as a chat; the chat is the sender.
+        chat = message.sender_chat
+        return str(chat.id), chat.title or chat.username or str(chat.id), False
+    if message.from_user is not None:
+        user = message.from_user
+        return str(user.id), user.full_name or user.username or str(user.id), user.is_bot
+    return None
+
+
+def _topic_title(message: Message) -> str:
+    target = message.reply_to_message
+    if target is not None and target.forum_topic_created is not None:
+        return target.forum_topic_created.name
+    return ""
+
+
+def message_to_inbound(message: Message, bot: BotIdentity) -> InboundMessage | None:
+    """Translate one new message; None when it is not for the core (see module notes)."""
+    chat_type = chat_type_of(message.chat)
+    sender = _sender(message)
+    if chat_type is None or sender is None or message.is_automatic_forward:
+        return None
+    user_id, user_name, from_bot = sender
+    if from_bot:
+        return None
+    text = message_text(message)
+    if text is None:
+        return None
+    chat_id = str(message.chat.id)
+    thread_id = None
+    reply_to = None
+    mentioned = False
+    title = ""
+    if chat_type == ChatType.GROUP:
+        thread_id = topic_id(message)
+        reply_to = str(message.message_id)  # group replies quote what they answer
+        mentioned = is_addressed(message, bot)
+        if mentioned:
+            text = strip_leading_mention(text, bot.username)
+        topic = _topic_title(message) if thread_id else ""
+        title = _join(message.chat.title, f"/ {topic}" if topic else "")
+    return InboundMessage(
+        channel=CHANNEL,
+        # Stable per Telegram message, so a redelivered update is recognised as a duplicate.
+        message_id=f"{chat_id}:{message.message_id}",
+        chat_type=chat_type,
+        chat_id=chat_id,
+        user_id=user_id,
+        user_name=user_name,
+        text=text,
+        address=Address(CHANNEL, chat_id, thread_id=thread_id, reply_to=reply_to),
+        thread_id=thread_id,
+        mentioned=mentioned,
+        chat_title=title,
+        timestamp=message.date.timestamp(),
+    )
+
+
+def update_to_inbound(update: Update, bot: BotIdentity) -> InboundMessage | None:
+    """Translate an update; only new messages count (edits and the rest are ignored)."""
+    if update.message is None:
+        return None
+    return message_to_inbound(update.message, bot)
+
+
+def names_from(sources: Iterable[str | None]) -> tuple[str, ...]:
+    """Distinct, non-empty names in order (getMe first name, IDENTITY.md name, ...)."""
+    seen: dict[str, str] = {}
+    for name in sources:
+        if name and name.strip() and name.strip().casefold() not in seen:
+            seen[name.strip().casefold()] = name.strip()
+    return tuple(seen.values())

@@ -1,0 +1,194 @@
+"""Long polling for Telegram updates, with the offset confirmed only after the core has
+durably recorded each update.
+
+python-telegram-bot's own `Updater` confirms a batch (by asking for the next offset) as soon
+as it is queued in memory, so a crash right then would lose it. Here an update's offset is
+advanced only once `handle(update)` has returned, i.e. once the core has committed it, and
+the core's dedupe absorbs the redelivery that a crash before confirming causes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+
+from telegram import Bot, Update
+from telegram.error import (
+    Conflict,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.warnings import PTBDeprecationWarning
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT = 25  # seconds Telegram may hold a getUpdates request open
+FIRST_BACKOFF = 1.0  # seconds before retrying after a failed poll; doubles per failure
+MAX_BACKOFF = 30.0
+# A single update the core keeps failing on is skipped after this many tries, so one bad
+# update cannot stop every later one from arriving.
+MAX_HANDLE_ATTEMPTS = 5
+
+Handler = Callable[[Update], Awaitable[object]]
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """The wait Telegram asked for, whichever type this PTB version reports it in."""
+    with warnings.catch_warnings():
+        # PTB 22 warns that the int form will become a timedelta; both are handled here.
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value if isinstance(value, int | float) else value.total_seconds()
+
+
+def next_backoff(current: float) -> float:
+    return FIRST_BACKOFF if current <= 0 else min(MAX_BACKOFF, current * 2)
+
+
+class Poller:
+    """Runs getUpdates in a loop on the current event loop until `stop()`."""
+
+    def __init__(
+        self,
+        bot: Bot,
+        handle: Handler,
+        *,
+        allowed_updates: Sequence[str],
+        timeout: int = POLL_TIMEOUT,
+    ):
+        self._bot = bot
+        self._handle = handle
+        self._allowed = list(allowed_updates)
+        self._timeout = timeout
+        self._offset: int | None = None
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._failures = 0
+        self._backoff = 0.0
+        self._handle_failures: dict[int, int] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="telegram-polling")
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # _run only returns when stopped; anything else is a bug that must not go unnoticed.
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "Telegram polling stopped unexpectedly; restart Krill",
+                exc_info=task.exception(),
+            )
+
+    async def stop(self) -> None:
+        """Stop polling; an update being handled is finished first, never cut off."""
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        if self._offset is not None:
+            # Confirm what was handled, so a restart does not fetch it again (dedupe would
+            # catch it, but there is no need to make Telegram resend it).
+            with contextlib.suppress(TelegramError):
+                await self._bot.get_updates(offset=self._offset, timeout=0, limit=1)
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            updates = await self._fetch()
+            if updates is None:
+                continue
+            for update in updates:
+                if self._stopping.is_set() or not await self._deliver(update):
+                    break
+
+    async def _deliver(self, update: Update) -> bool:
+        """Hand one update to the core; False when it failed and polling should back off."""
+        try:
+            await self._handle(update)
+        except Exception:  # the store or core failed; anything it raises means "not recorded"
+            tries = self._handle_failures.get(update.update_id, 0) + 1
+            if tries < MAX_HANDLE_ATTEMPTS:
+                self._handle_failures[update.update_id] = tries
+                log.exception(
+                    "could not record Telegram update %d (attempt %d of %d); fetching it again",
+                    update.update_id,
+                    tries,
+                    MAX_HANDLE_ATTEMPTS,
+                )
+                await self._pause(min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (tries - 1)))
+                return False
+            log.exception(
+                "giving up on Telegram update %d after %d attempts; skipping it",
+                update.update_id,
+                tries,
+            )
+        self._handle_failures.pop(update.update_id, None)
+        self._offset = update.update_id + 1
+        return True
+
+    async def _fetch(self) -> list[Update] | None:
+        """One getUpdates call; None when it failed (after waiting) or polling is stopping."""
+        request = asyncio.ensure_future(
+            self._bot.get_updates(
+                offset=self._offset, timeout=self._timeout, allowed_updates=self._allowed
+            )
+        )
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({request, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not request.done():
+            request.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TelegramError):
+                await request
+            return None
+        try:
+            updates = list(request.result())
+        except TimedOut:
+            return None  # the long poll outlived its read timeout; just ask again
+        except RetryAfter as exc:
+            await self._failed(f"flood control: {exc}", retry_after_seconds(exc))
+            return None
+        except Conflict as exc:
+            await self._failed(
+                f"409 Conflict ({exc.message}). Another process is polling this bot token, or "
+                "a webhook is set for it; only one Krill (or other client) may use a token"
+            )
+            return None
+        except InvalidToken as exc:
+            log.error(
+                "Telegram rejected the bot token while polling (%s); polling stopped. "
+                "Check telegram.token and restart Krill.",
+                exc.message,
+            )
+            self._stopping.set()
+            return None
+        except NetworkError as exc:
+            await self._failed(f"network error: {exc.message}")
+            return None
+        except TelegramError as exc:
+            await self._failed(f"unexpected error: {exc.message}")
+            return None
+        if self._failures:
+            log.info("Telegram polling recovered after %d failed attempt(s)", self._failures)
+        self._failures = 0
+        self._backoff = 0.0
+        return updates
+
+    async def _failed(self, reason: str, wait: float | None = None) -> None:
+        self._failures += 1
+        self._backoff = next_backoff(self._backoff)
+        delay = self._backoff if wait is None else wait
+        log.warning("Telegram polling failed: %s; retrying in %.1fs", reason, delay)
+        await self._pause(delay)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when polling is stopped."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)

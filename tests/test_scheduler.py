@@ -1,0 +1,208 @@
+"""Tests for bot.scheduler: the pure timing and heartbeat decisions, and end to end with a
+short cache TTL: the idle flush before the TTL runs out, jobs surviving a restart, idle
+compaction, and the heartbeat."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from bot.scheduler import (
+    HEARTBEAT_JOB,
+    STARTUP_DELAY_SECONDS,
+    heartbeat_checklist,
+    heartbeat_message,
+    idle_compaction_due,
+    next_periodic_run,
+)
+from bot.store.base import SessionRow
+from tests.app_harness import Harness
+from tests.fakes.anthropic import FakeAnthropic, Reply
+
+FLUSH_MARK = "[Memory flush"
+HEARTBEAT_MARK = "[Heartbeat"
+DM_KEY = "agent:main:local:direct:alice"
+TTL = 3.0
+LEAD = 1.0
+SHORT_TTL = f"""
+[scheduler]
+cache_ttl_seconds = {TTL}
+[memory.flush]
+idle_lead_seconds = {LEAD}
+"""
+
+
+def row(**fields: Any) -> SessionRow:
+    return SessionRow(
+        **({"session_id": "s", "session_key": DM_KEY, "is_current": True} | fields),
+        created_at=0.0,
+        updated_at=0.0,
+    )
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+
+def test_heartbeat_checklist_ignores_comments_and_blanks() -> None:
+    assert heartbeat_checklist("<!--\nexample items\n-->\n\n  \n") == ""
+    assert heartbeat_checklist(None) == ""
+    assert heartbeat_checklist("<!-- intro -->\n- water the plants\n<!-- unclosed") == (
+        "- water the plants"
+    )
+
+
+def test_heartbeat_ok_is_dropped_and_real_text_kept() -> None:
+    assert heartbeat_message("HEARTBEAT_OK") is None
+    assert heartbeat_message("  HEARTBEAT_OK.\n") is None
+    assert heartbeat_message("Water the plants! HEARTBEAT_OK") == "Water the plants!"
+    assert heartbeat_message("HEARTBEAT_OK - but the build is red") == "but the build is red"
+    assert heartbeat_message("The build is red.") == "The build is red."
+
+
+def test_periodic_jobs_keep_their_pace_across_restarts() -> None:
+    assert next_periodic_run(None, 60, 1000) == 1060
+    assert next_periodic_run(990, 60, 1000) == 1050
+    assert next_periodic_run(100, 60, 1000) == 1000 + STARTUP_DELAY_SECONDS  # overdue: soon
+
+
+def test_idle_compaction_waits_for_a_cold_cache_and_a_large_context() -> None:
+    big = row(context_tokens=30_000, last_model_call_at=100.0)
+    assert not idle_compaction_due(big, threshold=20_000, ttl_seconds=300, now=399)
+    assert idle_compaction_due(big, threshold=20_000, ttl_seconds=300, now=400)
+    small = row(context_tokens=10_000, last_model_call_at=100.0)
+    assert not idle_compaction_due(small, threshold=20_000, ttl_seconds=300, now=1000)
+    assert not idle_compaction_due(row(context_tokens=30_000), threshold=1, ttl_seconds=1, now=9)
+
+
+# --- end to end -------------------------------------------------------------------------------
+
+
+def flush_script(fake: FakeAnthropic, arrivals: list[float]) -> None:
+    """Default replies: a flush writes one note then goes quiet; anything else says ok."""
+
+    def handler(body: dict[str, Any]) -> Any:
+        last = body["messages"][-1]["content"]
+        text = str(last)
+        if FLUSH_MARK in text and not any(b.get("type") == "tool_result" for b in last):
+            arrivals.append(time.time())
+            return Reply.tool_use("memory_append", {"text": "Alice is learning Portuguese"})
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last):
+            return "NO_REPLY"
+        return "ok"
+
+    fake.default_handler = handler
+
+
+async def wait_until(predicate: Any, within: float) -> None:
+    deadline = time.time() + within
+    while not predicate():
+        assert time.time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
+
+
+async def test_idle_session_is_flushed_before_its_cache_expires(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    arrivals: list[float] = []
+    flush_script(fake_anthropic, arrivals)
+    async with Harness(tmp_path, fake_anthropic.url, SHORT_TTL) as h:
+        await h.send("I started learning Portuguese this week")
+        turn = await h.app.store.current_session(DM_KEY)
+        await wait_until(lambda: arrivals, within=TTL + 2)
+        await wait_until(lambda: len(fake_anthropic.message_requests) >= 3, within=2)
+        await asyncio.sleep(0.3)
+        after = await h.app.store.current_session(DM_KEY)
+        note = (h.workspace / "memory").glob("*.md")
+    assert arrivals[0] < turn.last_model_call_at + TTL  # the cache was still warm
+    assert arrivals[0] >= turn.last_model_call_at + TTL - LEAD - 0.5
+    assert h.channel.finals == ["ok"]  # the flush showed nothing
+    assert any("Portuguese" in p.read_text() for p in note)
+    assert after.memory_flush_count == 1 and after.memory_flush_at is not None
+    assert after.memory_flush_compaction_count is None  # idle flushes leave the cycle open
+    assert len(arrivals) == 1  # flushed once; nothing new to flush since
+
+
+async def test_restart_keeps_the_scheduled_flush(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    arrivals: list[float] = []
+    flush_script(fake_anthropic, arrivals)
+    async with Harness(tmp_path, fake_anthropic.url, SHORT_TTL) as h:
+        await h.send("note: the server room code changed")
+        turn = await h.app.store.current_session(DM_KEY)
+    stopped = time.time()
+    assert not arrivals  # stopped before the job was due
+    async with Harness(tmp_path, fake_anthropic.url, SHORT_TTL) as h2:
+        await h2.send("/status")
+        status = h2.channel.finals[-1]
+        await wait_until(lambda: arrivals, within=TTL + 2)
+        await asyncio.sleep(0.3)
+        after = await h2.app.store.current_session(DM_KEY)
+    assert "idle flush in" in status
+    assert stopped < arrivals[0] < turn.last_model_call_at + TTL
+    assert after.memory_flush_count == 1
+
+
+async def test_large_idle_session_is_compacted_after_its_cache_expires(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    arrivals: list[float] = []
+    flush_script(fake_anthropic, arrivals)
+    compacted: list[tuple[str, float]] = []
+    config = """
+[agent]
+context_window = 50000
+[context]
+reserve_tokens = 10000
+[memory.flush]
+soft_threshold_tokens = 20000
+idle_lead_seconds = 0.5
+[scheduler]
+cache_ttl_seconds = 1.0
+"""
+    async with Harness(tmp_path, fake_anthropic.url, config) as h:
+
+        async def compactor(key: str, focus: str) -> str:
+            compacted.append((key, time.time()))
+            return "compacted"
+
+        h.app.core.compactor = compactor
+        await h.send("my notes: " + "alpha beta gamma " * 6000)
+        await wait_until(lambda: compacted, within=6)
+        last_call = (await h.app.store.current_session(DM_KEY)).last_model_call_at
+    assert compacted[0][0] == DM_KEY
+    assert compacted[0][1] >= last_call + 1.0  # only once the cache had expired
+    assert len(compacted) == 1
+
+
+async def test_heartbeat_reads_heartbeat_md_and_drops_ok(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    beat = workspace / "HEARTBEAT.md"
+    beat.write_text("<!-- nothing to check yet -->\n")
+    replies = iter(["HEARTBEAT_OK", "Time to water the plants!"])
+
+    def handler(body: dict[str, Any]) -> str:
+        text = str(body["messages"][-1]["content"])
+        if HEARTBEAT_MARK in text:
+            return next(replies, "HEARTBEAT_OK")
+        return "Hi!"
+
+    fake_anthropic.default_handler = handler
+    config = "[scheduler]\nheartbeat_minutes = 0.01\n"
+    async with Harness(tmp_path, fake_anthropic.url, config) as h:
+        await h.send("hello")
+        await asyncio.sleep(1.5)
+        beats = [r for r in fake_anthropic.message_requests if HEARTBEAT_MARK in r.last_user_text]
+        assert beats == []  # comments only: skipped without a model call
+        beat.write_text("- Remind Alice to water the plants.\n")
+        await wait_until(lambda: len(h.channel.finals) >= 2, within=5)
+        last_run = await h.app.store.job_last_run(HEARTBEAT_JOB)
+    beats = [r for r in fake_anthropic.message_requests if HEARTBEAT_MARK in r.last_user_text]
+    assert len(beats) >= 2 and "water the plants" in beats[0].last_user_text
+    assert h.channel.finals[:2] == ["Hi!", "Time to water the plants!"]
+    assert last_run is not None and last_run > time.time() - 5

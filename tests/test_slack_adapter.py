@@ -1,0 +1,392 @@
+"""The Slack adapter in-process: the real slack-bolt app and Web API client against the fake
+Slack, with a stub core, for the cases end-to-end runs cannot pin down (ack ordering,
+concurrent duplicates, fallbacks when Slack refuses a feature, reconnects)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from bot.channel import AcceptResult
+from bot.config import SessionConfig, SlackConfig
+from bot.sessions.keys import session_key
+from bot.types import Address, InboundMessage, OutboundMessage
+from channels.slack.adapter import THINKING_STATUS, TYPING_REACTION, SlackChannel
+from channels.slack.transport import SlackSetupError, backoff_delay
+from tests.fakes.slack import FakeSlack, post_event
+
+
+class StubCore:
+    """What the adapter needs of `bot.gateway.Core`, recording every accepted message."""
+
+    def __init__(self) -> None:
+        self.accepted: list[InboundMessage] = []
+        self.result = AcceptResult.ACCEPTED
+        self.gate: asyncio.Event | None = None
+        self.sessions: set[str] = set()
+        self.bot_usernames: dict[str, str] = {}
+        self.on_accept: Callable[[InboundMessage], Any] | None = None
+
+    async def accept(self, msg: InboundMessage) -> str:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.accepted.append(msg)
+        if self.on_accept is not None:
+            await self.on_accept(msg)
+        return self.result
+
+    async def session_exists(self, msg: InboundMessage) -> bool:
+        return session_key(msg, SessionConfig()) in self.sessions
+
+
+Factory = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
+    started: list[tuple[SlackChannel, web.AppRunner | None]] = []
+
+    async def make(mode: str = "socket", **settings: Any) -> tuple[SlackChannel, StubCore, str]:
+        config = SlackConfig(
+            enabled=True,
+            bot_token=settings.pop("bot_token", fake_slack.bot_token),
+            app_token=settings.pop("app_token", fake_slack.app_token),
+            signing_secret=fake_slack.signing_secret,
+            mode=mode,
+            api_base_url=fake_slack.api_url,
+            **settings,
+        )
+        core = StubCore()
+        channel = SlackChannel(config, core, ping_interval=0.5)  # type: ignore[arg-type]
+        url = ""
+        runner = None
+        if mode == "http":
+            app = web.Application(client_max_size=100_000)
+            app.add_routes(channel.routes())
+            runner = web.AppRunner(app)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            host, port = runner.addresses[0][:2]
+            url = f"http://{host}:{port}/slack/events"
+        started.append((channel, runner))
+        await channel.start()
+        return channel, core, url
+
+    yield make
+    for channel, runner in started:
+        await channel.stop()
+        if runner is not None:
+            await runner.cleanup()
+
+
+async def until(check: Callable[[], object], within: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+# --- acknowledgement and dedupe ------------------------------------------------------------
+
+
+async def test_socket_ack_waits_until_the_event_is_accepted(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, _ = await make_channel("socket")
+    core.gate = asyncio.Event()
+    envelope = await fake_slack.push_socket_event(fake_slack.im_message("U1", "hi"))
+    await asyncio.sleep(0.2)
+    assert envelope not in fake_slack.socket_acks  # not recorded yet, so not acknowledged
+    core.gate.set()
+    await fake_slack.wait_for_ack(envelope)
+    assert [m.text for m in core.accepted] == ["hi"]
+
+
+async def test_http_response_waits_until_the_event_is_accepted(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, url = await make_channel("http")
+    core.gate = asyncio.Event()
+    request = asyncio.create_task(
+        post_event(None, url, fake_slack.im_message("U1", "hi"), fake_slack.signing_secret)
+    )
+    await asyncio.sleep(0.2)
+    assert not request.done()
+    core.gate.set()
+    status, _ = await request
+    assert status == 200 and len(core.accepted) == 1
+
+
+async def test_concurrent_twin_events_are_accepted_once(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, url = await make_channel("http")
+    core.gate = asyncio.Event()
+    mention = fake_slack.app_mention("C1", "U1", "hello")
+    ts = mention["event"]["ts"]
+    twin = fake_slack.channel_message("C1", "U1", mention["event"]["text"], ts=ts)
+    secret = fake_slack.signing_secret
+    sends = [
+        asyncio.create_task(post_event(None, url, payload, secret, **kw))
+        for payload, kw in ((mention, {}), (twin, {}), (mention, {"retry_num": 1}))
+    ]
+    await asyncio.sleep(0.2)
+    core.gate.set()
+    assert [status for status, _ in await asyncio.gather(*sends)] == [200, 200, 200]
+    status, _ = await post_event(None, url, mention, secret, retry_num=2)
+    assert status == 200
+    assert len(core.accepted) == 1
+    msg = core.accepted[0]
+    assert msg.message_id == f"C1:{ts}" and msg.thread_id == ts and msg.mentioned
+
+
+async def test_unknown_events_and_subtypes_are_acked_and_ignored(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, _ = await make_channel("socket")
+    payloads = [
+        fake_slack.event_callback({"type": "reaction_added", "user": "U1", "reaction": "x"}),
+        fake_slack.message_changed("C1", "1.000100", "edited"),
+        fake_slack.message_deleted("C1", "1.000100"),
+        fake_slack.bot_message("C1", "beep"),
+        fake_slack.channel_message("C1", "UBOT", "myself"),
+    ]
+    for payload in payloads:
+        await fake_slack.wait_for_ack(await fake_slack.push_socket_event(payload))
+    assert core.accepted == []
+
+
+# --- threads -------------------------------------------------------------------------------
+
+
+async def test_thread_participation(make_channel: Factory, fake_slack: FakeSlack) -> None:
+    _, core, _ = await make_channel("socket")
+
+    async def send(payload: dict[str, Any]) -> None:
+        await fake_slack.wait_for_ack(await fake_slack.push_socket_event(payload))
+
+    # Chatter in a thread Krill is not in is left to Slack (fetched if Krill is called in).
+    await send(fake_slack.channel_message("C1", "U1", "psst", thread_ts="1.000100"))
+    assert core.accepted == []
+    # A reply under Krill's own message addresses Krill.
+    await send(
+        fake_slack.channel_message(
+            "C1", "U1", "thanks!", thread_ts="2.000100", parent_user_id="UBOT"
+        )
+    )
+    # A thread whose session already exists (e.g. before a restart) counts too.
+    core.sessions.add("agent:main:slack:channel:c1:thread:3.000100")
+    await send(fake_slack.channel_message("C1", "U1", "still there?", thread_ts="3.000100"))
+    # And so does a thread Krill was mentioned in earlier in this run.
+    await send(fake_slack.app_mention("C1", "U1", "join", thread_ts="4.000100"))
+    await send(fake_slack.channel_message("C1", "U2", "welcome", thread_ts="4.000100"))
+    assert [(m.text, m.mentioned) for m in core.accepted] == [
+        ("thanks!", True),
+        ("still there?", True),
+        ("join", True),
+        ("welcome", True),
+    ]
+    # History was fetched only where Krill had no part yet.
+    fetched = {p["ts"] for p in fake_slack.calls_to("conversations.replies")}
+    assert fetched == {"4.000100"}
+
+
+async def test_unmentioned_thread_chatter_is_answered_when_mentions_are_off(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, _ = await make_channel("socket", channels={"C1": {"require_mention": False}})
+    payload = fake_slack.channel_message("C1", "U1", "anyone?", thread_ts="5.000100")
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_event(payload))
+    assert [m.thread_id for m in core.accepted] == ["5.000100"]
+
+
+async def test_history_failure_still_accepts(make_channel: Factory, fake_slack: FakeSlack) -> None:
+    _, core, _ = await make_channel("socket")
+    fake_slack.fail_next("conversations.replies", "internal_error")
+    fake_slack.fail_next("users.info", "user_not_found")
+    payload = fake_slack.app_mention("C1", "U1", "help", thread_ts="6.000100")
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_event(payload))
+    (msg,) = core.accepted
+    assert msg.context_lines == [] and msg.user_name == ""
+
+
+# --- replies -------------------------------------------------------------------------------
+
+
+def out(address: Address, text: str, **kw: Any) -> OutboundMessage:
+    return OutboundMessage(address, text, "turn", 0, **kw)
+
+
+async def test_markdown_refused_falls_back_to_mrkdwn(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    fake_slack.fail_next("chat.postMessage", "invalid_arguments")
+    address = Address("slack", "C1", thread_id="7.000100")
+    await channel.deliver(out(address, "**bold** [x](https://x.io)\n```py\nx = 1\n```"))
+    await channel.deliver(out(address, "second **one**"))
+    first, retried, second = fake_slack.calls_to("chat.postMessage")
+    assert "markdown_text" in first and "text" not in first
+    assert retried["text"] == "*bold* <https://x.io|x>\n```\nx = 1\n```"
+    assert second["text"] == "second *one*" and retried["thread_ts"] == "7.000100"
+
+
+async def test_rate_limited_post_is_retried(make_channel: Factory, fake_slack: FakeSlack) -> None:
+    channel, _, _ = await make_channel("socket")
+    fake_slack.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0)
+    ts = await channel.deliver(out(Address("slack", "D1"), "hi"))
+    assert ts and fake_slack.posted_texts("D1") == ["hi"]
+    assert len(fake_slack.calls_to("chat.postMessage")) == 2
+
+
+async def test_stream_unavailable_falls_back_to_post_and_update(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    fake_slack.fail_next("chat.startStream", "missing_scope")
+    address = Address("slack", "D1", thread_id="8.000100")
+    ts = await channel.deliver(out(address, "Hel", final=False))
+    ts2 = await channel.deliver(out(address, "Hello", final=False, edit_of=ts))
+    ts3 = await channel.deliver(out(address, "Hello!", edit_of=ts))
+    assert ts == ts2 == ts3
+    assert [p["markdown_text"] for p in fake_slack.calls_to("chat.update")] == ["Hello", "Hello!"]
+    # Native streaming stays off for the rest of the run.
+    await channel.deliver(out(address, "again", final=False))
+    assert len(fake_slack.calls_to("chat.startStream")) == 1
+
+
+async def test_stream_whose_final_text_diverges_is_rewritten(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    address = Address("slack", "D1", thread_id="9.000100")
+    ts = await channel.deliver(out(address, "Draft one", final=False))
+    await channel.deliver(out(address, "Draft one two", final=False, edit_of=ts))
+    await channel.deliver(out(address, "Something else", edit_of=ts))
+    assert [p["markdown_text"] for p in fake_slack.calls_to("chat.appendStream")] == [" two"]
+    assert fake_slack.calls_to("chat.stopStream")[0].get("markdown_text") is None
+    assert fake_slack.message_texts("D1") == ["Something else"]
+
+
+async def test_channel_stream_needs_a_recipient(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    address = Address("slack", "C1", thread_id="10.000100")
+    await channel.deliver(out(address, "partial", final=False))
+    assert fake_slack.calls_to("chat.startStream") == []  # nobody known to stream to
+    assert fake_slack.posted_texts("C1") == ["partial"]
+
+
+async def test_final_edit_of_a_vanished_preview_posts_anew(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    address = Address("slack", "D1")
+    ts = await channel.deliver(out(address, "final words", edit_of="1.999999"))
+    assert ts != "1.999999" and fake_slack.posted_texts("D1") == ["final words"]
+
+
+async def test_typing_reaction_and_thread_status(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    dm = Address("slack", "D1", reply_to="11.000100")
+    await channel.typing(dm)
+    await channel.typing(dm)  # a second pulse adds nothing
+    assert fake_slack.reactions == {("D1", "11.000100", TYPING_REACTION)}
+    await channel.done_typing(dm)
+    assert fake_slack.reactions == set()
+
+    thread = Address("slack", "C1", thread_id="12.000100", reply_to="12.000200")
+    await channel.typing(thread)
+    await channel.done_typing(thread)
+    statuses = [p["status"] for p in fake_slack.calls_to("assistant.threads.setStatus")]
+    assert statuses == [THINKING_STATUS, ""]
+
+    fake_slack.fail_next("assistant.threads.setStatus", "missing_scope")
+    other = Address("slack", "C2", thread_id="13.000100", reply_to="13.000200")
+    await channel.typing(other)
+    assert ("C2", "13.000200", TYPING_REACTION) in fake_slack.reactions
+    await channel.typing(Address("slack", "C3", thread_id="14.000100", reply_to="14.000200"))
+    assert len(fake_slack.calls_to("assistant.threads.setStatus")) == 3  # off everywhere now
+
+
+# --- slash commands ------------------------------------------------------------------------
+
+
+async def test_slash_command_replies_ephemerally(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, core, url = await make_channel("http")
+
+    async def reply(msg: InboundMessage) -> None:
+        await channel.deliver(out(msg.address, f"**ran** {msg.text}"))
+
+    core.on_accept = reply
+    secret = fake_slack.signing_secret
+    status, body = await post_event(None, url, fake_slack.slash_command(text="status"), secret)
+    assert status == 200 and body == ""
+    await until(lambda: fake_slack.response_url_posts)
+    (msg,) = core.accepted
+    assert msg.text == "/status" and msg.is_command_surface and msg.address.private_to == "U1"
+    assert fake_slack.response_url_posts[0][1] == {
+        "text": "*ran* /status",
+        "response_type": "ephemeral",
+    }
+
+    status, body = await post_event(None, url, fake_slack.slash_command(text="dance"), secret)
+    assert status == 200 and "Unknown command" in body and "/krill help" in body
+    assert len(core.accepted) == 1
+
+    # Without a usable response_url the answer goes through chat.postEphemeral.
+    await channel.deliver(out(Address("slack", "C9", private_to="U4"), "just for you"))
+    (ephemeral,) = fake_slack.calls_to("chat.postEphemeral")
+    assert (ephemeral["channel"], ephemeral["user"]) == ("C9", "U4")
+
+
+async def test_slash_command_where_krill_is_off(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, _ = await make_channel("socket")
+    core.result = AcceptResult.IGNORED
+    envelope = await fake_slack.push_socket_slash_command(fake_slack.slash_command(text="help"))
+    await fake_slack.wait_for_ack(envelope)
+    await until(lambda: fake_slack.response_url_posts)
+    assert "not enabled" in fake_slack.response_url_posts[0][1]["text"]
+
+
+# --- connection ----------------------------------------------------------------------------
+
+
+async def test_socket_reconnects_after_refresh_and_after_a_dropped_connection(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, _ = await make_channel("socket")
+    await fake_slack.wait_for_socket(1)
+    await fake_slack.disconnect_socket()  # Slack's "please reconnect"
+    await fake_slack.wait_for_socket(2)
+    for ws in list(fake_slack._sockets):  # the network drops the connection
+        await ws.close()
+    await fake_slack.wait_for_socket(3, timeout=10)
+    envelope = await fake_slack.push_socket_event(fake_slack.im_message("U1", "still here?"))
+    await fake_slack.wait_for_ack(envelope)
+    assert [m.text for m in core.accepted] == ["still here?"]
+    assert len(fake_slack.calls_to("apps.connections.open")) == 3
+
+
+async def test_refused_tokens_stop_start_up(make_channel: Factory) -> None:
+    with pytest.raises(SlackSetupError, match=r"slack\.bot_token"):
+        await make_channel("http", bot_token="xoxb-wrong")
+    with pytest.raises(SlackSetupError, match=r"slack\.app_token"):
+        await make_channel("socket", app_token="xapp-wrong")
+
+
+def test_backoff_doubles_up_to_a_cap() -> None:
+    assert [backoff_delay(n) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert backoff_delay(10_000) == 30

@@ -1,0 +1,287 @@
+"""The Telegram adapter in-process against the fake Bot API, with the real python-telegram-bot:
+start-up, polling resilience, and how replies are sent, edited and retried."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from telegram.error import RetryAfter
+
+from bot.config import Config, TelegramConfig
+from bot.errors import ConfigError
+from bot.types import Address, InboundMessage, OutboundMessage
+from channels import telegram as telegram_channel
+from channels.telegram import polling
+from channels.telegram.adapter import WEBHOOK_PATH, TelegramChannel
+from tests.fakes.telegram import FakeTelegram
+
+GROUP = -100500
+
+
+class StubCore:
+    """Records what the adapter hands to the core; can be told to fail."""
+
+    def __init__(self) -> None:
+        self.bot_usernames: dict[str, str] = {}
+        self.accepted: list[InboundMessage] = []
+        self.failures = 0
+        self.arrived = asyncio.Event()
+
+    async def accept(self, msg: InboundMessage) -> str:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        self.accepted.append(msg)
+        self.arrived.set()
+        return "accepted"
+
+    async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
+        async with asyncio.timeout(timeout):
+            while len(self.accepted) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return self.accepted
+
+
+def tg_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
+    return TelegramConfig(enabled=True, token=fake.token, api_base_url=fake.url, **overrides)
+
+
+@pytest.fixture
+def core() -> StubCore:
+    return StubCore()
+
+
+@pytest.fixture
+async def channel(fake_telegram: FakeTelegram, core: StubCore) -> AsyncIterator[TelegramChannel]:
+    channel = TelegramChannel(tg_config(fake_telegram), core)
+    await channel.start()
+    try:
+        yield channel
+    finally:
+        await channel.stop()
+
+
+def out(
+    text: str, chat_id: int = 42, *, index: int = 0, final: bool = True, **address: Any
+) -> OutboundMessage:
+    return OutboundMessage(
+        Address("telegram", str(chat_id), **address), text, "turn", index, final=final
+    )
+
+
+async def test_start_connects_registers_commands_and_polls(
+    fake_telegram: FakeTelegram, core: StubCore, channel: TelegramChannel
+) -> None:
+    assert core.bot_usernames == {"telegram": "krill_bot"}
+    methods = [c.method for c in fake_telegram.calls]
+    assert methods[:3] == ["getMe", "setMyCommands", "deleteWebhook"]
+    commands = fake_telegram.calls_to("setMyCommands")[0]["commands"]
+    assert {"status", "reset", "new", "help", "whoami"} <= {c["command"] for c in commands}
+    assert channel.routes() == []  # no webhook route in polling mode
+
+    fake_telegram.push_update(fake_telegram.private_message(42, "one"))
+    fake_telegram.push_update(fake_telegram.private_message(42, "two"))
+    got = await core.wait(2)
+    assert [m.text for m in got] == ["one", "two"]
+    polls = fake_telegram.calls_to("getUpdates")
+    assert polls[0]["allowed_updates"] == ["message"]
+
+
+async def test_stop_confirms_the_handled_offset(
+    fake_telegram: FakeTelegram, core: StubCore
+) -> None:
+    channel = TelegramChannel(tg_config(fake_telegram), core)
+    await channel.start()
+    update = fake_telegram.push_update(fake_telegram.private_message(42, "hi"))
+    await core.wait(1)
+    await channel.stop()
+    assert fake_telegram.calls_to("getUpdates")[-1]["offset"] == update["update_id"] + 1
+    assert fake_telegram.pending_updates == []
+
+
+async def test_polling_recovers_from_conflict_and_network_errors(
+    fake_telegram: FakeTelegram,
+    core: StubCore,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(polling, "FIRST_BACKOFF", 0.05)
+    caplog.set_level(logging.INFO, logger="channels.telegram")
+    fake_telegram.fail_next_getupdates_conflict()
+    fake_telegram.fail_next("getUpdates", 502)
+    channel = TelegramChannel(tg_config(fake_telegram), core)
+    await channel.start()
+    try:
+        fake_telegram.push_update(fake_telegram.private_message(42, "still there?"))
+        assert [m.text for m in await core.wait(1)] == ["still there?"]
+    finally:
+        await channel.stop()
+    text = caplog.text
+    assert "409 Conflict" in text and "Another process is polling this bot token" in text
+    assert "network error" in text
+    assert "Telegram polling recovered after 2 failed attempt(s)" in text
+    assert fake_telegram.token not in text
+
+
+async def test_update_is_fetched_again_until_the_core_records_it(
+    fake_telegram: FakeTelegram, core: StubCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(polling, "FIRST_BACKOFF", 0.05)
+    core.failures = 2
+    channel = TelegramChannel(tg_config(fake_telegram), core)
+    await channel.start()
+    try:
+        fake_telegram.push_update(fake_telegram.private_message(42, "keep me"))
+        assert [m.text for m in await core.wait(1)] == ["keep me"]
+    finally:
+        await channel.stop()
+    offsets = [c.get("offset") for c in fake_telegram.calls_to("getUpdates")]
+    assert offsets[:3] == [None, None, None]  # not confirmed while the core was failing
+
+
+async def test_group_reply_quotes_first_chunk_and_stays_in_topic(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    trigger = fake_telegram.group_message(GROUP, 42, "q", topic_message=True, thread_id=7)
+    mid = trigger["message"]["message_id"]
+    first = await channel.deliver(out("**one**", GROUP, index=0, thread_id="7", reply_to=str(mid)))
+    await channel.deliver(out("two", GROUP, index=1, thread_id="7", reply_to=str(mid)))
+    sends = fake_telegram.calls_to("sendMessage")
+    assert sends[0]["reply_parameters"]["message_id"] == mid
+    assert sends[0]["message_thread_id"] == 7
+    assert sends[0]["text"] == "one"
+    assert sends[0]["entities"] == [{"type": "bold", "offset": 0, "length": 3}]
+    assert "parse_mode" not in sends[0]
+    assert "reply_parameters" not in sends[1] and sends[1]["message_thread_id"] == 7
+    assert first == str(fake_telegram.bot_messages(GROUP)[0]["message_id"])
+
+
+async def test_edit_that_changes_nothing_counts_as_success(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    message_id = await channel.deliver(out("same text", final=False))
+    edit = out("same text")
+    edit.edit_of = message_id
+    assert await channel.deliver(edit) == message_id
+    assert not fake_telegram.calls[-1].ok  # Telegram did answer "message is not modified"
+    assert fake_telegram.bot_messages(42)[-1]["text"] == "same text"
+
+
+async def test_rejected_formatting_falls_back_to_plain_text(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    fake_telegram.fail_next(
+        "sendMessage", 400, "Bad Request: can't parse entities: unsupported entity"
+    )
+    await channel.deliver(out("**hello** [x](https://e.org)"))
+    sends = fake_telegram.calls_to("sendMessage")
+    assert len(sends) == 2
+    assert "entities" not in sends[1]
+    assert fake_telegram.sent_texts(42) == ["**hello** [x](https://e.org)"]
+
+
+# PTB itself warns, while building RetryAfter, that retry_after will become a timedelta.
+@pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+async def test_flood_control_is_waited_out_for_final_chunks_only(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    fake_telegram.fail_next("sendMessage", 429, retry_after=1)
+    started = time.monotonic()
+    await channel.deliver(out("final answer"))
+    assert time.monotonic() - started >= 1.0
+    assert fake_telegram.sent_texts(42) == ["final answer"]
+    fake_telegram.fail_next("sendMessage", 429, retry_after=1)
+    with pytest.raises(RetryAfter):
+        await channel.deliver(out("a preview", final=False))
+
+
+async def test_final_edit_of_a_deleted_preview_sends_anew(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    edit = out("the answer")
+    edit.edit_of = "777"
+    message_id = await channel.deliver(edit)
+    assert message_id != "777"
+    assert fake_telegram.sent_texts(42) == ["the answer"]
+
+
+async def test_migrated_group_is_followed(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    fake_telegram.fail_next(
+        "sendMessage", 400, "Bad Request: group chat was upgraded", migrate_to_chat_id=GROUP
+    )
+    await channel.deliver(out("hello", -555))
+    await channel.deliver(out("again", -555))
+    targets = [c["chat_id"] for c in fake_telegram.calls_to("sendMessage")]
+    assert targets == [-555, GROUP, GROUP]
+
+
+async def test_typing_goes_to_the_topic(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    await channel.typing(Address("telegram", str(GROUP), thread_id="7"))
+    await channel.typing(Address("telegram", "42"))
+    actions = fake_telegram.calls_to("sendChatAction")
+    assert actions == [
+        {"chat_id": GROUP, "action": "typing", "message_thread_id": 7},
+        {"chat_id": 42, "action": "typing"},
+    ]
+
+
+async def test_rejected_token_is_a_config_error(fake_telegram: FakeTelegram) -> None:
+    config = TelegramConfig(enabled=True, token="123:WRONG", api_base_url=fake_telegram.url)
+    channel = TelegramChannel(config, StubCore())
+    with pytest.raises(ConfigError, match=r"telegram\.token: Telegram rejected the bot token"):
+        await channel.start()
+    await channel.stop()
+
+
+async def test_webhook_mode_registers_the_webhook(
+    fake_telegram: FakeTelegram, core: StubCore
+) -> None:
+    config = tg_config(
+        fake_telegram,
+        mode="webhook",
+        webhook_url="https://bot.example.org/telegram/webhook",
+        webhook_secret="s3cret_-",
+    )
+    channel = TelegramChannel(config, core)
+    await channel.start()
+    try:
+        assert fake_telegram.webhook == {
+            "url": "https://bot.example.org/telegram/webhook",
+            "secret_token": "s3cret_-",
+            "allowed_updates": ["message"],
+            "max_connections": 40,
+        }
+        assert [r.path for r in channel.routes()] == [WEBHOOK_PATH]
+        assert fake_telegram.calls_to("getUpdates") == []
+    finally:
+        await channel.stop()
+
+
+def test_create_refuses_a_secret_telegram_would_refuse(tmp_path: Path) -> None:
+    config = Config(
+        telegram=TelegramConfig(
+            enabled=True, token="1:x", mode="webhook", webhook_secret="has spaces!"
+        ),
+        base_dir=tmp_path,
+    )
+    with pytest.raises(ConfigError, match=r"telegram\.webhook_secret"):
+        telegram_channel.create(config, StubCore())
+
+
+def test_create_reads_the_name_from_identity_md(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "IDENTITY.md").write_text("- Name: Shrimpy\n")
+    config = Config(telegram=TelegramConfig(enabled=True, token="1:x"), base_dir=tmp_path)
+    channel = telegram_channel.create(config, StubCore())
+    assert channel._names == ("Shrimpy",)

@@ -1,0 +1,125 @@
+"""Markdown -> Telegram: entity conversion and splitting replies under the message limit."""
+
+from __future__ import annotations
+
+import re
+
+from telegram import MessageEntity
+
+from channels.telegram.format import (
+    MAX_MESSAGE_UNITS,
+    literal_html,
+    plain_fallback,
+    rendered_units,
+    split_blocks,
+    split_markdown,
+    to_telegram,
+)
+from tests.fakes.telegram import utf16_len
+
+FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def fence_lines(chunk: str) -> int:
+    return sum(1 for line in chunk.split("\n") if FENCE.match(line))
+
+
+def test_bold_code_and_link_become_entities_without_markup() -> None:
+    text, entities = to_telegram("**Hi** `x` [site](https://example.org)")
+    assert text == "Hi x site"
+    kinds = {(e.type, e.offset, e.length) for e in entities}
+    assert (MessageEntity.BOLD, 0, 2) in kinds
+    assert (MessageEntity.CODE, 3, 1) in kinds
+    link = next(e for e in entities if e.type == MessageEntity.TEXT_LINK)
+    assert link.url == "https://example.org"
+
+
+def test_entity_offsets_count_utf16_units() -> None:
+    text, entities = to_telegram("😀 **bold**")
+    bold = next(e for e in entities if e.type == MessageEntity.BOLD)
+    assert bold.offset == 3  # the emoji is two UTF-16 units, then a space
+    assert text[2:] == "bold"
+
+
+def test_code_block_keeps_language_and_needs_no_escaping() -> None:
+    text, entities = to_telegram("```python\nprint('a_b*c')\n```")
+    assert text == "print('a_b*c')"
+    assert entities[0].type == MessageEntity.PRE
+    assert entities[0].language == "python"
+
+
+def test_raw_html_is_shown_as_typed_not_dropped() -> None:
+    text, _ = to_telegram("Use Vec<String> or <details> here, and `<b>` in code")
+    assert text == "Use Vec<String> or <details> here, and <b> in code"
+    # Inside code nothing is escaped.
+    assert literal_html("`<b>`") == "`<b>`"
+    assert literal_html("```\n<div>\n```") == "```\n<div>\n```"
+
+
+def test_markdown_that_renders_to_nothing_is_sent_raw() -> None:
+    assert to_telegram("\\<br>")[0] == "<br>"
+    assert to_telegram("![](https://example.org/x.png)")[0].strip() != ""
+
+
+def test_plain_fallback_prefers_raw_markdown_when_it_fits() -> None:
+    assert plain_fallback("**hi** [x](https://e.org)", "hi x") == "**hi** [x](https://e.org)"
+    long_md = "[x](https://e.org/" + "a" * 5000 + ")"
+    assert plain_fallback(long_md, "x") == "x"
+
+
+def test_short_reply_is_one_chunk_and_blank_is_none() -> None:
+    assert split_markdown("Hello **there**") == ["Hello **there**"]
+    assert split_markdown("") == []
+    assert split_markdown(" \n\n \n") == []
+
+
+def test_blocks_split_on_blank_lines_but_not_inside_code() -> None:
+    md = "one\ntwo\n\n```\na\n\nb\n```\n\nthree"
+    assert split_blocks(md) == ["one\ntwo", "```\na\n\nb\n```", "three"]
+
+
+def test_long_prose_splits_between_paragraphs() -> None:
+    paragraphs = [f"Paragraph {i}:" + " word" * 150 for i in range(30)]
+    chunks = split_markdown("\n\n".join(paragraphs))
+    assert len(chunks) > 1
+    for chunk in chunks:
+        assert rendered_units(chunk) <= MAX_MESSAGE_UNITS
+        # Every chunk is made of whole paragraphs.
+        assert all(part in paragraphs for part in chunk.split("\n\n"))
+    assert "\n\n".join(chunks) == "\n\n".join(paragraphs)
+
+
+def test_long_code_block_is_closed_and_reopened_with_its_language() -> None:
+    lines = [f"print({i})  # " + "x" * 40 for i in range(400)]
+    md = "Here is the script:\n\n```python\n" + "\n".join(lines) + "\n```\n\nThat is all."
+    chunks = split_markdown(md)
+    assert len(chunks) >= 4
+    seen: list[str] = []
+    for chunk in chunks:
+        assert rendered_units(chunk) <= MAX_MESSAGE_UNITS
+        assert fence_lines(chunk) % 2 == 0, chunk[:80]
+        _text, entities = to_telegram(chunk)
+        code = [e for e in entities if e.type == MessageEntity.PRE]
+        if "print(" in chunk:
+            assert code and code[0].language == "python"
+        seen += [line for line in chunk.split("\n") if line.startswith("print(")]
+    assert seen == lines  # nothing lost, nothing repeated, order kept
+
+
+def test_overlong_single_line_is_cut_at_spaces() -> None:
+    line = " ".join(f"w{i}" for i in range(3000))
+    chunks = split_markdown(line)
+    assert len(chunks) >= 3
+    assert all(rendered_units(c) <= MAX_MESSAGE_UNITS for c in chunks)
+    assert " ".join(chunks).split() == line.split()
+
+
+def test_astral_characters_count_double() -> None:
+    chunks = split_markdown("😀" * 3000)  # 6,000 UTF-16 units
+    assert [utf16_len(to_telegram(c)[0]) for c in chunks] == [4096, 1904]
+
+
+def test_tables_render_within_the_limit() -> None:
+    rows = "\n".join(f"| {i} | {'v' * 30} |" for i in range(300))
+    chunks = split_markdown("| n | value |\n|---|---|\n" + rows)
+    assert all(rendered_units(c) <= MAX_MESSAGE_UNITS for c in chunks)
