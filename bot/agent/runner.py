@@ -172,29 +172,30 @@ class AgentRunner:
             if not job.resume:
                 recall = await self.recall(job, session) if self.recall and job.messages else None
                 entry = self._user_entry(job, session, recall)
-                await self.store.begin_turn([entry], job.inbound_ids, job.turn_id)
+                fields: dict[str, Any] = {"last_activity_at": self.clock()}
                 if job.address:
-                    await self.store.update_session(
-                        session.session_id,
-                        address=job.address.to_dict(),
-                        last_activity_at=self.clock(),
-                    )
+                    fields["address"] = job.address.to_dict()
+                await self.store.begin_turn(
+                    [entry], job.inbound_ids, job.turn_id, session_fields=fields
+                )
             outcome = await self._loop(job, session, stream)
             text = stream.finish_text()
             outcome.silent = not text or is_silent(text)
             outcome.text = "" if outcome.silent else text
             if not outcome.silent:
                 await stream.deliver(outcome.text)
-            await self.store.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
-            await self.store.increment_session(session.session_id, turns=1)
+            await self.store.finish_turn(
+                session.session_id, job.inbound_ids, InboundStatus.DONE, turns=1
+            )
             self.metrics.turns.labels(job.kind, "silent" if outcome.silent else "ok").inc()
         except ModelError as exc:
             outcome.error = exc
             log.warning("turn %s in %s failed: %s", job.turn_id, job.session_key, exc)
             self.metrics.errors.labels(type(exc).__name__).inc()
             self.metrics.turns.labels(job.kind, "error").inc()
-            await self.store.increment_session(session.session_id, errors=1)
-            await self.store.set_inbound_status(job.inbound_ids, InboundStatus.FAILED)
+            await self.store.finish_turn(
+                session.session_id, job.inbound_ids, InboundStatus.FAILED, errors=1
+            )
             if job.prompt is None:
                 await stream.deliver(exc.user_message)
         finally:
@@ -274,34 +275,23 @@ class AgentRunner:
         self.metrics.model_latency.observe(reply.latency)
         for kind, value in usage.to_dict().items():
             self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
-        await self.store.append_entries(
-            [
-                Entry(
-                    session.session_id,
-                    EntryType.MESSAGE,
-                    {
-                        "content": reply.content,
-                        "stop_reason": reply.stop_reason,
-                        "model": reply.model,
-                    },
-                    role=Role.ASSISTANT,
-                    turn_id=job.turn_id,
-                    usage=usage.to_dict(),
-                    created_at=now,
-                )
-            ]
-        )
-        cost = estimate_cost(reply.model, usage, self.config.anthropic.cache_ttl)
-        await self.store.add_usage(
+        entry = Entry(
             session.session_id,
+            EntryType.MESSAGE,
+            {"content": reply.content, "stop_reason": reply.stop_reason, "model": reply.model},
+            role=Role.ASSISTANT,
+            turn_id=job.turn_id,
+            usage=usage.to_dict(),
+            created_at=now,
+        )
+        await self.store.record_model_call(
+            entry,
             usage.to_dict(),
             context_tokens=usage.prompt_tokens + usage.output_tokens,
-            cost_usd=cost,
-            at=now,
+            cost_usd=estimate_cost(reply.model, usage, self.config.anthropic.cache_ttl),
+            model=reply.model,
         )
-        if session.model != reply.model:
-            await self.store.update_session(session.session_id, model=reply.model)
-            session.model = reply.model
+        session.model = reply.model
         return reply
 
     async def _record_tool_results(

@@ -132,13 +132,13 @@ class SQLiteStore:
             else:
                 await self.db.execute("COMMIT")
 
+    # One round trip to the database thread each: execute + fetch + close would be three.
     async def _fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
-        async with self.db.execute(sql, tuple(params)) as cur:
-            return await cur.fetchone()
+        rows = await self.db.execute_fetchall(sql, tuple(params))
+        return next(iter(rows), None)
 
     async def _fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
-        async with self.db.execute(sql, tuple(params)) as cur:
-            return list(await cur.fetchall())
+        return list(await self.db.execute_fetchall(sql, tuple(params)))
 
     async def integrity_check(self) -> str:
         row = await self._fetchone("PRAGMA integrity_check")
@@ -219,18 +219,24 @@ class SQLiteStore:
         return [_session_from_row(r) for r in rows]
 
     async def update_session(self, session_id: str, **fields: Any) -> None:
+        async with self.transaction() as db:
+            await self._update_session(db, session_id, fields)
+
+    async def _update_session(
+        self, db: aiosqlite.Connection, session_id: str, fields: dict[str, Any]
+    ) -> None:
         unknown = set(fields) - _UPDATABLE
         if unknown:
             raise ValueError(f"not updatable session fields: {sorted(unknown)}")
+        fields = dict(fields)
         if "address" in fields and fields["address"] is not None:
             fields["address"] = json.dumps(fields["address"])
         fields.setdefault("updated_at", time.time())
         assignments = ", ".join(f"{k} = ?" for k in fields)
-        async with self.transaction() as db:
-            await db.execute(
-                f"UPDATE sessions SET {assignments} WHERE session_id = ?",
-                (*fields.values(), session_id),
-            )
+        await db.execute(
+            f"UPDATE sessions SET {assignments} WHERE session_id = ?",
+            (*fields.values(), session_id),
+        )
 
     async def add_usage(
         self,
@@ -242,24 +248,35 @@ class SQLiteStore:
         at: float,
     ) -> None:
         async with self.transaction() as db:
-            await db.execute(
-                "UPDATE sessions SET input_tokens = input_tokens + ?,"
-                " output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,"
-                " cache_write_tokens = cache_write_tokens + ?, context_tokens = ?,"
-                " cost_usd = cost_usd + ?, last_model_call_at = ?, updated_at = ?"
-                " WHERE session_id = ?",
-                (
-                    usage.get("input_tokens", 0),
-                    usage.get("output_tokens", 0),
-                    usage.get("cache_read_tokens", 0),
-                    usage.get("cache_write_tokens", 0),
-                    context_tokens,
-                    cost_usd,
-                    at,
-                    at,
-                    session_id,
-                ),
-            )
+            await self._add_usage(db, session_id, usage, context_tokens, cost_usd, at)
+
+    async def _add_usage(
+        self,
+        db: aiosqlite.Connection,
+        session_id: str,
+        usage: dict[str, int],
+        context_tokens: int,
+        cost_usd: float,
+        at: float,
+    ) -> None:
+        await db.execute(
+            "UPDATE sessions SET input_tokens = input_tokens + ?,"
+            " output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,"
+            " cache_write_tokens = cache_write_tokens + ?, context_tokens = ?,"
+            " cost_usd = cost_usd + ?, last_model_call_at = ?, updated_at = ?"
+            " WHERE session_id = ?",
+            (
+                usage.get("input_tokens", 0),
+                usage.get("output_tokens", 0),
+                usage.get("cache_read_tokens", 0),
+                usage.get("cache_write_tokens", 0),
+                context_tokens,
+                cost_usd,
+                at,
+                at,
+                session_id,
+            ),
+        )
 
     async def increment_session(self, session_id: str, **deltas: int) -> None:
         unknown = set(deltas) - {"turns", "errors", "compaction_count", "memory_flush_count"}
@@ -309,9 +326,17 @@ class SQLiteStore:
         async with self.transaction() as db:
             await self._append(db, entries)
 
-    async def begin_turn(self, entries: list[Entry], inbound_ids: list[int], turn_id: str) -> None:
-        """Write a turn's opening entries and claim its inbound messages in one transaction,
-        so a crash leaves either an untouched pending message or a resumable turn."""
+    async def begin_turn(
+        self,
+        entries: list[Entry],
+        inbound_ids: list[int],
+        turn_id: str,
+        *,
+        session_fields: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a turn's opening entries, claim its inbound messages and update the session
+        row in one transaction, so a crash leaves either an untouched pending message or a
+        resumable turn."""
         async with self.transaction() as db:
             await self._append(db, entries)
             if inbound_ids:
@@ -321,6 +346,51 @@ class SQLiteStore:
                     f" WHERE id IN ({marks})",
                     (InboundStatus.PROCESSING, turn_id, time.time(), *inbound_ids),
                 )
+            if session_fields and entries:
+                await self._update_session(db, entries[0].session_id, session_fields)
+
+    async def record_model_call(
+        self,
+        entry: Entry,
+        usage: dict[str, int],
+        *,
+        context_tokens: int,
+        cost_usd: float,
+        model: str,
+    ) -> None:
+        """Append an assistant entry and add its usage to the session in one transaction."""
+        async with self.transaction() as db:
+            await self._append(db, [entry])
+            await self._add_usage(
+                db, entry.session_id, usage, context_tokens, cost_usd, entry.created_at
+            )
+            await db.execute(
+                "UPDATE sessions SET model = ? WHERE session_id = ? AND model != ?",
+                (model, entry.session_id, model),
+            )
+
+    async def finish_turn(
+        self,
+        session_id: str,
+        inbound_ids: list[int],
+        status: str,
+        *,
+        turns: int = 0,
+        errors: int = 0,
+    ) -> None:
+        """Mark a turn's inbound messages done (or failed) and count it, in one transaction."""
+        async with self.transaction() as db:
+            if inbound_ids:
+                marks = ",".join("?" * len(inbound_ids))
+                await db.execute(
+                    f"UPDATE inbound SET status = ?, updated_at = ? WHERE id IN ({marks})",
+                    (status, time.time(), *inbound_ids),
+                )
+            await db.execute(
+                "UPDATE sessions SET turns = turns + ?, errors = errors + ?, updated_at = ?"
+                " WHERE session_id = ?",
+                (turns, errors, time.time(), session_id),
+            )
 
     async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]:
         """The entries the model should see: the latest compaction entry (if any) followed by
