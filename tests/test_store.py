@@ -141,3 +141,20 @@ async def test_ledger_and_usage(store: SQLiteStore) -> None:
     assert row.context_tokens == 105
     with pytest.raises(ValueError):
         await store.update_session(s.session_id, session_key="hijack")
+
+
+async def test_a_cancelled_write_does_not_jam_the_store(store: SQLiteStore) -> None:
+    """/stop, shutdown and timeouts cancel tasks mid-write; later writes must still work."""
+    import asyncio
+
+    session = await store.get_or_create_session("k", "local")
+    for _ in range(20):
+        task = asyncio.create_task(store.append_entries([user(session.session_id, "x")]))
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await store.append_entries([user(session.session_id, "after")])
+    await store.update_session(session.session_id, turns=1)
+    history = await store.load_history(session.session_id)
+    assert history[-1].payload["messages"][0]["text"] == "after"
+    assert await store.integrity_check() == "ok"

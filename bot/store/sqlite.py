@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -122,15 +123,23 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction. Safe under cancellation: aiosqlite runs statements in
+        order even when the awaiting task is cancelled, so the BEGIN may still happen and
+        must be paired with a ROLLBACK, or every later write fails."""
         async with self._lock:
-            await self.db.execute("BEGIN IMMEDIATE")
             try:
+                await self.db.execute("BEGIN IMMEDIATE")
                 yield self.db
+                await asyncio.shield(self.db.execute("COMMIT"))
             except BaseException:
-                await self.db.execute("ROLLBACK")
+                await asyncio.shield(self._rollback_quietly())
                 raise
-            else:
-                await self.db.execute("COMMIT")
+
+    async def _rollback_quietly(self) -> None:
+        try:
+            await self.db.execute("ROLLBACK")
+        except sqlite3.OperationalError:
+            pass  # no transaction was open: BEGIN failed, or COMMIT already went through
 
     # One round trip to the database thread each: execute + fetch + close would be three.
     async def _fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
