@@ -31,6 +31,7 @@ from bot.memory.query import (
     coverage,
     match_expression,
 )
+from bot.store.sqlite import write_transaction
 
 log = logging.getLogger(__name__)
 
@@ -210,12 +211,8 @@ class MemoryIndex:
         await self._replace_chunks(name, chunks, state)
         return True
 
-    async def _begin(self) -> None:
-        await self.db.execute("BEGIN IMMEDIATE")
-
     async def _replace_chunks(self, name: str, chunks: list[Chunk], state: _FileState) -> None:
-        await self._begin()
-        try:
+        async with write_transaction(self.db):
             await self._delete_chunks(name)
             await self.db.executemany(
                 "INSERT INTO memory_chunks(path, start_line, end_line, text) VALUES (?, ?, ?, ?)",
@@ -227,31 +224,17 @@ class MemoryIndex:
                 (name,),
             )
             await self._upsert_file(name, state)
-        except BaseException:
-            await self.db.execute("ROLLBACK")
-            raise
-        await self.db.execute("COMMIT")
         self._known[name] = state
 
     async def _write_file_row(self, name: str, state: _FileState) -> None:
-        await self._begin()
-        try:
+        async with write_transaction(self.db):
             await self._upsert_file(name, state)
-        except BaseException:
-            await self.db.execute("ROLLBACK")
-            raise
-        await self.db.execute("COMMIT")
         self._known[name] = state
 
     async def _remove(self, name: str) -> None:
-        await self._begin()
-        try:
+        async with write_transaction(self.db):
             await self._delete_chunks(name)
             await self.db.execute("DELETE FROM memory_files WHERE path = ?", (name,))
-        except BaseException:
-            await self.db.execute("ROLLBACK")
-            raise
-        await self.db.execute("COMMIT")
         self._known.pop(name, None)
 
     async def _delete_chunks(self, name: str) -> None:

@@ -123,23 +123,8 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction. Safe under cancellation: aiosqlite runs statements in
-        order even when the awaiting task is cancelled, so the BEGIN may still happen and
-        must be paired with a ROLLBACK, or every later write fails."""
-        async with self._lock:
-            try:
-                await self.db.execute("BEGIN IMMEDIATE")
-                yield self.db
-                await asyncio.shield(self.db.execute("COMMIT"))
-            except BaseException:
-                await asyncio.shield(self._rollback_quietly())
-                raise
-
-    async def _rollback_quietly(self) -> None:
-        try:
-            await self.db.execute("ROLLBACK")
-        except sqlite3.OperationalError:
-            pass  # no transaction was open: BEGIN failed, or COMMIT already went through
+        async with self._lock, write_transaction(self.db) as db:
+            yield db
 
     # One round trip to the database thread each: execute + fetch + close would be three.
     async def _fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
@@ -632,6 +617,27 @@ class SQLiteStore:
             await db.execute(
                 "INSERT OR REPLACE INTO scheduler_runs(job, last_run_at) VALUES (?, ?)", (job, at)
             )
+
+
+@asynccontextmanager
+async def write_transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
+    """One write transaction, safe under cancellation: aiosqlite runs statements in order
+    even when the awaiting task is cancelled, so a BEGIN may still happen and must be paired
+    with a ROLLBACK, or every later write on the connection fails."""
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        yield db
+        await asyncio.shield(db.execute("COMMIT"))
+    except BaseException:
+        await asyncio.shield(_rollback_quietly(db))
+        raise
+
+
+async def _rollback_quietly(db: aiosqlite.Connection) -> None:
+    try:
+        await db.execute("ROLLBACK")
+    except sqlite3.OperationalError:
+        pass  # no transaction was open: BEGIN failed, or COMMIT already went through
 
 
 def _split_sql(script: str) -> list[str]:
