@@ -96,9 +96,17 @@ class App:
                 "krill.toml)"
             )
         if self.with_server and self.config.local.enabled:
-            from channels.local.web import WebChannel
+            from channels.local.web import WebChannel, is_loopback_host
 
-            self.add_channel(WebChannel(self.core, self.core.wait_idle))
+            token = self.config.local.token
+            if token or is_loopback_host(self.config.server.host):
+                self.add_channel(WebChannel(self.core, self.core.wait_idle, token=token))
+            else:
+                log.warning(
+                    "the local web chat is off: server.host %s is reachable from the network "
+                    "and local.token is not set",
+                    self.config.server.host,
+                )
         for channel in self._platform_channels():
             self.add_channel(channel)
         for name in EXTENSIONS:

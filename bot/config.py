@@ -148,6 +148,9 @@ class SlackConfig(ChannelPolicyConfig):
 
 class LocalConfig(Section):
     enabled: bool = True  # the web chat at `/`; `krill chat` works regardless
+    # Required (as ?token= or a Bearer header) when the server listens beyond loopback;
+    # without it the web chat stays off there, since its sessions see private memory.
+    token: str = ""
 
 
 class WebFetchConfig(Section):

@@ -1,10 +1,17 @@
 """The local web chat: a page at `/`, a WebSocket for streamed replies, and a JSON endpoint
 (`POST /api/chat`) that waits for the reply, for scripts and tests.
+
+Its sessions are DMs, which see private memory, so other web sites must not reach it: the
+WebSocket refuses a foreign Origin, the JSON endpoint takes only `application/json` (which a
+cross-site form cannot send without a CORS preflight we never grant), and beyond loopback a
+token is required.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import itertools
 import json
 import logging
@@ -14,6 +21,7 @@ import uuid
 from collections import defaultdict
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
@@ -26,6 +34,15 @@ CHANNEL = "local"
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_TEXT_CHARS = 100_000
 REPLY_WAIT_SECONDS = 300.0
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def local_message(name: str, text: str, message_id: str | None = None) -> InboundMessage:
@@ -47,8 +64,9 @@ class WebChannel:
     stream_interval = 0.2
     typing_interval = 3.0
 
-    def __init__(self, gateway: Gateway, wait_idle: Any = None):
+    def __init__(self, gateway: Gateway, wait_idle: Any = None, *, token: str = ""):
         self.gateway = gateway
+        self.token = token
         # wait_idle(session chat id) lets /api/chat return once the turn is answered.
         self._wait_idle = wait_idle
         self._sockets: dict[str, set[web.WebSocketResponse]] = defaultdict(set)
@@ -62,6 +80,20 @@ class WebChannel:
         for sockets in self._sockets.values():
             for ws in list(sockets):
                 await ws.close()
+
+    def _refusal(self, request: web.Request) -> str | None:
+        """Why this request may not use the chat, or None when it may."""
+        origin = request.headers.get("Origin")
+        if origin and urlsplit(origin).netloc != request.host:
+            return "cross-origin requests are not allowed"
+        if self.token:
+            given = request.query.get("token", "")
+            auth = request.headers.get("Authorization", "")
+            if auth.startswith("Bearer "):
+                given = auth[len("Bearer ") :]
+            if not hmac.compare_digest(given.encode(), self.token.encode()):
+                return "a valid token is required"
+        return None
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -101,6 +133,9 @@ class WebChannel:
         return web.Response(text=html, content_type="text/html")
 
     async def websocket(self, request: web.Request) -> web.WebSocketResponse:
+        refusal = self._refusal(request)
+        if refusal:
+            raise web.HTTPForbidden(text=refusal)
         name = request.query.get("name", "web")
         if not NAME_RE.match(name):
             raise web.HTTPBadRequest(text="name must be 1-64 letters, digits, '.', '_' or '-'")
@@ -124,6 +159,11 @@ class WebChannel:
         return ws
 
     async def api_chat(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        if refusal:
+            return web.json_response({"error": refusal}, status=403)
+        if request.content_type != "application/json":
+            return web.json_response({"error": "Content-Type must be application/json"}, status=415)
         try:
             data = await request.json()
             name = str(data.get("user", "web"))
