@@ -1,7 +1,7 @@
 """Chat commands (/status, /reset, ...): parsing, authorization and the replies they give.
 
 Command text never reaches the model. Admins may run every command anywhere; other allowed
-users may run the session commands only in their own DM, and /help and /whoami anywhere.
+users may run /status, /reset and /new in their own DM, and /help and /whoami anywhere.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ COMMANDS: dict[str, str] = {
     "help": "list commands",
     "whoami": "show your id and whether you are an admin",
 }
-OPEN_COMMANDS = {"help", "whoami"}  # any allowed user, anywhere
-OWN_DM_COMMANDS = {"status", "reset", "new", "stop", "compact"}  # any allowed user, own DM
+# Admins may run every command anywhere. Other allowed users may run the session commands
+# DESIGN grants them in their own DM, and the two that only give information anywhere
+# (/whoami is how a person learns the id an operator needs for admin.users).
+OWN_DM_COMMANDS = {"status", "reset", "new"}
+INFO_COMMANDS = {"help", "whoami"}
 REFUSAL = "Sorry, only an admin can use /{name} here."
 
 
@@ -47,7 +50,10 @@ def parse_command(text: str, bot_username: str = "") -> Command | None:
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
-    head, _, args = stripped[1:].partition(" ")
+    parts = stripped[1:].split(maxsplit=1)  # any whitespace: "/compact\nfocus" counts too
+    if not parts:
+        return None
+    head, args = parts[0], parts[1] if len(parts) > 1 else ""
     name, _, target = head.partition("@")
     name = name.lower()
     if name not in COMMANDS:
@@ -58,7 +64,7 @@ def parse_command(text: str, bot_username: str = "") -> Command | None:
 
 
 def authorized(command: Command, msg: InboundMessage, *, admin: bool) -> bool:
-    if admin or command.name in OPEN_COMMANDS:
+    if admin or command.name in INFO_COMMANDS:
         return True
     return command.name in OWN_DM_COMMANDS and msg.chat_type == ChatType.DIRECT
 

@@ -21,6 +21,8 @@ from tests.app_harness import message
         ("status", None),
         ("hello /status", None),
         ("/", None),
+        ("/compact\nkeep the API notes", Command("compact", "keep the API notes")),
+        ("/status\tnow", Command("status", "now")),
     ],
 )
 def test_parse_command(text: str, expected: Command | None) -> None:
@@ -30,9 +32,12 @@ def test_parse_command(text: str, expected: Command | None) -> None:
 def test_authorization_rules() -> None:
     dm = message("/reset")
     group = message("/reset", chat_type=ChatType.GROUP, chat_id="g")
-    for name in ("status", "reset", "new", "stop", "compact"):
+    for name in ("status", "reset", "new"):
         assert authorized(Command(name, ""), dm, admin=False)
         assert not authorized(Command(name, ""), group, admin=False)
         assert authorized(Command(name, ""), group, admin=True)
     for name in ("help", "whoami"):
         assert authorized(Command(name, ""), group, admin=False)
+    for name in ("stop", "compact"):  # DESIGN grants these to admins only
+        assert not authorized(Command(name, ""), dm, admin=False)
+        assert authorized(Command(name, ""), dm, admin=True)

@@ -30,6 +30,8 @@ reserve_tokens = 4000
 enabled = false
 [scheduler]
 idle_compaction = false
+[admin]
+users = ["local:alice"]
 """
 PLANTED = "9f3a2c1b7e"
 FILLER = "Some background about the project that makes this message long. " * 60

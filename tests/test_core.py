@@ -290,7 +290,7 @@ async def test_stop_cancels_the_turn_and_drops_the_queue(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
     fake_anthropic.hold()
-    async with Harness(tmp_path, fake_anthropic.url) as h:
+    async with Harness(tmp_path, fake_anthropic.url, '[admin]\nusers = ["local:alice"]\n') as h:
         first = message("long task")
         await h.send(first, wait=False)
         await fake_anthropic.wait_for_requests(1)
