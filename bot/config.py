@@ -302,6 +302,11 @@ class Config(Section):
     source: Path | None = Field(default=None, exclude=True)
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
+    def channel_policy(self, channel: str) -> ChannelPolicyConfig | None:
+        """The access/history settings of a chat platform (None for the local channel)."""
+        policy = getattr(self, channel, None)
+        return policy if isinstance(policy, ChannelPolicyConfig) else None
+
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.context.tokens import CHARS_PER_TOKEN
+
 # DESIGN.md's token estimate: four characters per token.
-CHARS_PER_TOKEN = 4
 
 _COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 

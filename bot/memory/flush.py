@@ -28,6 +28,7 @@ from bot.agent.pricing import estimate_cost
 from bot.agent.silent import is_silent, strip_silent
 from bot.agent.tools import ToolContext, ToolResult
 from bot.context.messages import build_messages, clean_block
+from bot.context.tokens import plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow, ModelError
 from bot.memory.notes import daily_note_path
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHARS_PER_TOKEN = 4  # DESIGN.md's estimate, for the incoming message not yet measured
 MEMORY_TOOL_PREFIX = "memory_"
 MAX_TOOL_ROUNDS = 4  # a flush appends a few entries; more rounds mean it is wandering
 # On "prompt is too long" the flush retries with only this many recent user turns.
@@ -93,10 +93,6 @@ NOT_IN_FLUSH = "Error: only the memory tools can run during a memory flush; noth
 def flush_threshold(context_window: int, reserve_tokens: int, soft_threshold: int) -> int:
     """Context size at which the pre-compaction flush runs."""
     return max(0, context_window - reserve_tokens - soft_threshold)
-
-
-def estimate_tokens(text: str) -> int:
-    return len(text) // CHARS_PER_TOKEN
 
 
 def flushed_this_cycle(session: SessionRow) -> bool:
@@ -242,7 +238,7 @@ class Flusher:
     async def before_turn(self, job: TurnJob, session: SessionRow) -> None:
         """Runner hook: flush before a person's turn that would cross the threshold."""
         fresh = await self.store.get_session(session.session_id) or session
-        incoming = sum(estimate_tokens(m.text) for m in job.messages)
+        incoming = sum(plain_tokens_for_chars(len(m.text)) for m in job.messages)
         if threshold_flush_due(fresh, fresh.context_tokens + incoming, self.threshold):
             await self.flush(fresh, reason=Reason.THRESHOLD, history_limit=job.history_limit)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.agent.tools import tool_allowed
-from bot.config import ChannelPolicyConfig, Config, ToolFilterConfig
+from bot.config import Config, ToolFilterConfig
 from bot.sessions.access import is_admin
 from bot.sessions.limits import group_override, peer_override
 from bot.types import ChatType, InboundMessage
@@ -51,11 +51,6 @@ def _layer(source: str, table: ToolFilterConfig) -> PolicyLayer:
     return PolicyLayer(source, tuple(table.allow), tuple(table.deny))
 
 
-def _channel_policy(config: Config, channel: str) -> ChannelPolicyConfig | None:
-    policy = getattr(config, channel, None)
-    return policy if isinstance(policy, ChannelPolicyConfig) else None
-
-
 def resolve_policy(
     config: Config,
     *,
@@ -76,7 +71,7 @@ def resolve_policy(
         layers.append(PolicyLayer("tools.admin_only", deny=tuple(tools.admin_only)))
     if chat_type != ChatType.DIRECT and tools.dm_only:
         layers.append(PolicyLayer("tools.dm_only", deny=tuple(tools.dm_only)))
-    policy = _channel_policy(config, channel)
+    policy = config.channel_policy(channel)
     if policy is not None:
         layers.append(_layer(f"{channel}.tools", policy.tools))
         if chat_type == ChatType.DIRECT:
