@@ -38,9 +38,10 @@ PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 
 
 class App:
-    def __init__(self, config: Config, *, with_server: bool = True):
+    def __init__(self, config: Config, *, with_server: bool = True, recover: bool = True):
         self.config = config
         self.with_server = with_server
+        self.recover = recover
         self.metrics = Metrics()
         self.store = SQLiteStore(config.sqlite_path)
         self.model = ModelClient(config)
@@ -120,7 +121,7 @@ class App:
             await channel.start()
             self._ready[name] = True
             log.info("channel %s is up", name)
-        recovered = await self.core.recover()
+        recovered = await self.core.recover() if self.recover else 0
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
 

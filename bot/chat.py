@@ -11,18 +11,20 @@ import sys
 
 from bot.app import App
 from bot.config import Config
+from bot.sessions.keys import session_key
 
 
 async def run_chat(config: Config, name: str) -> int:
     from channels.local.terminal import TerminalChannel
     from channels.local.web import local_message
 
-    app = App(config, with_server=False)
+    # `krill run` may be serving the same database: leave unanswered messages to it.
+    app = App(config, with_server=False, recover=False)
     app.add_channel(TerminalChannel())
     await app.start()
     interactive = sys.stdin.isatty()
     if interactive:
-        key = f"agent:main:local:direct:{name.lower()}"
+        key = session_key(local_message(name, ""), config.session)
         print(f"Krill chat as {name} (session {key}). /help lists commands; Ctrl-D quits.")
     if not app.model.configured:
         print("warning: ANTHROPIC_API_KEY is not set; replies will say so.", file=sys.stderr)

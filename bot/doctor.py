@@ -43,19 +43,36 @@ def check_workspace(config: Config) -> list[Check]:
 
 
 async def check_store(config: Config) -> list[Check]:
-    from bot.store.sqlite import SQLiteStore
+    """Read-only: doctor must not create or migrate the database it is checking."""
+    import sqlite3
 
-    store = SQLiteStore(config.sqlite_path)
+    from bot.store.migrations import MIGRATIONS
+
+    path = config.sqlite_path
+    if not path.exists():
+        return [Check("store", OK, f"{path} does not exist yet; `krill run` will create it")]
+    latest = MIGRATIONS[-1][0]
     try:
-        await store.open()
-        result = await store.integrity_check()
-        version = await store.schema_version()
-    except Exception as exc:
-        return [Check("store", FAIL, f"{config.sqlite_path}: {type(exc).__name__}: {exc}")]
-    finally:
-        await store.close()
-    status = OK if result == "ok" else FAIL
-    return [Check("store", status, f"{config.sqlite_path} (schema v{version}, integrity {result})")]
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            result = db.execute("PRAGMA integrity_check").fetchone()[0]
+            version = db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return [Check("store", FAIL, f"{path}: {type(exc).__name__}: {exc}")]
+    if result != "ok":
+        return [Check("store", FAIL, f"{path}: integrity check says {result}")]
+    if version > latest:
+        return [
+            Check(
+                "store",
+                FAIL,
+                f"{path} has schema v{version}, newer than this Krill (v{latest}); upgrade Krill",
+            )
+        ]
+    pending = f", will migrate to v{latest} on start" if version < latest else ""
+    return [Check("store", OK, f"{path} (schema v{version}{pending}, integrity ok)")]
 
 
 async def check_anthropic(config: Config) -> list[Check]:
