@@ -158,3 +158,14 @@ async def test_a_cancelled_write_does_not_jam_the_store(store: SQLiteStore) -> N
     history = await store.load_history(session.session_id)
     assert history[-1].payload["messages"][0]["text"] == "after"
     assert await store.integrity_check() == "ok"
+
+
+def test_sqlite_store_implements_the_whole_store_interface() -> None:
+    """The core is written against `Store`; a second implementation must offer the same."""
+    import inspect
+
+    from bot.store.base import Store
+
+    wanted = {n for n, _ in inspect.getmembers(Store, inspect.isfunction) if not n.startswith("_")}
+    missing = {n for n in wanted if not callable(getattr(SQLiteStore, n, None))}
+    assert not missing

@@ -432,12 +432,6 @@ class SQLiteStore:
         )
         return [_entry_from_row(r) for r in rows]
 
-    async def count_entries(self, session_id: str) -> int:
-        row = await self._fetchone(
-            "SELECT COUNT(*) FROM entries WHERE session_id = ?", (session_id,)
-        )
-        return int(row[0]) if row else 0
-
     # --- inbound queue + dedupe -----------------------------------------------------------
 
     async def accept_inbound(
@@ -598,12 +592,6 @@ class SQLiteStore:
             (channel,),
         )
         return [Pairing(*r) for r in rows]
-
-    async def pairing_delete(self, channel: str, user_id: str) -> None:
-        async with self.transaction() as db:
-            await db.execute(
-                "DELETE FROM pairings WHERE channel = ? AND user_id = ?", (channel, user_id)
-            )
 
     # --- scheduler bookkeeping ------------------------------------------------------------
 
