@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
 OWN_DM_COMMANDS = {"status", "reset", "new"}
 INFO_COMMANDS = {"help", "whoami"}
 REFUSAL = "Sorry, only an admin can use /{name} here."
+# Commands that change the session run in its lane, after the turn in progress.
+LANE_COMMANDS = {"reset", "new", "compact"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,7 @@ async def cmd_stop(core: Core, command: Command, msg: InboundMessage, key: str) 
 
 
 async def cmd_compact(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    return await core.compact_session(key, command.args[:800])
+    return await core.compact_now(key, command.args[:800])
 
 
 HANDLERS: dict[str, Handler] = {

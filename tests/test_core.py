@@ -304,3 +304,22 @@ async def test_stop_cancels_the_turn_and_drops_the_queue(
         fake_anthropic.queue_text("fresh")
         await h.send("next")
     assert h.channel.finals[-1] == "fresh"
+
+
+async def test_session_commands_queue_behind_the_turn_without_blocking_accept(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    fake_anthropic.hold()
+    async with Harness(tmp_path, fake_anthropic.url, '[admin]\nusers = ["local:alice"]\n') as h:
+        first = message("long task")
+        await h.send(first, wait=False)
+        await fake_anthropic.wait_for_requests(1)
+        # Both return at once although the turn is still running (a poller is not held up).
+        assert await asyncio.wait_for(h.send("/compact", wait=False), 2) == AcceptResult.COMMAND
+        assert await asyncio.wait_for(h.send("/reset", wait=False), 2) == AcceptResult.COMMAND
+        assert h.channel.finals == []
+        fake_anthropic.release()
+        await asyncio.wait_for(h.app.core.wait_idle(first), 10)
+    # In order: the turn's reply, then the compaction, then the reset.
+    assert len(h.channel.finals) == 3
+    assert h.channel.finals[2].startswith("✅ New session started")

@@ -249,11 +249,12 @@ class Flusher:
             await self.flush(fresh, reason=Reason.COMPACTION)
 
     async def before_reset(self, key: str) -> None:
-        """Core hook: flush the old session before /reset or /new starts a new one."""
+        """Core hook: flush the old session before /reset or /new starts a new one (the
+        core runs those commands in the session's lane, so the flush runs directly)."""
         session = await self.store.current_session(key)
         if session is None or not has_unflushed_conversation(session):
             return
-        await self.flush_in_lane(key, session.session_id, Reason.RESET, has_unflushed_conversation)
+        await self.flush(session, reason=Reason.RESET)
 
     # --- entry points -------------------------------------------------------------------------
 
