@@ -115,13 +115,16 @@ class App:
             stop = await extension(self)
             if stop is not None:
                 self._stops.append(stop)
+        # Read before any channel can accept a message: one accepted during start-up is
+        # queued by `accept` already and must not be queued a second time as "unanswered".
+        unanswered = await self.store.unfinished_inbound() if self.recover else []
         if self.with_server:
             await self._start_server()
         for name, channel in self.channels.items():
             await channel.start()
             self._ready[name] = True
             log.info("channel %s is up", name)
-        recovered = await self.core.recover() if self.recover else 0
+        recovered = await self.core.recover(unanswered) if self.recover else 0
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from bot import __version__
 from bot.config import Config, load_config
-from bot.errors import ConfigError
-from bot.logs import setup_logging
+from bot.errors import ConfigError, KrillError
+from bot.logs import redact, setup_logging
 
 EXIT_CONFIG = 2
 
@@ -392,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         return handler(config, args)
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KrillError as exc:  # e.g. a platform refused a token: the message says which
+        print(f"krill: {redact(str(exc), _secrets(config))}", file=sys.stderr)
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130

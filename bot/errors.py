@@ -15,6 +15,9 @@ class ModelError(KrillError):
     """The model call failed after the SDK's own retries."""
 
     user_message = "Sorry, I couldn't reach the model just now. Please try again in a moment."
+    # True when the reply stream broke after it had begun: the SDK retries only failures
+    # before the first byte, so one more attempt by the caller may still succeed.
+    retryable = False
 
 
 class ModelNotConfigured(ModelError):
@@ -32,6 +35,16 @@ class ModelAuthError(ModelError):
 
 class ModelRateLimited(ModelError):
     user_message = "The model is rate-limiting us right now. Please try again in a minute."
+
+
+class ModelStreamInterrupted(ModelError):
+    """The connection broke (or the API sent an error event) in the middle of a reply."""
+
+    user_message = (
+        "The connection to the model broke off before the reply was complete. "
+        "Please send your message again."
+    )
+    retryable = True
 
 
 class ModelOverloaded(ModelError):

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING
 
 from bot.agent.runner import AgentRunner, TurnJob, new_turn_id
 from bot.channel import AcceptResult
-from bot.commands import HANDLERS, REFUSAL, authorized, parse_command
+from bot.commands import HANDLERS, LANE_COMMANDS, REFUSAL, authorized, parse_command
 from bot.config import ChannelPolicyConfig, Config
+from bot.inbound import sanitize_inbound
 from bot.sessions import access
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention, resolve_history_limit
 from bot.sessions.queue import SessionQueue, WorkItem
-from bot.store.base import BufferedLine, InboundStatus, Pairing, SessionRow
+from bot.sessions.throttle import ReplyBudget
+from bot.store.base import BufferedLine, InboundRow, InboundStatus, Pairing, SessionRow
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -77,6 +79,8 @@ class Core:
         self.compactor: Callable[[str, str], Awaitable[str]] | None = None  # (key, focus)
         self.before_reset: Callable[[str], Awaitable[None]] | None = None  # (key)
         self.status_lines: list = []
+        # Refusals and pairing codes each sender gets, so DM spam cannot make Krill spam back.
+        self.refusal_replies = ReplyBudget()
 
     # --- policy lookups -------------------------------------------------------------------
 
@@ -93,7 +97,7 @@ class Core:
     # --- accepting messages ---------------------------------------------------------------
 
     async def accept(self, msg: InboundMessage) -> str:
-        result = await self._accept(msg)
+        result = await self._accept(sanitize_inbound(msg))
         self.metrics.inbound_results.labels(msg.channel, result).inc()
         return result
 
@@ -113,12 +117,18 @@ class Core:
         if command is not None:
             if not await self.store.mark_seen(msg.channel, msg.message_id, key, "command"):
                 return AcceptResult.DUPLICATE
-            if authorized(command, msg, admin=admin):
-                reply = await HANDLERS[command.name](self, command, msg, key)
-            else:
+            if not authorized(command, msg, admin=admin):
                 log.info("refused /%s from %s in %s", command.name, msg.principal, key)
-                reply = REFUSAL.format(name=command.name)
-            await self.send_text(msg.address, reply)
+                await self.send_text(msg.address, REFUSAL.format(name=command.name))
+            elif command.name in LANE_COMMANDS:
+                # Queued behind the running turn, in order with later messages; the adapter
+                # (e.g. a poller handling updates one by one) is not held up meanwhile.
+                handler = HANDLERS[command.name]
+                self._command_in_lane(key, msg, lambda: handler(self, command, msg, key))
+            else:
+                await self.send_text(
+                    msg.address, await HANDLERS[command.name](self, command, msg, key)
+                )
             return AcceptResult.COMMAND
 
         is_group = msg.chat_type != ChatType.DIRECT
@@ -164,6 +174,9 @@ class Core:
         log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
         if decision.action == "ignore":
             return AcceptResult.IGNORED
+        if not self.refusal_replies.take(msg.principal):
+            log.info("not answering %s: its replies to refused messages are used up", msg.principal)
+            return AcceptResult.REFUSED
         if decision.action == "pair":
             await self.send_text(msg.address, await self._pairing_reply(msg))
         elif msg.chat_type == ChatType.DIRECT:
@@ -230,9 +243,11 @@ class Core:
             job.history_limit = self._history_limit(job.first)
         await self.runner.run(job)
 
-    async def recover(self) -> int:
-        """Queue every accepted message that was not answered before the last stop."""
-        rows = await self.store.unfinished_inbound()
+    async def recover(self, rows: list[InboundRow] | None = None) -> int:
+        """Queue every accepted message that was not answered before the last stop: `rows`
+        as read from the store before this process began accepting, else read now."""
+        if rows is None:
+            rows = await self.store.unfinished_inbound()
         resumed: dict[str, tuple[str, list[int], list[InboundMessage]]] = {}
         count = 0
         for row in rows:
@@ -283,20 +298,40 @@ class Core:
     async def wait_idle(self, msg: InboundMessage) -> None:
         await self.queue.wait_idle(session_key(msg, self.config.session))
 
-    async def compact_session(self, key: str, focus: str) -> str:
-        compactor = self.compactor
-        if compactor is None:
-            return "Compaction is not available in this build."
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
+    def _command_in_lane(
+        self, key: str, msg: InboundMessage, work: Callable[[], Awaitable[str]]
+    ) -> None:
         async def run() -> None:
             try:
-                done.set_result(await compactor(key, focus))
+                reply = await work()
             except Exception as exc:
-                done.set_result(f"Compaction failed: {exc}")
+                log.exception("/command in %s failed", key)
+                reply = f"Sorry, that failed: {type(exc).__name__}."
+            await self.send_text(msg.address, reply)
 
         self.queue.submit(key, WorkItem("call", run))
-        return await done
+
+    async def compact_now(self, key: str, focus: str) -> str:
+        """Compact `key`'s history; the caller holds the session's lane."""
+        if self.compactor is None:
+            return "Compaction is not available in this build."
+        try:
+            return await self.compactor(key, focus)
+        except Exception as exc:
+            log.exception("compaction of %s failed", key)
+            return f"Compaction failed: {exc}"
+
+    async def compact_session(self, key: str, focus: str) -> str:
+        """Compact `key`'s history from outside its lane (e.g. the scheduler) and wait."""
+        result = ["Compaction was stopped before it ran."]
+
+        async def run() -> None:
+            result[0] = await self.compact_now(key, focus)
+
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.queue.submit(key, WorkItem("call", run, done))
+        await done  # settled even when /stop drops or cancels the work
+        return result[0]
 
     async def close(self) -> None:
         await self.queue.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterable
+from types import TracebackType
 
 # Shapes of secrets Krill handles: Anthropic keys, Slack tokens, Telegram bot tokens,
 # bearer headers, and secret-looking key=value pairs.
@@ -65,6 +67,16 @@ def setup_logging(secrets: Iterable[str] = (), level: str | None = None) -> None
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # Warnings and a crash's traceback would otherwise reach stderr without the filter.
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
     # Library chatter at INFO (every HTTP request) drowns what operators need to see.
     for noisy in ("httpx", "httpx2", "httpcore", "aiohttp.access", "apscheduler", "telegram.ext"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, exc, tb)
+        return
+    logging.getLogger("krill").critical("krill stopped on an error", exc_info=(kind, exc, tb))

@@ -160,6 +160,8 @@ class Scheduler:
         self.idle_compact: IdleCompact = self._compact_via_core
         self._scheduler: AsyncIOScheduler | None = None
         self._running: set[str] = set()  # job ids in progress
+        self._tasks: set[asyncio.Task[Any]] = set()  # the tasks running them
+        self._stopping = False
         # The activity (last_activity_at) whose idle flush was already tried, per key, and
         # the model call whose cold cache was already compacted: one attempt each.
         self._flush_tried: dict[str, float | None] = {}
@@ -210,8 +212,15 @@ class Scheduler:
             )
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._scheduler is not None and self._scheduler.running:
-            self._scheduler.shutdown(wait=False)  # also cancels jobs still running
+            self._scheduler.shutdown(wait=False)
+        # Jobs still running are stopped and waited for here, so none touches the store
+        # after the app has closed it.
+        running = list(self._tasks)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         self._scheduler = None
 
     async def _rebuild(self) -> None:
@@ -313,12 +322,20 @@ class Scheduler:
                 retry()
             return
         self._running.add(job_id)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
             await body()
         except Exception:  # one failing job must not stop the others
             log.exception("scheduled job %s failed", job_id)
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            log.info("scheduled job %s stopped for shutdown", job_id)
         finally:
             self._running.discard(job_id)
+            self._tasks.discard(task)
 
     def _retry_later(self, func: Callable[[str], Awaitable[None]], kind: str, key: str) -> None:
         self._schedule(f"{kind}:{key}", func, key, time.time() + BUSY_RETRY_SECONDS)

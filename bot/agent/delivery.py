@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.agent.silent import SilentGate
@@ -25,6 +27,16 @@ log = logging.getLogger(__name__)
 # Ledger slot of a streaming preview message; the final chunk 0 replaces it in place.
 PREVIEW_SLOT = -1
 ITERATION_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMark:
+    """Where a reply stood before one model call, so a failed call's text can be dropped."""
+
+    text: str
+    gate: SilentGate
+    pending_separator: bool
+    previews: int
 
 
 class ReplyStream:
@@ -60,10 +72,30 @@ class ReplyStream:
         # once, as a final message, instead of as a preview plus an edit.
         self._last_preview = time.monotonic()
         self._pending_separator = False
+        self._previews = 0  # previews started this turn; each may have shown text
 
     @property
     def text(self) -> str:
         return self._text
+
+    @property
+    def previewed(self) -> bool:
+        """Whether a preview may have shown part of the reply to the person."""
+        return self._previews > 0
+
+    def mark(self) -> StreamMark:
+        gate = copy.copy(self._gate)
+        return StreamMark(self._text, gate, self._pending_separator, self._previews)
+
+    def shown_since(self, mark: StreamMark) -> bool:
+        """Whether a preview went out after `mark`: its text is then no longer ours to drop."""
+        return self._previews != mark.previews
+
+    def rewind(self, mark: StreamMark) -> None:
+        """Forget the text received after `mark` (a model call that failed half-way)."""
+        self._text = mark.text
+        self._gate = copy.copy(mark.gate)
+        self._pending_separator = mark.pending_separator
 
     async def on_text(self, delta: str) -> None:
         if self._pending_separator and self._text:
@@ -108,6 +140,7 @@ class ReplyStream:
             return
         if time.monotonic() - self._last_preview < interval:
             return
+        self._previews += 1
         self._preview_task = asyncio.create_task(self._send_preview())
 
     async def _send_preview(self) -> None:

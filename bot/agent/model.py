@@ -2,6 +2,9 @@
 mapping the SDK's exceptions to Krill's own so callers can build user-facing messages.
 
 Retries (429, 5xx, 529, connection errors) come from the SDK; what reaches us has exhausted them.
+The SDK does not retry a stream that breaks after it began (a dropped connection surfaces as a
+raw transport error, an error event as a bare APIStatusError); those are marked `retryable` so
+the runner can try once more when nothing was shown yet.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bot.errors import (
     ModelNotConfigured,
     ModelOverloaded,
     ModelRateLimited,
+    ModelStreamInterrupted,
 )
 from bot.types import Usage
 
@@ -72,15 +76,35 @@ def map_error(exc: Exception) -> ModelError:
         return ModelError(f"model rejected the request: {message}")
     if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
         return ModelAuthError(str(exc))
-    if isinstance(exc, anthropic.RateLimitError):
+    # An SSE `error` event arrives on a 200 response, so its kind is only in the body.
+    kind = _error_type(exc.body) if isinstance(exc, anthropic.APIStatusError) else ""
+    if isinstance(exc, anthropic.RateLimitError) or kind == "rate_limit_error":
         return ModelRateLimited(str(exc))
-    if isinstance(exc, anthropic.OverloadedError) or (
-        isinstance(exc, anthropic.APIStatusError) and exc.status_code == 529
+    if (
+        isinstance(exc, anthropic.OverloadedError)
+        or kind == "overloaded_error"
+        or (isinstance(exc, anthropic.APIStatusError) and exc.status_code == 529)
     ):
         return ModelOverloaded(str(exc))
     if isinstance(exc, anthropic.APIError):
         return ModelError(f"{type(exc).__name__}: {exc}")
     return ModelError(f"model call failed: {type(exc).__name__}: {exc}")
+
+
+def _error_type(body: object) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("type", "")) if isinstance(error, dict) else ""
+
+
+def interrupted(mapped: ModelError) -> ModelError:
+    """The same failure seen after the reply had begun streaming: worth one more attempt,
+    unless no attempt can fix it (bad key, prompt too long)."""
+    if isinstance(mapped, ContextOverflow | ModelAuthError | ModelNotConfigured):
+        return mapped
+    if type(mapped) is ModelError:  # a transport failure, not an answer from the API
+        mapped = ModelStreamInterrupted(str(mapped))
+    mapped.retryable = True
+    return mapped
 
 
 class ModelClient:
@@ -137,9 +161,11 @@ class ModelClient:
         if tool_defs:
             kwargs["tools"] = tool_defs
         started = time.monotonic()
+        began = False  # whether any event arrived, i.e. the SDK will not retry a failure
         try:
             async with client.messages.stream(**kwargs) as stream:
                 async for event in stream:
+                    began = True
                     if event.type == "text" and on_text is not None:
                         await on_text(event.text)
                     elif event.type == "content_block_start" and on_tool_start is not None:
@@ -148,7 +174,7 @@ class ModelClient:
                             await on_tool_start(block.name)
                 final = await stream.get_final_message()
         except Exception as exc:  # every failure path ends in a Krill ModelError
-            mapped = map_error(exc)
+            mapped = interrupted(map_error(exc)) if began else map_error(exc)
             log.warning("model call failed: %s", mapped)
             raise mapped from exc
         content = [block.model_dump(exclude_none=True) for block in final.content]

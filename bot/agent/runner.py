@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOOL_LIMIT_NOTE = "(I stopped after {n} tool calls in one turn; ask me to continue if needed.)"
+# A model reply that broke off mid-stream (which the SDK does not retry) is asked for again
+# this often per turn, after a short pause, but only while none of its text was shown.
+STREAM_RETRIES = 1
+STREAM_RETRY_DELAY = 1.0
 
 
 @dataclass(slots=True)
@@ -197,7 +201,7 @@ class AgentRunner:
                 session.session_id, job.inbound_ids, InboundStatus.FAILED, errors=1
             )
             if job.prompt is None:
-                await stream.deliver(exc.user_message)
+                await stream.deliver(_failure_reply(stream, exc))
         finally:
             await stream.close()
         return outcome
@@ -215,6 +219,7 @@ class AgentRunner:
         )
         tool_rounds = 0
         overflows = 0  # bounded by MAX_OVERFLOW_RECOVERIES, so a turn's model calls are too
+        stream_retries = 0  # bounded by STREAM_RETRIES
         while True:
             history = await self.store.load_history(
                 session.session_id, max_user_turns=job.history_limit
@@ -229,12 +234,22 @@ class AgentRunner:
             messages = build_messages(history, self.config.agent.timezone)
             if self.prepare is not None:
                 messages = await self.prepare(session, history, messages)
+            mark = stream.mark()
             try:
                 reply = await self._call_model(job, session, messages, stream)
             except ContextOverflow as exc:
                 overflows += 1
                 if not await self._recover_overflow(session, exc, overflows):
                     raise
+                continue
+            except ModelError as exc:
+                shown = stream.shown_since(mark)
+                if not exc.retryable or shown or stream_retries >= STREAM_RETRIES:
+                    raise
+                stream_retries += 1
+                stream.rewind(mark)  # nothing of it was shown, so the retry starts clean
+                log.warning("model reply in turn %s broke off (%s); asking again", job.turn_id, exc)
+                await asyncio.sleep(STREAM_RETRY_DELAY)
                 continue
             outcome.model_calls += 1
             if not reply.tool_uses:
@@ -330,6 +345,14 @@ class AgentRunner:
                 )
             ]
         )
+
+
+def _failure_reply(stream: ReplyStream, exc: ModelError) -> str:
+    """What the person gets when a turn fails: the error, after whatever a streaming preview
+    already showed of the reply, so the message they watched ends with a clear note instead
+    of vanishing or being left half-finished."""
+    shown = stream.finish_text() if stream.previewed else ""
+    return f"{shown}\n\n⚠️ {exc.user_message}" if shown else exc.user_message
 
 
 def _entry_text(entry: Entry) -> str:

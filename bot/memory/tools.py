@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
+import logging
 from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,6 +26,8 @@ from bot.memory.paths import (
     is_private_file,
     resolve_memory_path,
 )
+
+log = logging.getLogger(__name__)
 
 UNTRUSTED_SOURCE = "memory"
 MAX_SEARCH_RESULTS = 20
@@ -55,6 +59,20 @@ APPEND_DESCRIPTION = (
 def format_hits(hits: list[SearchHit]) -> str:
     """Snippets with their sources, best first; the text recall and memory_search share."""
     return "\n\n".join(f"{h.source} (score {h.score:.2f})\n{h.text}" for h in hits)
+
+
+def write_failure(exc: OSError) -> str:
+    """The tool error for a failed write, naming the cause but not the host's paths."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        cause = "the disk is full"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        cause = "the workspace is read-only"
+    else:
+        cause = exc.strerror or type(exc).__name__
+    return (
+        f"nothing was written: {cause}. The note is not saved; tell the person, and that "
+        "the operator needs to fix the workspace."
+    )
 
 
 def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
@@ -210,4 +228,9 @@ class MemoryTools:
             )
         except (MemoryPathError, MemoryFull) as exc:
             raise ToolError(str(exc)) from None
+        except OSError as exc:
+            # A read-only workspace or a full disk: the operator must fix it, and the model
+            # should tell the person the note was not kept rather than claim it was.
+            log.warning("memory_append could not write to the workspace: %s", exc)
+            raise ToolError(write_failure(exc)) from None
         return f"Appended to {done.source}."

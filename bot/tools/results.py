@@ -255,6 +255,6 @@ async def cleanup_forever(store: ResultStore, interval: float = CLEANUP_INTERVAL
             removed = await asyncio.to_thread(store.cleanup)
             if removed:
                 log.info("removed %d expired tool-result folder(s)", removed)
-        except OSError:
+        except Exception:  # a failed pass must not end the loop; the next one retries
             log.exception("cleaning up %s failed", store.root)
         await asyncio.sleep(interval)

@@ -27,6 +27,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -66,6 +67,9 @@ TYPING_REACTION = "hourglass_flowing_sand"
 # setStatus lasts two minutes unless a message clears it; refresh well inside that.
 TYPING_REFRESH_SECONDS = 60.0
 RATE_LIMIT_RETRIES = 3
+# A 500/503 from Slack is usually momentary; without a retry the reply would wait for a
+# restart to be delivered again.
+SERVER_ERROR_RETRIES = 2
 # Lookups made before the acknowledgement must leave time under Slack's 3 s deadline.
 USER_LOOKUP_SECONDS = 1.0
 HISTORY_FETCH_SECONDS = 1.5
@@ -160,6 +164,7 @@ class SlackChannel:
             retry_handlers=[
                 AsyncConnectionErrorRetryHandler(),
                 AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
+                AsyncServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES),
             ],
             logger=logging.getLogger("channels.slack.web"),
         )
@@ -180,7 +185,12 @@ class SlackChannel:
 
         self.me = BotIdentity(user_id="", bot_id="")
         self._ready = asyncio.Event()
-        self._http = HttpEvents(self.app, config.signing_secret, self._ready)
+        # Socket Mode needs no signing secret, and the verifier refuses an empty one.
+        self._http = (
+            HttpEvents(self.app, config.signing_secret, self._ready)
+            if config.mode == "http"
+            else None
+        )
         self._socket: SocketTransport | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -260,7 +270,7 @@ class SlackChannel:
             await self._session.close()
 
     def routes(self) -> list[web.RouteDef]:
-        return [self._http.route()] if self.config.mode == "http" else []
+        return [self._http.route()] if self._http is not None else []
 
     # --- inbound: events ------------------------------------------------------------------
 

@@ -92,7 +92,13 @@ class HttpEvents:
             return web.json_response(
                 {"error": "malformed body"}, status=400, headers={"X-Slack-No-Retry": "1"}
             )
-        return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))
+        response = await self.app.async_dispatch(bolt_request)
+        if response.status == 404:
+            # A signed request of a kind Krill has no listener for (e.g. `app_rate_limited`):
+            # acknowledge it, since Slack retries failures and disables apps that keep failing.
+            log.info("slack: ignoring a %r request", bolt_request.body.get("type"))
+            return web.Response(status=200)
+        return await to_aiohttp_response(response)
 
 
 class SocketTransport:

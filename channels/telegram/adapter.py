@@ -280,7 +280,7 @@ class TelegramChannel:
             return web.Response(status=503, text="starting up; retry shortly")
         try:
             update = Update.de_json(data, self.bot)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             log.warning("refused a malformed Telegram update %s: %s", data["update_id"], exc)
             return web.Response(status=400, text="malformed update")
         try:

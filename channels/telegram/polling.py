@@ -24,7 +24,7 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.warnings import PTBDeprecationWarning
+from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,11 @@ class Poller:
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            updates = await self._fetch()
+            try:
+                updates = await self._fetch()
+            except Exception as exc:  # e.g. one update PTB cannot parse fails the whole batch
+                log.warning("Telegram getUpdates failed (%r); reading the updates one by one", exc)
+                updates = await self._fetch_leniently()
             if updates is None:
                 continue
             for update in updates:
@@ -179,6 +183,31 @@ class Poller:
             log.info("Telegram polling recovered after %d failed attempt(s)", self._failures)
         self._failures = 0
         self._backoff = 0.0
+        return updates
+
+    async def _fetch_leniently(self) -> list[Update] | None:
+        """getUpdates as raw JSON, each update parsed on its own. One PTB cannot read becomes
+        an empty update (skipped by the channel, its offset confirmed), so it cannot block
+        every update behind it."""
+        query = {"offset": self._offset, "timeout": 0, "allowed_updates": self._allowed}
+        try:
+            with warnings.catch_warnings():
+                # PTB suggests get_updates instead, which is what just failed.
+                warnings.simplefilter("ignore", PTBUserWarning)
+                raw = await self._bot.do_api_request("getUpdates", api_kwargs=query)
+        except Exception as exc:  # polling must survive whatever this fallback meets
+            await self._failed(f"unexpected error: {exc}")
+            return None
+        updates: list[Update] = []
+        for item in raw if isinstance(raw, list) else []:
+            try:
+                updates.append(Update.de_json(item, self._bot))
+            except Exception as exc:
+                update_id = item.get("update_id") if isinstance(item, dict) else None
+                if not isinstance(update_id, int):
+                    continue
+                log.warning("skipping Telegram update %d, which cannot be read: %r", update_id, exc)
+                updates.append(Update(update_id))
         return updates
 
     async def _failed(self, reason: str, wait: float | None = None) -> None:

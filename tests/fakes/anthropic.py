@@ -824,7 +824,10 @@ class FakeAnthropic:
                 "request-id": _new_id("req"),
             },
         )
-        await resp.prepare(request)
+        try:
+            await resp.prepare(request)
+        except ConnectionResetError:
+            return resp  # the client gave up (e.g. its timeout fired) before the answer began
         chunk_delay = reply.chunk_delay if reply.chunk_delay is not None else self.chunk_delay
         budget = reply.drop_after
 
