@@ -133,11 +133,14 @@ class Core:
 
         is_group = msg.chat_type != ChatType.DIRECT
         if is_group and requires_mention(policy, msg.chat_id) and not msg.mentioned:
-            if not await self.store.mark_seen(msg.channel, msg.message_id, key, "buffered"):
-                return AcceptResult.DUPLICATE
-            if policy is not None and msg.text.strip():
+            line = None
+            if msg.text.strip():
                 line = BufferedLine(msg.user_name or msg.user_id, msg.text, time.time())
-                await self.store.buffer_add(key, line, limit=policy.group_buffer_limit)
+            limit = policy.group_buffer_limit if policy is not None else 0
+            if not await self.store.buffer_message(
+                msg.channel, msg.message_id, key, line, limit=limit
+            ):
+                return AcceptResult.DUPLICATE
             return AcceptResult.BUFFERED
 
         inbound_id, _lines = await self.store.accept_inbound(
@@ -241,7 +244,10 @@ class Core:
             raise ValueError(f"unknown work item kind {first.kind!r}")
         if job.first is not None:
             job.history_limit = self._history_limit(job.first)
-        await self.runner.run(job)
+        try:
+            await self.runner.run(job)
+        finally:
+            self.metrics.queue_depth.set(self.queue.total_depth() - len(items))
 
     async def recover(self, rows: list[InboundRow] | None = None) -> int:
         """Queue every accepted message that was not answered before the last stop: `rows`

@@ -323,3 +323,64 @@ async def test_session_commands_queue_behind_the_turn_without_blocking_accept(
     # In order: the turn's reply, then the compaction, then the reset.
     assert len(h.channel.finals) == 3
     assert h.channel.finals[2].startswith("✅ New session started")
+
+
+async def test_no_reply_before_a_tool_call_is_dropped(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    from bot.agent.tools import Tool
+
+    async def noop(args: dict, ctx) -> str:
+        return "ok"
+
+    fake_anthropic.queue_tool_use("noop", {}, text="NO_REPLY")
+    fake_anthropic.queue_text("Here is the answer.")
+    async with Harness(tmp_path, fake_anthropic.url, stream_interval=0.01) as h:
+        h.app.tools.register(Tool("noop", "does nothing", {"type": "object"}, noop))
+        await h.send("question")
+    assert h.channel.finals == ["Here is the answer."]
+    assert all("NO_REPLY" not in d.text for d in h.channel.deliveries)
+
+
+async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    from bot.store.base import Entry
+
+    key = "agent:main:local:direct:alice"
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        store = h.app.store
+        msg = message("the question asked before the crash")
+        inbound_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
+        old = await store.get_or_create_session(key, "local")
+        entry = Entry(
+            old.session_id,
+            EntryType.MESSAGE,
+            {"messages": [{"text": msg.text, "user_id": "alice", "timestamp": 0}]},
+            role=Role.USER,
+            turn_id="t-crashed",
+        )
+        await store.begin_turn([entry], [inbound_id], "t-crashed")
+        await store.start_new_session(key, "local", "krill reset")  # while Krill was down
+        assert await h.app.core.recover() == 1
+        await asyncio.wait_for(h.app.core.queue.wait_idle(key), 10)
+        old_entries = await store.transcript(old.session_id)
+    assert "the question asked before the crash" in str(fake_anthropic.message_requests[0].body)
+    assert h.channel.finals and h.channel.finals[0].startswith("echo:")
+    assert [e.role for e in old_entries if e.type == EntryType.MESSAGE] == ["user", "assistant"]
+
+
+async def test_a_failing_delivery_is_recorded_not_left_processing(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+
+        async def refuse(out):
+            raise RuntimeError("Forbidden: bot was blocked by the user")
+
+        h.channel.deliver = refuse  # type: ignore[method-assign]
+        await h.send("hello")
+        assert await h.app.store.unfinished_inbound() == []
+        assert await h.app.store.count_inbound("failed") == 1
+        session = await h.app.store.current_session("agent:main:local:direct:alice")
+    assert session.errors == 1

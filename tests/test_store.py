@@ -109,7 +109,9 @@ async def test_inbound_dedupe_and_recovery_queue(store: SQLiteStore) -> None:
 
 async def test_group_buffer_is_capped_and_handed_over_once(store: SQLiteStore) -> None:
     for i in range(5):
-        await store.buffer_add("g", BufferedLine(f"user{i}", f"msg {i}", time.time()), limit=3)
+        line = BufferedLine(f"user{i}", f"msg {i}", time.time())
+        assert await store.buffer_message("telegram", f"m{i}", "g", line, limit=3)
+    assert not await store.buffer_message("telegram", "m1", "g", line, limit=3)  # seen
     assert await store.buffer_count("g") == 3
 
     def merge(payload: str, lines: list[BufferedLine]) -> str:

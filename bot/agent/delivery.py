@@ -98,12 +98,12 @@ class ReplyStream:
         self._pending_separator = mark.pending_separator
 
     async def on_text(self, delta: str) -> None:
-        if self._pending_separator and self._text:
-            delta = ITERATION_SEPARATOR + delta
-        self._pending_separator = False
         released = self._gate.feed(delta)
         if not released:
             return
+        if self._pending_separator and self._text:
+            released = ITERATION_SEPARATOR + released
+        self._pending_separator = False
         self._text += released
         self._start_typing()
         self._maybe_preview()
@@ -112,7 +112,16 @@ class ReplyStream:
         self._start_typing()
 
     def next_iteration(self) -> None:
-        """A tool round happened; the next text belongs after a paragraph break."""
+        """A tool round happened; the next text belongs after a paragraph break.
+
+        Each model call's text is gated on its own, so a `NO_REPLY` said before a tool call
+        is dropped rather than delivered ahead of later text."""
+        rest = self._gate.finish()
+        if rest:
+            self._text += ITERATION_SEPARATOR if self._pending_separator and self._text else ""
+            self._text += rest
+            self._maybe_preview()
+        self._gate = SilentGate()
         self._pending_separator = True
 
     def _start_typing(self) -> None:

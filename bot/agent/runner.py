@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TOOL_LIMIT_NOTE = "(I stopped after {n} tool calls in one turn; ask me to continue if needed.)"
+INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side while answering. Please try again."
 # A model reply that broke off mid-stream (which the SDK does not retry) is asked for again
 # this often per turn, after a short pause, but only while none of its text was shown.
 STREAM_RETRIES = 1
@@ -155,7 +156,11 @@ class AgentRunner:
 
     async def run(self, job: TurnJob) -> TurnOutcome:
         channel_name = job.first.channel if job.first else "local"
-        session = await self.store.get_or_create_session(job.session_key, channel_name)
+        # A resumed turn continues in the session that holds it, even if /reset or
+        # `krill reset` started a newer one meanwhile.
+        session = await self.store.session_of_turn(job.turn_id) if job.resume else None
+        if session is None:
+            session = await self.store.get_or_create_session(job.session_key, channel_name)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
             channel=channel,
@@ -202,6 +207,21 @@ class AgentRunner:
             )
             if job.prompt is None:
                 await stream.deliver(_failure_reply(stream, exc))
+        except Exception as exc:
+            # A bug, a store failure or a platform refusing the reply: never leave the message
+            # "processing" (it would be retried at every restart) and tell the person if we can.
+            outcome.error = ModelError(str(exc))
+            log.exception("turn %s in %s failed", job.turn_id, job.session_key)
+            self.metrics.errors.labels(type(exc).__name__).inc()
+            self.metrics.turns.labels(job.kind, "error").inc()
+            try:
+                await self.store.finish_turn(
+                    session.session_id, job.inbound_ids, InboundStatus.FAILED, errors=1
+                )
+                if job.prompt is None:
+                    await stream.deliver(INTERNAL_ERROR_REPLY)
+            except Exception:
+                log.exception("could not record or report the failure of turn %s", job.turn_id)
         finally:
             await stream.close()
         return outcome

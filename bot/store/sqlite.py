@@ -197,6 +197,13 @@ class SQLiteStore:
         assert created is not None
         return created
 
+    async def session_of_turn(self, turn_id: str) -> SessionRow | None:
+        """The session holding a turn's entries (it may no longer be its key's current one)."""
+        row = await self._fetchone(
+            "SELECT session_id FROM entries WHERE turn_id = ? LIMIT 1", (turn_id,)
+        )
+        return await self.get_session(row[0]) if row else None
+
     async def list_sessions(self, *, current_only: bool = True) -> list[SessionRow]:
         where = "WHERE is_current = 1" if current_only else ""
         rows = await self._fetchall(
@@ -539,10 +546,29 @@ class SQLiteStore:
 
     # --- group buffers --------------------------------------------------------------------
 
-    async def buffer_add(self, session_key: str, line: BufferedLine, *, limit: int) -> None:
-        if limit <= 0:
-            return
+    async def buffer_message(
+        self,
+        channel: str,
+        external_id: str,
+        session_key: str,
+        line: BufferedLine | None,
+        *,
+        limit: int,
+    ) -> bool:
+        """Record an unaddressed group message (False if seen before) and keep its line in
+        the session's buffer, trimmed to `limit`, in one transaction so a crash cannot
+        leave it marked seen yet missing from the buffer."""
+        now = time.time()
         async with self.transaction() as db:
+            cur = await db.execute(
+                "INSERT OR IGNORE INTO inbound(channel, external_id, session_key, status, payload,"
+                " received_at, updated_at) VALUES (?, ?, ?, 'buffered', '{}', ?, ?)",
+                (channel, external_id, session_key, now, now),
+            )
+            if cur.rowcount == 0:
+                return False
+            if line is None or limit <= 0:
+                return True
             await db.execute(
                 "INSERT INTO group_buffer(session_key, sender, text, created_at)"
                 " VALUES (?, ?, ?, ?)",
@@ -553,6 +579,7 @@ class SQLiteStore:
                 "SELECT id FROM group_buffer WHERE session_key = ? ORDER BY id DESC LIMIT ?)",
                 (session_key, session_key, limit),
             )
+            return True
 
     async def buffer_count(self, session_key: str) -> int:
         row = await self._fetchone(
