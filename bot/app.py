@@ -25,6 +25,7 @@ from bot.config import Config
 from bot.gateway import Core
 from bot.metrics import Metrics
 from bot.server import build_server
+from bot.store.base import Store
 from bot.store.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class App:
         self.with_server = with_server
         self.recover = recover
         self.metrics = Metrics()
-        self.store = SQLiteStore(config.sqlite_path)
+        self.store: Store = SQLiteStore(config.sqlite_path)
         self.model = ModelClient(config)
         self.workspace = Workspace(
             config.workspace_dir,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from bot.agent.model import ModelClient
     from bot.channel import Channel
     from bot.metrics import Metrics
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Core:
         self,
         *,
         config: Config,
-        store: SQLiteStore,
+        store: Store,
         model: ModelClient,
         runner: AgentRunner,
         channels: dict[str, Channel],

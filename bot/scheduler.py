@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     from bot.gateway import Core
     from bot.memory.flush import Flusher
     from bot.memory.index import MemoryIndex
-    from bot.store.base import SessionRow
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.base import SessionRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +138,7 @@ class Scheduler:
         self,
         *,
         config: Config,
-        store: SQLiteStore,
+        store: Store,
         core: Core,
         flusher: Flusher | None = None,
         index: MemoryIndex | None = None,

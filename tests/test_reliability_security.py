@@ -187,7 +187,7 @@ async def test_secrets_never_reach_logs_status_exports_or_error_replies(
     error_reply = await env.telegram_reply(ADMIN, "rejected Krill's API key")
     env.tg.fail_next("sendMessage", 400, "Bad Request: chat not found")
     await env.telegram(env.tg.private_message(ADMIN, "this reply is lost"))
-    await env.log_line("turn for agent:main:telegram:direct:42 failed")
+    await env.log_line("in agent:main:telegram:direct:42 failed\nTraceback")
     await env.telegram(env.tg.private_message(ADMIN, "/status"))
     status = await env.telegram_reply(ADMIN, "Session id")
 

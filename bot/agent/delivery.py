@@ -17,7 +17,7 @@ from bot.agent.silent import SilentGate
 if TYPE_CHECKING:
     from bot.channel import Channel
     from bot.metrics import Metrics
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.base import Store
     from bot.types import Address
 
 from bot.types import OutboundMessage
@@ -52,7 +52,7 @@ class ReplyStream:
         channel: Channel | None,
         address: Address | None,
         turn_id: str,
-        store: SQLiteStore,
+        store: Store,
         metrics: Metrics | None = None,
         visible: bool = True,
     ):

@@ -33,7 +33,7 @@ from bot.types import Address, ChatType, InboundMessage
 if TYPE_CHECKING:
     from bot.channel import Channel
     from bot.metrics import Metrics
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class AgentRunner:
         self,
         *,
         config: Config,
-        store: SQLiteStore,
+        store: Store,
         model: ModelClient,
         workspace: Workspace,
         tools: ToolRegistry,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from bot.agent.tools import ToolRegistry
     from bot.agent.workspace import Workspace
     from bot.metrics import Metrics
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class ContextHost(Protocol):
     """What compaction needs from the running service (`bot.app.App` provides it)."""
 
     config: Config
-    store: SQLiteStore
+    store: Store
     model: ModelClient
     workspace: Workspace
     tools: ToolRegistry

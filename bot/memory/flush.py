@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner, TurnJob
     from bot.config import Config
     from bot.gateway import Core
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ class Flusher:
         self,
         *,
         config: Config,
-        store: SQLiteStore,
+        store: Store,
         runner: AgentRunner,
         core: Core,
         clock: Callable[[], float] | None = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -183,6 +184,7 @@ class Store(Protocol):
         payload: str,
         *,
         take_buffer: bool = False,
+        merge: Callable[[str, list[BufferedLine]], str] | None = None,
         buffer_key: str | None = None,
     ) -> tuple[int | None, list[BufferedLine]]: ...
     async def set_inbound_status(
