@@ -127,6 +127,7 @@ def _session_dict(s: Any) -> dict[str, Any]:
         "compaction_count": s.compaction_count,
         "memory_flush_at": s.memory_flush_at,
         "memory_flush_count": s.memory_flush_count,
+        "memory_flush_error": s.memory_flush_error,
         "last_model_call_at": s.last_model_call_at,
         "cost_usd": round(s.cost_usd, 6),
     }

@@ -120,7 +120,10 @@ async def cmd_status(core: Core, command: Command, msg: InboundMessage, key: str
             f" · hit ratio {session.cache_hit_ratio:.0%}",
             f"Context: {_k(used)}/{_k(window)} ({used / window:.0%})"
             f" · Compactions: {session.compaction_count}",
-            f"Last memory flush: {_ago(session.memory_flush_at)}",
+            f"Last memory flush: {_ago(session.memory_flush_at)}"
+            + (
+                f" · last error: {session.memory_flush_error}" if session.memory_flush_error else ""
+            ),
             f"Estimated cost: ${session.cost_usd:.4f}",
             f"Turns: {session.turns} · Errors: {session.errors}",
         ]

@@ -384,3 +384,12 @@ async def test_a_failing_delivery_is_recorded_not_left_processing(
         assert await h.app.store.count_inbound("failed") == 1
         session = await h.app.store.current_session("agent:main:local:direct:alice")
     assert session.errors == 1
+
+
+async def test_status_shows_a_failing_memory_flush(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        await h.send("hello")
+        session = await h.app.store.current_session("agent:main:local:direct:alice")
+        await h.app.store.update_session(session.session_id, memory_flush_error="timed out")
+        await h.send("/status")
+    assert "last error: timed out" in h.channel.finals[-1]
