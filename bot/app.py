@@ -129,11 +129,17 @@ class App:
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
 
+    def _health(self) -> dict[str, bool]:
+        return {
+            name: up and getattr(self.channels[name], "healthy", True)
+            for name, up in self._ready.items()
+        }
+
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]
         app = build_server(
             metrics=self.metrics,
-            ready=lambda: dict(self._ready),
+            ready=self._health,
             routes=routes,
             max_body_bytes=self.config.server.max_body_bytes,
         )

@@ -52,6 +52,9 @@ class Channel(Protocol):
 
     async def stop(self) -> None: ...
 
+    # An adapter may also offer `healthy: bool` (e.g. "the poller is still running");
+    # /healthz reports 503 while it is False.
+
     def routes(self) -> list[web.RouteDef]:
         """aiohttp routes this adapter serves on the shared server (webhooks, web chat)."""
         ...

@@ -137,6 +137,11 @@ class TelegramChannel:
 
     # --- lifecycle --------------------------------------------------------------------
 
+    @property
+    def healthy(self) -> bool:
+        """For /healthz: in polling mode, whether the poller is still fetching updates."""
+        return self._poller is None or self._poller.running
+
     async def start(self) -> None:
         await self._connect()
         await self._register_commands()

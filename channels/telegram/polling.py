@@ -77,6 +77,11 @@ class Poller:
         self._task = asyncio.create_task(self._run(), name="telegram-polling")
         self._task.add_done_callback(self._ended)
 
+    @property
+    def running(self) -> bool:
+        """Still fetching updates (False once stopped, or after a rejected token or a crash)."""
+        return self._task is not None and not self._task.done() and not self._stopping.is_set()
+
     def _ended(self, task: asyncio.Task[None]) -> None:
         # _run only returns when stopped; anything else is a bug that must not go unnoticed.
         if not task.cancelled() and task.exception() is not None:
