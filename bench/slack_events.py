@@ -30,6 +30,7 @@ import aiohttp
 # when the script is run by path.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.channel_env import slack_section
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack, post_event
 from tests.krill_process import KrillProcess
@@ -127,18 +128,7 @@ async def run(args: argparse.Namespace) -> int:
         convs = conversations(slack, args.conversations, per)
         events = [e for conv in convs for e in conv]
         rounds = [[conv[r] for conv in convs] for r in range(per)]
-        config = {
-            "slack": {
-                "enabled": True,
-                "mode": "http",
-                "bot_token": slack.bot_token,
-                "signing_secret": slack.signing_secret,
-                "api_base_url": slack.api_url,
-                "dm_policy": "open",
-                "stream_interval": 0,
-            },
-            "memory": {"enabled": False},
-        }
+        config = {"slack": slack_section(slack), "memory": {"enabled": False}}
         env = {
             "ANTHROPIC_API_KEY": "test",
             "ANTHROPIC_BASE_URL": model.url,

@@ -33,11 +33,11 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.channel_env import SECRET_HEADER, WEBHOOK_SECRET, telegram_section
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, free_port
 
-SECRET = "bench-secret"
 TOKEN_RE = re.compile(r"\bu(\d+)x\b")
 FIRST_CHAT = 10_000
 
@@ -67,15 +67,7 @@ async def run(updates: int, chats: int, connections: int, rate: float) -> dict[s
         config = {
             "server": {"port": port},
             "anthropic": {"max_retries": 0},
-            "telegram": {
-                "enabled": True,
-                "token": tg.token,
-                "api_base_url": tg.url,
-                "mode": "webhook",
-                "webhook_secret": SECRET,
-                "dm_policy": "open",
-                "stream_interval": 0,
-            },
+            "telegram": telegram_section(tg, port=port),
         }
         env = model.env() | {"KRILL_LOG_LEVEL": "WARNING"}
         with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +85,7 @@ async def drive(
         work.put_nowait((n, body))
     posted_at: dict[int, float] = {}
     statuses: list[int] = []
-    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    headers = {SECRET_HEADER: WEBHOOK_SECRET}
     url = f"{base}/telegram/webhook"
 
     async def sender(http: aiohttp.ClientSession) -> None:

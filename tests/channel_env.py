@@ -24,6 +24,38 @@ WEBHOOK_SECRET = "hook-Secret_123"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
+def telegram_section(tg: FakeTelegram, *, port: int, mode: str = "webhook") -> dict[str, Any]:
+    """[telegram] for the fake Bot API, open to everyone, streaming previews off; in webhook
+    mode pointed at this port with WEBHOOK_SECRET."""
+    section: dict[str, Any] = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.url,
+        "mode": mode,
+        "dm_policy": "open",
+        "stream_interval": 0,
+    }
+    if mode == "webhook":
+        section |= {
+            "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook",
+            "webhook_secret": WEBHOOK_SECRET,
+        }
+    return section
+
+
+def slack_section(slack: FakeSlack) -> dict[str, Any]:
+    """[slack] for the fake Slack over HTTP events, open to everyone, streaming off."""
+    return {
+        "enabled": True,
+        "mode": "http",
+        "bot_token": slack.bot_token,
+        "signing_secret": slack.signing_secret,
+        "api_base_url": slack.api_url,
+        "dm_policy": "open",
+        "stream_interval": 0,
+    }
+
+
 def channel_config(
     tg: FakeTelegram,
     slack: FakeSlack,
@@ -34,36 +66,14 @@ def channel_config(
     slack_settings: dict[str, Any] | None = None,
     **sections: Any,
 ) -> dict[str, Any]:
-    """krill.toml for Telegram (webhook or polling) and Slack over HTTP, both open to
-    everyone, with streaming previews off; `telegram`/`slack_settings` override keys."""
+    """krill.toml for Telegram (webhook or polling) and Slack over HTTP;
+    `telegram`/`slack_settings` override keys."""
     port = port or free_port()
-    tg_settings: dict[str, Any] = {
-        "enabled": True,
-        "token": tg.token,
-        "api_base_url": tg.url,
-        "mode": telegram_mode,
-        "dm_policy": "open",
-        "stream_interval": 0,
-    }
-    if telegram_mode == "webhook":
-        tg_settings |= {
-            "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook",
-            "webhook_secret": WEBHOOK_SECRET,
-        }
     return {
         "server": {"port": port},
         "anthropic": {"max_retries": 0},
-        "telegram": tg_settings | (telegram or {}),
-        "slack": {
-            "enabled": True,
-            "mode": "http",
-            "bot_token": slack.bot_token,
-            "signing_secret": slack.signing_secret,
-            "api_base_url": slack.api_url,
-            "dm_policy": "open",
-            "stream_interval": 0,
-        }
-        | (slack_settings or {}),
+        "telegram": telegram_section(tg, port=port, mode=telegram_mode) | (telegram or {}),
+        "slack": slack_section(slack) | (slack_settings or {}),
         **sections,
     }
 
