@@ -393,3 +393,22 @@ async def test_status_shows_a_failing_memory_flush(tmp_path: Path, fake_anthropi
         await h.app.store.update_session(session.session_id, memory_flush_error="timed out")
         await h.send("/status")
     assert "last error: timed out" in h.channel.finals[-1]
+
+
+async def test_a_group_turn_that_uses_a_tool_then_stays_silent_shows_nothing(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    from bot.agent.tools import Tool
+
+    async def note(args: dict, ctx) -> str:
+        return "noted"
+
+    fake_anthropic.queue_tool_use("note", {})
+    fake_anthropic.queue_text("NO_REPLY")
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        h.app.tools.register(Tool("note", "take a note", {"type": "object"}, note))
+        group = message("fyi: standup moved", user="bob", chat_type=ChatType.GROUP, chat_id="g")
+        group.mentioned = True
+        await h.send(group)
+    assert len(fake_anthropic.message_requests) == 2
+    assert h.channel.deliveries == [] and h.channel.typing_pulses == 0

@@ -55,6 +55,7 @@ class ReplyStream:
         store: Store,
         metrics: Metrics | None = None,
         visible: bool = True,
+        typing_on_tools: bool = True,
     ):
         self.channel = channel
         self.address = address
@@ -62,6 +63,9 @@ class ReplyStream:
         self.store = store
         self.metrics = metrics
         self.visible = visible and channel is not None and address is not None
+        # Tool work shows typing before any text exists. Only where a reply is expected (a
+        # DM): in a group the turn may well end in NO_REPLY, which must show nothing.
+        self.typing_on_tools = typing_on_tools
         self._gate = SilentGate()
         self._text = ""
         self._typing: asyncio.Task[None] | None = None
@@ -109,7 +113,8 @@ class ReplyStream:
         self._maybe_preview()
 
     async def on_tool_start(self, _name: str) -> None:
-        self._start_typing()
+        if self.typing_on_tools:
+            self._start_typing()
 
     def next_iteration(self) -> None:
         """A tool round happened; the next text belongs after a paragraph break.

@@ -169,6 +169,7 @@ class AgentRunner:
             store=self.store,
             metrics=self.metrics,
             visible=job.prompt is None,
+            typing_on_tools=job.is_direct,
         )
         outcome = TurnOutcome()
         try:
