@@ -171,3 +171,14 @@ def test_sqlite_store_implements_the_whole_store_interface() -> None:
     wanted = {n for n, _ in inspect.getmembers(Store, inspect.isfunction) if not n.startswith("_")}
     missing = {n for n in wanted if not callable(getattr(SQLiteStore, n, None))}
     assert not missing
+
+
+async def test_internal_prompts_do_not_use_up_the_turn_limit(store: SQLiteStore) -> None:
+    s = await store.get_or_create_session("k", "local")
+    heartbeat = Entry(s.session_id, EntryType.MESSAGE, {"text": "check the list"}, role=Role.USER)
+    await store.append_entries([user(s.session_id, "u0"), assistant(s.session_id, "a0")])
+    await store.append_entries([heartbeat, assistant(s.session_id, "HEARTBEAT_OK")])
+    await store.append_entries([user(s.session_id, "u1"), assistant(s.session_id, "a1")])
+    history = await store.load_history(s.session_id, max_user_turns=2)
+    assert history[0].payload["messages"][0]["text"] == "u0"
+    assert len(history) == 6

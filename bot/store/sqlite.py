@@ -417,8 +417,11 @@ class SQLiteStore:
             )
             start_seq = kept[0] if kept else compaction.seq
         if max_user_turns > 0:
+            # Only a person's turns count (entries carrying "messages"); Krill's own prompts
+            # such as the heartbeat do not use up the limit.
             row = await self._fetchone(
                 "SELECT seq FROM entries WHERE session_id = ? AND role = ? AND type = ? "
+                "AND json_extract(payload, '$.messages') IS NOT NULL "
                 "ORDER BY seq DESC LIMIT 1 OFFSET ?",
                 (session_id, Role.USER, EntryType.MESSAGE, max_user_turns - 1),
             )
