@@ -8,6 +8,7 @@ accepted. Everything here is pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from markdown_to_mrkdwn import SlackMarkdownConverter
@@ -88,22 +89,31 @@ def _hard_split(text: str, limit: int) -> list[str]:
     return pieces
 
 
+def _pack(pieces: Iterable[str], sep: str, limit: int) -> list[str]:
+    """Join pieces with `sep`, greedily, into chunks of at most `limit` characters."""
+    chunks: list[str] = []
+    current = ""
+    for piece in pieces:
+        candidate = f"{current}{sep}{piece}" if current else piece
+        if len(candidate) <= limit:
+            current = candidate
+        else:
+            if current:
+                chunks.append(current)
+            current = piece
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 def _split_lines(text: str, limit: int) -> list[str]:
     """Pack whole lines into pieces of at most `limit` characters."""
-    pieces: list[str] = []
-    current = ""
-    for line in text.split("\n"):
-        for part in _hard_split(line, limit) if len(line) > limit else [line]:
-            candidate = f"{current}\n{part}" if current else part
-            if len(candidate) <= limit:
-                current = candidate
-            else:
-                if current:
-                    pieces.append(current)
-                current = part
-    if current:
-        pieces.append(current)
-    return pieces
+    parts = (
+        part
+        for line in text.split("\n")
+        for part in (_hard_split(line, limit) if len(line) > limit else [line])
+    )
+    return _pack(parts, "\n", limit)
 
 
 def _split_code(block: _Block, limit: int) -> list[str]:
@@ -124,26 +134,15 @@ def split_markdown(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
     """
     if limit < 20:
         raise ValueError(f"chunk limit too small: {limit}")
-    chunks: list[str] = []
-    current = ""
-    for block in _blocks(markdown.strip()):
+
+    def pieces(block: _Block) -> list[str]:
         if len(block.text) <= limit:
-            pieces = [block.text]
-        elif block.is_code:
-            pieces = _split_code(block, limit)
-        else:
-            pieces = _split_lines(block.text, limit)
-        for piece in pieces:
-            candidate = f"{current}\n\n{piece}" if current else piece
-            if len(candidate) <= limit:
-                current = candidate
-            else:
-                if current:
-                    chunks.append(current)
-                current = piece
-    if current:
-        chunks.append(current)
-    return chunks
+            return [block.text]
+        return _split_code(block, limit) if block.is_code else _split_lines(block.text, limit)
+
+    return _pack(
+        (piece for block in _blocks(markdown.strip()) for piece in pieces(block)), "\n\n", limit
+    )
 
 
 def _escape_line(line: str) -> str:
