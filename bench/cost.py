@@ -36,8 +36,8 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.agent.tools import Tool
 from bot.context.compaction import SUMMARIZER_SYSTEM
+from bot.tools.registry import Tool
 from bot.types import Address, ChatType, InboundMessage
 from tests.app_harness import Harness
 from tests.fakes.anthropic import (

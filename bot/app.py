@@ -18,15 +18,15 @@ from aiohttp import web
 
 from bot.agent.model import ModelClient
 from bot.agent.runner import AgentRunner
-from bot.agent.tools import ToolRegistry
 from bot.agent.workspace import Workspace, ensure_workspace
-from bot.channel import Channel
+from bot.channel_contract import Channel
 from bot.config import Config
 from bot.gateway import Core
 from bot.metrics import Metrics
 from bot.server import build_server
 from bot.store.base import Store
 from bot.store.sqlite import SQLiteStore
+from bot.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 

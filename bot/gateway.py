@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.agent.runner import AgentRunner, TurnJob, new_turn_id
-from bot.channel import AcceptResult
+from bot.channel_contract import AcceptResult
 from bot.commands import HANDLERS, LANE_COMMANDS, REFUSAL, authorized, parse_command
 from bot.config import ChannelPolicyConfig, Config
 from bot.inbound import sanitize_inbound
@@ -28,7 +28,7 @@ from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
     from bot.agent.model import ModelClient
-    from bot.channel import Channel
+    from bot.channel_contract import Channel
     from bot.metrics import Metrics
     from bot.store.base import Store
 
@@ -51,7 +51,7 @@ def _merge_buffer(payload: str, lines: list[BufferedLine]) -> str:
 
 
 class Core:
-    """Implements `bot.channel.Gateway` and owns the per-session queue."""
+    """Implements `bot.channel_contract.Gateway` and owns the per-session queue."""
 
     def __init__(
         self,

@@ -10,12 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.agent.tools import Tool
 from bot.context.compaction import SUMMARIZER_SYSTEM
 from bot.context.messages import SUMMARY_HEADER
 from bot.context.overflow import BRANCH_REASON, MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow
 from bot.store.base import EntryType
+from bot.tools.registry import Tool
 from tests.app_harness import Harness
 from tests.fakes.anthropic import ErrorReply, FakeAnthropic, Reply
 

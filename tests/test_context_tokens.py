@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.context.estimate import context_tokens
 from bot.context.messages import build_messages
+from bot.context.size import context_tokens
 from bot.context.tokens import (
     IMAGE_TOKENS,
     find_anchor,

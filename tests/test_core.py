@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from bot.channel import AcceptResult
+from bot.channel_contract import AcceptResult
 from bot.store.base import EntryType, Role
 from bot.types import ChatType
 from tests.app_harness import Harness, message
@@ -165,7 +165,7 @@ async def test_model_errors_give_a_friendly_reply_and_keep_the_message(
 
 
 async def test_tool_loop_runs_tools_and_is_bounded(tmp_path: Path, fake_anthropic: FakeAnthropic):
-    from bot.agent.tools import Tool
+    from bot.tools.registry import Tool
 
     calls: list[dict] = []
 
@@ -328,7 +328,7 @@ async def test_session_commands_queue_behind_the_turn_without_blocking_accept(
 async def test_no_reply_before_a_tool_call_is_dropped(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
-    from bot.agent.tools import Tool
+    from bot.tools.registry import Tool
 
     async def noop(args: dict, ctx) -> str:
         return "ok"
@@ -398,7 +398,7 @@ async def test_status_shows_a_failing_memory_flush(tmp_path: Path, fake_anthropi
 async def test_a_group_turn_that_uses_a_tool_then_stays_silent_shows_nothing(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
-    from bot.agent.tools import Tool
+    from bot.tools.registry import Tool
 
     async def note(args: dict, ctx) -> str:
         return "noted"

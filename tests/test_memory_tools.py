@@ -12,13 +12,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.agent.tools import ToolContext, ToolError, ToolRegistry
 from bot.config import MemoryConfig
 from bot.memory.index import MemoryIndex
 from bot.memory.notes import MemoryFull, append_entry, format_entry
 from bot.memory.paths import MemoryPathError, normalize_memory_path
 from bot.memory.tools import MemoryTools
 from bot.store.sqlite import SQLiteStore
+from bot.tools.registry import ToolContext, ToolError, ToolRegistry
 
 # 2025-03-14 23:30 UTC is already the 15th in Tokyo.
 FIXED = dt.datetime(2025, 3, 14, 23, 30, tzinfo=dt.UTC).timestamp()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.channel import AcceptResult
+from bot.channel_contract import AcceptResult
 from bot.config import SessionConfig, SlackConfig
 from bot.sessions.keys import session_key
 from bot.types import Address, InboundMessage, OutboundMessage

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.agent.tools import ToolContext, ToolRegistry
 from bot.config import Config, ToolResultsConfig, load_config
 from bot.doctor import FAIL, OK
 from bot.errors import ConfigError
@@ -26,6 +25,7 @@ from bot.tools.mcp import (
     registered_name,
     secret_values,
 )
+from bot.tools.registry import ToolContext, ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from tests.fakes.mcp_server import stdio_command
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.agent.tools import (
+from bot.tools.policy import PolicyLayer, ToolPolicy
+from bot.tools.registry import (
     MAX_IDENTICAL_FAILURES,
     Tool,
     ToolContext,
@@ -13,7 +14,6 @@ from bot.agent.tools import (
     ToolRegistry,
     ToolResult,
 )
-from bot.tools.policy import PolicyLayer, ToolPolicy
 
 
 def ctx(tmp_path: Path) -> ToolContext:

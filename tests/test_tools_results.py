@@ -6,8 +6,8 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from bot.agent.tools import Tool, ToolContext, ToolRegistry
 from bot.config import ToolResultsConfig
+from bot.tools.registry import Tool, ToolContext, ToolRegistry
 from bot.tools.results import (
     MAX_LINE_CHARS,
     ResultProcessor,

@@ -13,8 +13,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestServer
 
-from bot.agent.tools import ToolContext, ToolError, ToolRegistry
 from bot.config import ToolResultsConfig, WebFetchConfig
+from bot.tools.registry import ToolContext, ToolError, ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.web_fetch import (
     IPAddress,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from bot.agent.silent import SilentGate
 
 if TYPE_CHECKING:
-    from bot.channel import Channel
+    from bot.channel_contract import Channel
     from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.types import Address

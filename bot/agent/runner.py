@@ -19,7 +19,6 @@ from bot.agent.delivery import ReplyStream
 from bot.agent.model import ModelClient, ModelReply
 from bot.agent.pricing import estimate_cost
 from bot.agent.silent import is_silent
-from bot.agent.tools import ToolContext, ToolRegistry
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.context.messages import build_messages
@@ -28,10 +27,11 @@ from bot.errors import ContextOverflow, ModelError
 from bot.sessions.keys import is_direct_key
 from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
 from bot.tools.policy import policy_for_messages
+from bot.tools.registry import ToolContext, ToolRegistry
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
-    from bot.channel import Channel
+    from bot.channel_contract import Channel
     from bot.metrics import Metrics
     from bot.store.base import Store
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from bot.agent.pricing import estimate_cost
 from bot.agent.untrusted import marker_id_for, wrap_untrusted
 from bot.config import Config, ContextConfig
-from bot.context.estimate import context_tokens
 from bot.context.identifiers import extract_identifiers, missing_identifiers
 from bot.context.messages import build_messages, format_time
 from bot.context.pruning import trim_text
+from bot.context.size import context_tokens
 from bot.context.tokens import messages_tokens, tokens_for_chars
 from bot.context.truncation import cap_tool_results, cut_head, result_char_limit
 from bot.errors import ModelError
@@ -34,10 +34,10 @@ from bot.types import Usage
 if TYPE_CHECKING:
     from bot.agent.model import ModelClient
     from bot.agent.runner import AgentRunner
-    from bot.agent.tools import ToolRegistry
     from bot.agent.workspace import Workspace
     from bot.metrics import Metrics
     from bot.store.base import Store
+    from bot.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.agent.untrusted import marker_id_for, sanitize, wrap_untrusted
-from bot.context.pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
-from bot.context.pairing import merge_same_role, repair_pairing
+from bot.context.tool_pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
+from bot.context.tool_pairing import merge_same_role, repair_pairing
 from bot.store.base import Entry, EntryType, Role
 
 log = logging.getLogger(__name__)

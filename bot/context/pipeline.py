@@ -21,7 +21,6 @@ from bot.context.compaction import (
     needs_compaction,
     overhead_chars,
 )
-from bot.context.estimate import context_tokens
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,
@@ -29,6 +28,7 @@ from bot.context.overflow import (
     truncation_branch,
 )
 from bot.context.pruning import PruneAction, apply_pruning, cache_is_cold, plan_pruning
+from bot.context.size import context_tokens
 from bot.context.tokens import CHARS_PER_TOKEN, SAFETY_MARGIN, plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow

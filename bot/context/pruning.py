@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.agent.tools import tool_allowed
 from bot.config import ContextConfig
 from bot.context.tokens import plain_tokens_for_chars
+from bot.tools.registry import tool_allowed
 
 PruneAction = Literal["trim", "clear"]
 PrunePlan = Mapping[str, PruneAction]

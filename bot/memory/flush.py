@@ -26,7 +26,6 @@ from zoneinfo import ZoneInfo
 
 from bot.agent.pricing import estimate_cost
 from bot.agent.silent import is_silent, strip_silent
-from bot.agent.tools import ToolContext, ToolResult
 from bot.context.messages import build_messages, clean_block
 from bot.context.tokens import plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
@@ -37,6 +36,7 @@ from bot.sessions.limits import resolve_history_limit
 from bot.sessions.queue import WorkItem
 from bot.store.base import Entry, EntryType, Role, SessionRow, new_id
 from bot.tools.policy import ToolPolicy, policy_for_messages
+from bot.tools.registry import ToolContext, ToolResult
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.agent.tools import Tool, ToolContext, ToolError, ToolRegistry
 from bot.config import MemoryConfig
 from bot.memory.index import MemoryIndex, SearchHit
 from bot.memory.notes import DAILY, MemoryFull, append_entry
@@ -26,6 +25,7 @@ from bot.memory.paths import (
     is_private_file,
     resolve_memory_path,
 )
+from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
 

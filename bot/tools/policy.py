@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.agent.tools import tool_allowed
 from bot.config import Config, ToolFilterConfig
 from bot.sessions.access import is_admin
 from bot.sessions.limits import group_override, peer_override
+from bot.tools.registry import tool_allowed
 from bot.types import ChatType, InboundMessage
 
 EVERYTHING = ("*",)

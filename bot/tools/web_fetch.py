@@ -25,8 +25,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from bot import __version__
-from bot.agent.tools import Tool, ToolContext, ToolError
 from bot.config import WebFetchConfig
+from bot.tools.registry import Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
-from bot.channel import AcceptResult, Gateway
+from bot.channel_contract import AcceptResult, Gateway
 from bot.types import Address, ChatType, InboundMessage, OutboundMessage
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot.channel import AcceptResult
+from bot.channel_contract import AcceptResult
 from bot.config import SlackConfig
 from bot.sessions.limits import requires_mention
 from bot.types import Address, ChatType, InboundMessage, OutboundMessage
@@ -146,7 +146,7 @@ def _header(request: AsyncBoltRequest, name: str) -> str | None:
 
 
 class SlackChannel:
-    """The `bot.channel.Channel` for Slack, on slack-bolt's `AsyncApp`."""
+    """The `bot.channel_contract.Channel` for Slack, on slack-bolt's `AsyncApp`."""
 
     name = CHANNEL
     typing_interval = TYPING_REFRESH_SECONDS

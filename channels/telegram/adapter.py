@@ -108,7 +108,7 @@ def build_application(config: TelegramConfig) -> Application:
 
 
 class TelegramChannel:
-    """Implements `bot.channel.Channel` for Telegram."""
+    """Implements `bot.channel_contract.Channel` for Telegram."""
 
     name = CHANNEL
     typing_interval = TYPING_INTERVAL

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.context.messages import build_messages
-from bot.context.pairing import MISSING_RESULT, repair_pairing
+from bot.context.tool_pairing import MISSING_RESULT, repair_pairing
 from bot.store.base import Entry, EntryType, Role
 
 
