@@ -12,7 +12,6 @@ import importlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -27,6 +26,7 @@ from bot.server import build_server
 from bot.store.base import Store
 from bot.store.sqlite import SQLiteStore
 from bot.tools.registry import ToolRegistry
+from channels.registry import CHANNELS
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 # App after the core exists and may return an async stop callable.
 Extension = Callable[["App"], Awaitable[Callable[[], Awaitable[None]] | None]]
 EXTENSIONS: list[str] = ["bot.context.pipeline", "bot.tools.extension", "bot.memory.extension"]
-
-PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 
 
 class App:
@@ -79,12 +77,13 @@ class App:
         self.channels[channel.name] = channel
         self._ready[channel.name] = False
 
-    def _platform_channels(self) -> list[Channel]:
+    def _enabled_channels(self) -> list[Channel]:
         found = []
-        for name, module_name in PLATFORM_CHANNELS.items():
-            if getattr(self.config, name).enabled:
-                module: Any = importlib.import_module(module_name)
-                found.append(module.create(self.config, self.core))
+        for spec in CHANNELS:
+            if spec.settings(self.config).enabled and (self.with_server or not spec.needs_server):
+                channel = spec.create(self.config, self.core)
+                if channel is not None:
+                    found.append(channel)
         return found
 
     async def start(self) -> None:
@@ -97,19 +96,7 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
-        if self.with_server and self.config.local.enabled:
-            from channels.local.web import WebChannel, is_loopback_host
-
-            token = self.config.local.token
-            if token or is_loopback_host(self.config.server.host):
-                self.add_channel(WebChannel(self.core, self.core.wait_idle, token=token))
-            else:
-                log.warning(
-                    "the local web chat is off: server.host %s is reachable from the network "
-                    "and local.token is not set",
-                    self.config.server.host,
-                )
-        for channel in self._platform_channels():
+        for channel in self._enabled_channels():
             self.add_channel(channel)
         for name in EXTENSIONS:
             extension: Extension = importlib.import_module(name).extension

@@ -88,6 +88,12 @@ class Core:
         policy = getattr(self.config, channel, None)
         return policy if isinstance(policy, ChannelPolicyConfig) else None
 
+    def requires_mention(self, msg: InboundMessage) -> bool:
+        return requires_mention(self.policy_for(msg.channel), msg.chat_type, msg.chat_id)
+
+    def register_bot_username(self, channel: str, username: str) -> None:
+        self.bot_usernames[channel] = username
+
     def is_admin(self, msg: InboundMessage) -> bool:
         return access.is_admin(msg.principal, self.config.admin.users)
 
@@ -96,12 +102,12 @@ class Core:
 
     # --- accepting messages ---------------------------------------------------------------
 
-    async def accept(self, msg: InboundMessage) -> str:
+    async def accept(self, msg: InboundMessage) -> AcceptResult:
         result = await self._accept(sanitize_inbound(msg))
         self.metrics.inbound_results.labels(msg.channel, result).inc()
         return result
 
-    async def _accept(self, msg: InboundMessage) -> str:
+    async def _accept(self, msg: InboundMessage) -> AcceptResult:
         key = session_key(msg, self.config.session)
         policy = self.policy_for(msg.channel)
         admin = self.is_admin(msg)
@@ -132,7 +138,7 @@ class Core:
             return AcceptResult.COMMAND
 
         is_group = msg.chat_type != ChatType.DIRECT
-        if is_group and requires_mention(policy, msg.chat_id) and not msg.mentioned:
+        if self.requires_mention(msg) and not msg.mentioned:
             line = None
             if msg.text.strip():
                 line = BufferedLine(msg.user_name or msg.user_id, msg.text, time.time())
@@ -171,7 +177,9 @@ class Core:
             return key
         return session_key(dataclasses.replace(msg, thread_id=None), self.config.session)
 
-    async def _refuse(self, msg: InboundMessage, key: str, decision: access.AccessDecision) -> str:
+    async def _refuse(
+        self, msg: InboundMessage, key: str, decision: access.AccessDecision
+    ) -> AcceptResult:
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, "refused"):
             return AcceptResult.DUPLICATE
         log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
