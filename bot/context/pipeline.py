@@ -9,9 +9,10 @@ Registered as an extension (`bot.app.EXTENSIONS`): it fills the runner's `prepar
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
 
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
@@ -57,7 +58,7 @@ class ContextPipeline:
 
     def __init__(self, host: ContextHost) -> None:
         self.host = host
-        self._states: OrderedDict[str, _SessionState] = OrderedDict()
+        self._states: LRUCache[str, _SessionState] = LRUCache(MAX_TRACKED_SESSIONS)
         self._overflow: dict[str, OverflowState] = {}
 
     def now(self) -> float:
@@ -68,12 +69,10 @@ class ContextPipeline:
         compaction_id = (
             history[0].id if history and history[0].type == EntryType.COMPACTION else None
         )
-        state = self._states.pop(session_id, None)
+        state = self._states.get(session_id)
         if state is None or state.compaction_id != compaction_id:
             state = _SessionState(compaction_id)  # compaction replaced what the plan covered
-        self._states[session_id] = state
-        while len(self._states) > MAX_TRACKED_SESSIONS:
-            self._states.popitem(last=False)
+            self._states[session_id] = state
         return state
 
     async def prepare(
