@@ -457,8 +457,8 @@ async def replay(turns: list[Turn], *, pipeline: bool, seed: int, ttl: str) -> R
                     clock[0] = max(clock[0], start + turn.at)
                     model.turn = turn
                     msg = message(turn, clock[0])
-                    await app.core.accept(msg)
-                    await app.core.wait_idle(msg)
+                    await app.gateway.accept(msg)
+                    await app.gateway.wait_idle(msg)
                     answered = [r for r in fake.message_requests if r.usage is not None]
                     for position, request in enumerate(answered):
                         assert request.usage is not None
