@@ -17,6 +17,7 @@ from bot.context.messages import SUMMARY_HEADER
 from bot.context.overflow import BRANCH_REASON, MAX_OVERFLOW_RECOVERIES
 from bot.context.pipeline import ContextPipeline
 from bot.errors import ContextOverflow
+from bot.gateway.session_commands import COMPACTION_FAILED
 from bot.store.base import EntryType
 from bot.tools.registry import Tool
 from tests.app_harness import Harness
@@ -405,3 +406,16 @@ async def test_before_compaction_hooks_run_first_and_cannot_block_it(
         await h.send("/compact")
         assert seen == [0]  # ran before the compaction entry was written
         assert len(await compactions(h)) == 1
+
+
+async def test_a_failed_compact_tells_the_person_briefly(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: ContextPipeline, key: str, focus: str) -> str:
+        raise RuntimeError("sqlite3.OperationalError: disk I/O error at /srv/secret/path")
+
+    monkeypatch.setattr(ContextPipeline, "compact", broken)
+    fake_anthropic.default_handler = router(lambda body: "Noted.")
+    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
+        await h.send("/compact")
+    assert h.channel.finals == [COMPACTION_FAILED]
