@@ -182,7 +182,7 @@ def is_direct_key(key: str) -> bool:
     Malformed keys are not direct: callers use this to gate private data such as MEMORY.md.
     """
     try:
-        return parse_session_key(key)["kind"] in ("direct", "main")
+        return conversation_of_key(key).chat_type == ChatType.DIRECT
     except ValueError:
         return False
 
