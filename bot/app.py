@@ -168,7 +168,8 @@ class App:
                 tools=self.tools,
                 compactor=self.context,
                 before_reset=self.flusher,
-                status_sources=[self.mcp, self.scheduler],
+                # MCP servers run only with the background work; elsewhere they have no status.
+                status_sources=[self.mcp, self.scheduler] if background else [self.scheduler],
             ),
             replies=self.replies,
             activity=self.scheduler,

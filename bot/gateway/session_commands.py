@@ -47,19 +47,6 @@ class StatusSource(Protocol):
     def status_line(self, key: str) -> str | None: ...
 
 
-async def reset_session(
-    store: Store, key: str, channel: str, *, reason: str, before_reset: BeforeReset | None
-) -> SessionRow:
-    """Start a new session under `key`, after the pre-reset flush (a failed flush is logged
-    and the reset goes ahead). Shared by /reset, /new and `krill reset`."""
-    if before_reset is not None:
-        try:
-            await before_reset.before_reset(key)
-        except Exception:
-            log.exception("pre-reset flush failed for %s; resetting anyway", key)
-    return await store.start_new_session(key, channel, reason)
-
-
 class SessionCommands:
     """Implements `bot.commands.CommandHost` over the store and the lanes."""
 
@@ -103,10 +90,15 @@ class SessionCommands:
         return [line for source in self.status_sources if (line := source.status_line(key))]
 
     async def reset(self, key: str, channel: str, *, reason: str) -> SessionRow:
-        """The caller holds the session's lane."""
-        return await reset_session(
-            self.store, key, channel, reason=reason, before_reset=self.before_reset
-        )
+        """Start a new session under `key`, after the pre-reset flush (a failed flush is
+        logged and the reset goes ahead). The caller holds the session's lane, or is
+        `krill reset`."""
+        if self.before_reset is not None:
+            try:
+                await self.before_reset.before_reset(key)
+            except Exception:
+                log.exception("pre-reset flush failed for %s; resetting anyway", key)
+        return await self.store.start_new_session(key, channel, reason)
 
     async def stop(self, key: str) -> int:
         """Cancel the running turn and drop queued messages; returns how many were dropped."""
