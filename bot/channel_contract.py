@@ -120,3 +120,5 @@ class ChannelSpec:
     check: Callable[[Config], Awaitable[list[Check]]] | None = None
     # Whether it only works beside Krill's HTTP server (`krill chat` runs without one).
     needs_server: bool = False
+    # Whether it is background work (polling, a socket): started only by `krill run`.
+    background: bool = True

@@ -30,5 +30,9 @@ def create(config: Config, gateway: Gateway) -> WebChannel | None:
 
 
 SPEC = ChannelSpec(
-    name="local", settings=lambda config: config.local, create=create, needs_server=True
+    name="local",
+    settings=lambda config: config.local,
+    create=create,
+    needs_server=True,
+    background=False,
 )
