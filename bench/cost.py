@@ -443,16 +443,15 @@ async def replay(turns: list[Turn], *, pipeline: bool, seed: int, ttl: str) -> R
     async with fake:
         with tempfile.TemporaryDirectory() as tmp:
             toml = BENCH_TOML.format(window=WINDOW)
-            harness = Harness(Path(tmp), fake.url, toml)
+            harness = Harness(Path(tmp), fake.url, toml, clock=lambda: clock[0])
             harness.env["KRILL_ANTHROPIC__CACHE_TTL"] = ttl
             async with harness as h:
                 app = h.app
                 assert app is not None
-                app.runner.clock = lambda: clock[0]
                 app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
                 if not pipeline:
-                    app.runner.prepare = None
-                    app.runner.recover_overflow = None
+                    app.runner.context = None
+                    app.runner.overflow = None
                 for turn in turns:
                     clock[0] = max(clock[0], start + turn.at)
                     model.turn = turn

@@ -11,18 +11,27 @@ import contextlib
 import importlib
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
+from bot.agent.accounting import UsageAccountant
+from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace, ensure_workspace
 from bot.channel_contract import Channel
 from bot.config import Config
+from bot.context.pipeline import ContextPipeline
 from bot.gateway import Core
+from bot.memory.extension import open_index
+from bot.memory.flush_service import FlushService
+from bot.memory.recall import Recall
+from bot.memory.tools import MemoryTools
 from bot.metrics import Metrics
+from bot.scheduler import Scheduler
 from bot.server import build_server
 from bot.store.base import Store
 from bot.store.sqlite import SQLiteStore
@@ -33,13 +42,20 @@ log = logging.getLogger(__name__)
 # Optional parts register here so the core never imports them: each is called with the
 # App after the core exists and may return an async stop callable.
 Extension = Callable[["App"], Awaitable[Callable[[], Awaitable[None]] | None]]
-EXTENSIONS: list[str] = ["bot.context.pipeline", "bot.tools.extension", "bot.memory.extension"]
+EXTENSIONS: list[str] = ["bot.tools.extension"]
 
 PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 
 
 class App:
-    def __init__(self, config: Config, *, with_server: bool = True, recover: bool = True):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        with_server: bool = True,
+        recover: bool = True,
+        clock: Callable[[], float] = time.time,
+    ):
         self.config = config
         self.with_server = with_server
         self.recover = recover
@@ -53,14 +69,50 @@ class App:
         )
         self.tools = ToolRegistry()
         self.channels: dict[str, Channel] = {}
+        # `clock` times model calls (and so prompt-cache expiry); a benchmark may simulate it.
+        self.accountant = UsageAccountant(
+            store=self.store,
+            metrics=self.metrics,
+            cache_ttl=config.anthropic.cache_ttl,
+            clock=clock,
+        )
+        self.loop = AgentLoop(model=self.model, tools=self.tools)
+        self.pipeline = ContextPipeline(self)
+        memory = config.memory
+        self.index = open_index(config) if memory.enabled else None
+        recall = Recall(self.index, memory.search) if self.index and memory.search.recall else None
+        self.flusher = (
+            FlushService(
+                config=config,
+                store=self.store,
+                loop=self.loop,
+                accountant=self.accountant,
+                workspace=self.workspace,
+                tools=self.tools,
+                clock=clock,
+            )
+            if self.index and memory.flush.enabled
+            else None
+        )
+        self.scheduler = Scheduler(
+            config=config, store=self.store, flusher=self.flusher, index=self.index
+        )
+        flushes = [self.flusher] if self.flusher else []
         self.runner = AgentRunner(
             config=config,
             store=self.store,
-            model=self.model,
+            loop=self.loop,
+            accountant=self.accountant,
             workspace=self.workspace,
             tools=self.tools,
             channels=self.channels,
             metrics=self.metrics,
+            recall=recall,
+            before_turn=[*flushes, self.scheduler],
+            context=self.pipeline,
+            overflow=self.pipeline,
+            before_compaction=flushes,
+            clock=clock,
         )
         self.core = Core(
             config=config,
@@ -111,11 +163,20 @@ class App:
                 )
         for channel in self._platform_channels():
             self.add_channel(channel)
+        self.core.compactor = self.pipeline.compact_command
+        if self.flusher is not None:
+            self.core.before_reset = self.flusher.before_reset
+        if self.index is not None:
+            await self.index.open()
+            memory = self.config.memory
+            MemoryTools(self.index, memory, self.config.agent.timezone).register(self.tools)
         for name in EXTENSIONS:
             extension: Extension = importlib.import_module(name).extension
             stop = await extension(self)
             if stop is not None:
                 self._stops.append(stop)
+        self.core.status_lines.append(self.scheduler.status_line)
+        await self.scheduler.start(self.core)
         # Read before any channel can accept a message: one accepted during start-up is
         # queued by `accept` already and must not be queued a second time as "unanswered".
         unanswered = await self.store.unfinished_inbound() if self.recover else []
@@ -159,6 +220,9 @@ class App:
             except Exception:
                 log.exception("channel %s did not stop cleanly", name)
         await self.core.close()
+        await self.scheduler.stop()
+        if self.index is not None:
+            await self.index.close()
         for stop in reversed(self._stops):
             with contextlib.suppress(Exception):
                 await stop()

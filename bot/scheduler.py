@@ -24,7 +24,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.agent.runner import TurnJob, new_turn_id
-from bot.memory.flush import (
+from bot.memory.flush_policy import (
     Reason,
     flush_threshold,
     has_unflushed_conversation,
@@ -38,7 +38,7 @@ from bot.types import Address
 if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway import Core
-    from bot.memory.flush import Flusher
+    from bot.memory.flush_service import FlushService
     from bot.memory.index import MemoryIndex
     from bot.store.base import SessionRow, Store
 
@@ -139,13 +139,12 @@ class Scheduler:
         *,
         config: Config,
         store: Store,
-        core: Core,
-        flusher: Flusher | None = None,
+        flusher: FlushService | None = None,
         index: MemoryIndex | None = None,
     ) -> None:
         self.config = config
         self.store = store
-        self.core = core
+        self._core: Core | None = None  # given to start(): the core is built after us
         self.flusher = flusher
         self.index = index
         self.ttl = config.scheduler.cache_ttl_seconds or config.anthropic.cache_ttl_seconds
@@ -174,7 +173,13 @@ class Scheduler:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    @property
+    def core(self) -> Core:
+        assert self._core is not None, "the scheduler runs jobs only after start()"
+        return self._core
+
+    async def start(self, core: Core) -> None:
+        self._core = core
         self._scheduler = AsyncIOScheduler(
             timezone=dt.UTC,
             # Defaults for every job; each add_job below restates what matters for it.
@@ -281,9 +286,9 @@ class Scheduler:
 
     # --- hooks --------------------------------------------------------------------------------
 
-    async def note_activity(self, job: TurnJob, session: SessionRow) -> None:
-        """Runner hook before a person's turn: (re)schedule this session's timed work. The
-        times are estimates (the turn has not called the model yet); jobs correct them."""
+    async def before_turn(self, job: TurnJob, session: SessionRow) -> None:
+        """Before a person's turn (`BeforeTurn`): (re)schedule this session's timed work.
+        The times are estimates (the turn has not called the model yet); jobs correct them."""
         now = time.time()
         key = job.session_key
         if self.idle_flush_enabled:
@@ -358,13 +363,26 @@ class Scheduler:
                 self._retry_later(self._idle_flush, "flush", key)
                 return
             _remember(self._flush_tried, key, session.last_activity_at)
-            await self.flusher.flush_in_lane(
-                key, session.session_id, Reason.IDLE, has_unflushed_conversation
-            )
+            await self._flush_in_lane(key, session.session_id)
 
         await self._guarded(
             f"flush:{key}", body, lambda: self._retry_later(self._idle_flush, "flush", key)
         )
+
+    async def _flush_in_lane(self, key: str, session_id: str) -> None:
+        """Queue the idle flush on the session's lane (after any running turn) and wait for
+        it; whether it is due is checked again inside the lane."""
+        flusher = self.flusher
+        assert flusher is not None
+
+        async def run() -> None:
+            session = await self.store.get_session(session_id)
+            if session is not None and has_unflushed_conversation(session):
+                await flusher.flush(session, reason=Reason.IDLE)
+
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.core.queue.submit(key, WorkItem("call", run, done))
+        await done  # settled even when the lane is stopped
 
     async def _idle_maintenance(self, key: str) -> None:
         async def body() -> None:
@@ -435,7 +453,7 @@ class Scheduler:
                     new_turn_id(),
                     prompt=prompt,
                     kind="heartbeat",
-                    history_limit=history_limit_for_key(self.core, key),
+                    history_limit=history_limit_for_key(self.config, key),
                 )
             )
             message = heartbeat_message(outcome.text) if outcome.error is None else None

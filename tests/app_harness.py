@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,15 @@ def message(
 class Harness:
     """`async with Harness(tmp_path, fake_url, config_toml) as h:` -> h.app, h.channel."""
 
-    def __init__(self, directory: Path, base_url: str, toml: str = "", **channel_opts: Any):
+    def __init__(
+        self,
+        directory: Path,
+        base_url: str,
+        toml: str = "",
+        *,
+        clock: Callable[[], float] = time.time,
+        **channel_opts: Any,
+    ):
         self.directory = directory
         self.config_path = directory / "krill.toml"
         self.config_path.write_text(
@@ -116,11 +125,12 @@ class Harness:
         )
         self.env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": base_url}
         self.channel = RecordingChannel(**channel_opts)
+        self.clock = clock
         self.app: App | None = None
 
     async def __aenter__(self) -> Harness:
         config = load_config(str(self.config_path), env=self.env)
-        self.app = App(config, with_server=False)
+        self.app = App(config, with_server=False, clock=self.clock)
         self.app.add_channel(self.channel)
         await self.app.start()
         return self

@@ -330,8 +330,7 @@ async def test_warm_cache_keeps_the_prefix_byte_identical_and_a_cold_one_prunes(
         return Reply(content=[{**call, "input": {"name": "f"}}], stop_reason="tool_use")
 
     fake_anthropic.default_handler = router(one_dump)
-    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
-        h.app.runner.clock = lambda: now[0]
+    async with Harness(tmp_path, fake_anthropic.url, TOML, clock=lambda: now[0]) as h:
         h.app.tools.register(dump_tool(6_000))
 
         async def turn(text: str, advance: float) -> None:
@@ -381,13 +380,16 @@ async def test_before_compaction_hooks_run_first_and_cannot_block_it(
     async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
         seen: list[int] = []
 
-        async def flush(session: Any) -> None:
-            seen.append(len(await compactions(h)))
+        class Flush:
+            async def before_compaction(self, session: Any) -> None:
+                seen.append(len(await compactions(h)))
 
-        async def broken(session: Any) -> None:
-            raise RuntimeError("flush failed")
+        class Broken:
+            async def before_compaction(self, session: Any) -> None:
+                raise RuntimeError("flush failed")
 
-        h.app.runner.before_compaction += [flush, broken]
+        # Compaction reads the runner's list; a test may not rebuild the app around it.
+        h.app.runner.before_compaction = (*h.app.runner.before_compaction, Flush(), Broken())
         await chat_turns(h, 2)
         await h.send("/compact")
         assert seen == [] and h.channel.finals[-1].startswith("Nothing to compact")

@@ -2,8 +2,8 @@
 history turn limit (done by the store when loading) -> single tool-result cap -> cache-TTL
 pruning -> compaction at the threshold; plus overflow recovery and `/compact`.
 
-Registered as an extension (`bot.app.EXTENSIONS`): it fills the runner's `prepare` and
-`recover_overflow` hooks and the core's `compactor`.
+The runner receives it as its context preparer and overflow recovery
+(`bot.agent.collaborators`); the core uses `compact_command` for `/compact`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
@@ -33,9 +33,6 @@ from bot.context.tokens import CHARS_PER_TOKEN, SAFETY_MARGIN, plain_tokens_for_
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow
 from bot.store.base import Entry, EntryType, SessionRow
-
-if TYPE_CHECKING:
-    from bot.app import App
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +76,7 @@ class ContextPipeline:
     async def prepare(
         self, session: SessionRow, history: list[Entry], messages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        """The runner's `prepare` hook: the messages to send for this model call."""
+        """The messages to send for this model call (`ContextPreparer`)."""
         config = self.host.config
         cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
         limit = result_char_limit(window, cfg)
@@ -124,8 +121,8 @@ class ContextPipeline:
     async def recover_overflow(
         self, session: SessionRow, error: ContextOverflow, attempt: int
     ) -> bool:
-        """The runner's `recover_overflow` hook: make room and return True to retry, or
-        return False to give up (the person is told to /reset)."""
+        """Make room and return True to retry, or return False to give up (the person is
+        told to /reset). (`OverflowRecovery`)"""
         if attempt == 1:
             self._overflow[session.session_id] = OverflowState()
         state = self._overflow.setdefault(session.session_id, OverflowState())
@@ -175,7 +172,7 @@ class ContextPipeline:
         return True
 
     async def compact_command(self, session_key: str, focus: str) -> str:
-        """The core's `compactor` hook behind `/compact [focus]` (runs in the session's lane)."""
+        """The core's compactor behind `/compact [focus]` (runs in the session's lane)."""
         session = await self.host.store.current_session(session_key)
         if session is None:
             return "Nothing to compact yet: this conversation has no history."
@@ -199,19 +196,10 @@ async def session_context_tokens(host: ContextHost, session: SessionRow) -> int:
     )
 
 
-async def extension(app: App) -> None:
-    """Wire the pipeline into a running App."""
-    pipeline = ContextPipeline(app)
-    app.runner.prepare = pipeline.prepare
-    app.runner.recover_overflow = pipeline.recover_overflow
-    app.core.compactor = pipeline.compact_command
-
-
 __all__ = [
     "CompactionResult",
     "ContextPipeline",
     "compact_session",
-    "extension",
     "needs_compaction",
     "session_context_tokens",
 ]
