@@ -451,7 +451,6 @@ async def replay(turns: list[Turn], *, pipeline: bool, seed: int, ttl: str) -> R
                 app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
                 if not pipeline:
                     app.runner.context = None
-                    app.runner.overflow = None
                 for turn in turns:
                     clock[0] = max(clock[0], start + turn.at)
                     model.turn = turn

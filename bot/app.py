@@ -110,7 +110,6 @@ class App:
             recall=recall,
             before_turn=[*flushes, self.scheduler],
             context=self.pipeline,
-            overflow=self.pipeline,
             before_compaction=flushes,
             clock=clock,
         )

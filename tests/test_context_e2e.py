@@ -388,7 +388,7 @@ async def test_before_compaction_hooks_run_first_and_cannot_block_it(
             async def before_compaction(self, session: Any) -> None:
                 raise RuntimeError("flush failed")
 
-        # Compaction reads the runner's list; a test may not rebuild the app around it.
+        # Given to the runner's constructor in the app; the test extends the list it built.
         h.app.runner.before_compaction = (*h.app.runner.before_compaction, Flush(), Broken())
         await chat_turns(h, 2)
         await h.send("/compact")

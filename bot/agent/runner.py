@@ -28,13 +28,7 @@ from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
-    from bot.agent.collaborators import (
-        BeforeCompaction,
-        BeforeTurn,
-        ContextPreparer,
-        MemoryRecall,
-        OverflowRecovery,
-    )
+    from bot.agent.hooks import BeforeCompaction, BeforeTurn, ContextManager, TurnRecall
     from bot.channel_contract import Channel
     from bot.metrics import Metrics
     from bot.store.base import Store
@@ -94,10 +88,9 @@ class AgentRunner:
         tools: ToolRegistry,
         channels: dict[str, Channel],
         metrics: Metrics,
-        recall: MemoryRecall | None = None,
+        recall: TurnRecall | None = None,
         before_turn: Sequence[BeforeTurn] = (),
-        context: ContextPreparer | None = None,
-        overflow: OverflowRecovery | None = None,
+        context: ContextManager | None = None,
         before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float] = time.time,
     ):
@@ -112,7 +105,6 @@ class AgentRunner:
         self.recall = recall
         self.before_turn = tuple(before_turn)
         self.context = context
-        self.overflow = overflow
         # Not used by the runner itself: compaction (which the context preparer runs) reads
         # it from here so one list serves both of its callers.
         self.before_compaction = tuple(before_compaction)
@@ -255,11 +247,11 @@ class AgentRunner:
             workspace=self.workspace.path,
             turn_id=job.turn_id,
         )
-        overflow = self.overflow
+        context_manager = self.context
 
         async def recover(error: ContextOverflow, attempt: int) -> bool:
-            assert overflow is not None
-            return await overflow.recover_overflow(session, error, attempt)
+            assert context_manager is not None
+            return await context_manager.recover_overflow(session, error, attempt)
 
         conversation = TranscriptConversation(
             store=self.store,
@@ -278,7 +270,7 @@ class AgentRunner:
             context=context,
             max_tool_rounds=self.config.agent.max_tool_iterations,
             stream=stream,
-            recover=recover if overflow is not None else None,
+            recover=recover if context_manager is not None else None,
         )
         outcome = await self.loop.run(conversation, exchange)
         return outcome.model_calls

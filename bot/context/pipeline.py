@@ -2,8 +2,8 @@
 history turn limit (done by the store when loading) -> single tool-result cap -> cache-TTL
 pruning -> compaction at the threshold; plus overflow recovery and `/compact`.
 
-The runner receives it as its context preparer and overflow recovery
-(`bot.agent.collaborators`); the core uses `compact_command` for `/compact`.
+The runner receives it as its `ContextManager` (`bot.agent.hooks`); the core uses
+`compact_command` for `/compact`.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class ContextPipeline:
     async def prepare(
         self, session: SessionRow, history: list[Entry], messages: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
-        """The messages to send for this model call (`ContextPreparer`)."""
+        """The messages to send for this model call (`ContextManager`)."""
         config = self.host.config
         cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
         limit = result_char_limit(window, cfg)
@@ -122,7 +122,7 @@ class ContextPipeline:
         self, session: SessionRow, error: ContextOverflow, attempt: int
     ) -> bool:
         """Make room and return True to retry, or return False to give up (the person is
-        told to /reset). (`OverflowRecovery`)"""
+        told to /reset). (`ContextManager`)"""
         if attempt == 1:
             self._overflow[session.session_id] = OverflowState()
         state = self._overflow.setdefault(session.session_id, OverflowState())
