@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-import httpx
+import httpx2
 
 from bot.agent.caching import apply_breakpoints
 from bot.config import Config
@@ -38,7 +38,7 @@ OVERFLOW_RE = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
 
 # What a failed call raises: the API's answers and the network under it. Anything else (a
 # TypeError in Krill's own callbacks, say) is a bug and reaches the caller as it is.
-MODEL_FAILURES = (anthropic.APIError, httpx.HTTPError, OSError)
+MODEL_FAILURES = (anthropic.APIError, httpx2.HTTPError, OSError)
 
 TextCallback = Callable[[str], Awaitable[None]]
 ToolStartCallback = Callable[[str], Awaitable[None]]
