@@ -107,7 +107,11 @@ def message(
 
 
 class Harness:
-    """`async with Harness(tmp_path, fake_url, config_toml) as h:` -> h.app, h.channel."""
+    """`async with Harness(tmp_path, fake_url, config_toml) as h:` -> h.app, h.channel.
+
+    The app runs as `krill run` does (scheduler and MCP servers included) but without the
+    HTTP server; `clock` is the time its turns, flushes and jobs see.
+    """
 
     def __init__(
         self,
@@ -119,18 +123,18 @@ class Harness:
         **channel_opts: Any,
     ):
         self.directory = directory
+        self.clock = clock
         self.config_path = directory / "krill.toml"
         self.config_path.write_text(
             "[anthropic]\nmax_retries = 0\n[server]\nport = 0\n" + toml, encoding="utf-8"
         )
         self.env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": base_url}
         self.channel = RecordingChannel(**channel_opts)
-        self.clock = clock
         self.app: App | None = None
 
     async def __aenter__(self) -> Harness:
         config = load_config(str(self.config_path), env=self.env)
-        self.app = App(config, with_server=False, clock=self.clock)
+        self.app = App(config, with_server=False, background=True, clock=self.clock)
         self.app.add_channel(self.channel)
         await self.app.start()
         return self
@@ -143,9 +147,9 @@ class Harness:
         assert self.app is not None
         if isinstance(msg, str):
             msg = message(msg, **kw)
-        result = await self.app.core.accept(msg)
+        result = await self.app.gateway.accept(msg)
         if wait:
-            await asyncio.wait_for(self.app.core.wait_idle(msg), 20)
+            await asyncio.wait_for(self.app.gateway.wait_idle(msg), 20)
         return result
 
     @property

@@ -28,7 +28,7 @@ from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
-    from bot.agent.hooks import BeforeCompaction, BeforeTurn, ContextManager, TurnRecall
+    from bot.agent.hooks import BeforeTurn, ContextManager, TurnRecall
     from bot.channel_contract import Channel
     from bot.metrics import Metrics
     from bot.store.base import Store
@@ -91,7 +91,6 @@ class AgentRunner:
         recall: TurnRecall | None = None,
         before_turn: Sequence[BeforeTurn] = (),
         context: ContextManager | None = None,
-        before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float] = time.time,
     ):
         self.config = config
@@ -105,9 +104,6 @@ class AgentRunner:
         self.recall = recall
         self.before_turn = tuple(before_turn)
         self.context = context
-        # Not used by the runner itself: compaction (which the context preparer runs) reads
-        # it from here so one list serves both of its callers.
-        self.before_compaction = tuple(before_compaction)
         # Time of model calls (and so of prompt-cache expiry); a benchmark may simulate it.
         self.clock = clock
 
@@ -137,9 +133,6 @@ class AgentRunner:
         return Entry(
             session.session_id, EntryType.MESSAGE, payload, role=Role.USER, turn_id=job.turn_id
         )
-
-    def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
-        return self.workspace.system_blocks(is_direct=is_direct)
 
     async def run(self, job: TurnJob) -> TurnOutcome:
         channel_name = job.first.channel if job.first else "local"
@@ -264,7 +257,7 @@ class AgentRunner:
             prepare=self.context.prepare if self.context is not None else None,
         )
         exchange = Exchange(
-            system=self.system_blocks(is_direct=job.is_direct),
+            system=self.workspace.system_blocks(is_direct=job.is_direct),
             tools=self.tools.definitions(policy=policy),
             policy=policy,
             context=context,

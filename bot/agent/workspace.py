@@ -116,8 +116,7 @@ class Workspace:
         return prompt
 
     def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
-        """The system prompt as request blocks: the same for every call of a session (turns,
-        flushes), so they share the cached prefix."""
+        """The system prompt as the model request carries it (see `system_prompt`)."""
         return [{"type": "text", "text": self.system_prompt(include_memory=is_direct)}]
 
     def _build(self, files: list[tuple[str, str]]) -> str:

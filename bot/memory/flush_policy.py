@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bot.config import ChannelPolicyConfig
 from bot.memory.notes import daily_note_path
-from bot.sessions.keys import parse_session_key
-from bot.sessions.limits import resolve_history_limit
+from bot.sessions.keys import conversation_of_key
 from bot.store.base import Entry, Role, SessionRow
-from bot.types import Address, ChatType, InboundMessage
-
-if TYPE_CHECKING:
-    from bot.config import Config
+from bot.types import Address, InboundMessage
 
 
 class Reason(StrEnum):
@@ -106,27 +101,6 @@ def flush_prompt(reason: Reason, now: dt.datetime, *, is_direct: bool) -> str:
     )
 
 
-def chat_type_of_key(key: str) -> ChatType:
-    kind = parse_session_key(key)["kind"]
-    if kind in ("direct", "main"):
-        return ChatType.DIRECT
-    return ChatType.GROUP if kind == "group" else ChatType.CHANNEL
-
-
-def history_limit_for_key(config: Config, key: str) -> int:
-    """The user-turn limit a person's turn in this session uses, so internal calls send the
-    same history (and read the same cache entries)."""
-    try:
-        parts = parse_session_key(key)
-    except ValueError:
-        return 0
-    channel = getattr(config, parts["channel"], None) if parts["channel"] else None
-    policy = channel if isinstance(channel, ChannelPolicyConfig) else None
-    return resolve_history_limit(
-        policy, chat_type_of_key(key), parts["chat_id"] or "", parts["peer"] or ""
-    )
-
-
 def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     """Stand-ins for the messages of the session's latest person turn, so the flush gets
     the tool policy (and tool list, part of the cached prefix) that turn had."""
@@ -136,18 +110,17 @@ def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     )
     if latest is None:
         return []
-    parts = parse_session_key(key)
-    chat_type = chat_type_of_key(key)
+    conversation = conversation_of_key(key)
     senders = []
     for m in latest.payload["messages"]:
         user_id = str(m.get("user_id", ""))
-        chat_id = parts["chat_id"] or user_id
+        chat_id = conversation.chat_id or user_id
         channel = str(m.get("channel", ""))
         senders.append(
             InboundMessage(
                 channel=channel,
                 message_id=str(m.get("message_id", "")),
-                chat_type=chat_type,
+                chat_type=conversation.chat_type,
                 chat_id=chat_id,
                 user_id=user_id,
                 text="",

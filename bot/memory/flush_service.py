@@ -32,12 +32,12 @@ from bot.memory.flush_policy import (
     flush_prompt,
     flush_threshold,
     has_unflushed_conversation,
-    history_limit_for_key,
     threshold_flush_due,
     turn_senders,
     with_flush_prompt,
 )
 from bot.sessions.keys import is_direct_key
+from bot.sessions.limits import history_limit_for_key
 from bot.store.base import Entry, EntryType, SessionRow, new_id
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -121,8 +121,8 @@ class FlushService:
             await self.flush(fresh, reason=Reason.COMPACTION)
 
     async def before_reset(self, key: str) -> None:
-        """Flush the old session before /reset or /new starts a new one (the core runs those
-        commands in the session's lane, so the flush runs directly)."""
+        """Flush the old session before /reset, /new or `krill reset` starts a new one (the
+        gateway runs those in the session's lane, so the flush runs directly)."""
         session = await self.store.current_session(key)
         if session is None or not has_unflushed_conversation(session):
             return

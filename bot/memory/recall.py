@@ -31,7 +31,7 @@ def fit_budget(hits: list[SearchHit], max_chars: int) -> list[SearchHit]:
 
 
 class Recall:
-    """Memory recall for the runner (`bot.agent.hooks.TurnRecall`)."""
+    """The runner's memory recall (`bot.agent.hooks.TurnRecall`)."""
 
     def __init__(self, index: MemoryIndex, config: MemorySearchConfig) -> None:
         self.index = index
