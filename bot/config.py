@@ -63,6 +63,8 @@ class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8787, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, gt=0)
+    # Host names accepted for /, /api, /ws and /admin besides loopback (DNS-rebinding guard).
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class AdminConfig(Section):
