@@ -75,6 +75,19 @@ class SessionConfig(Section):
     dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
     identity_links: dict[str, list[str]] = Field(default_factory=dict)
 
+    @field_validator("identity_links")
+    @classmethod
+    def _qualified_links(cls, links: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A bare id would also match a local web user who picks that id as a name.
+        for name, entries in links.items():
+            for entry in entries:
+                channel, _, user = entry.partition(":")
+                if not channel.strip() or not user.strip():
+                    raise ValueError(
+                        f"{name}: {entry!r} must name its channel, e.g. 'telegram:{entry}'"
+                    )
+        return links
+
 
 class ToolFilterConfig(Section):
     """A `tools = {allow, deny}` table on a channel, group or DM: narrows the global [tools]."""
