@@ -405,6 +405,10 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Keys whose values are never echoed in an error, even when they have the wrong type.
+SECRET_KEY_RE = re.compile(r"(?:^|_)(?:token|secret|key|password|passwd)$|^(?:env|headers)$", re.I)
+
+
 def _format_validation(err: ValidationError, where: str) -> str:
     lines = []
     for e in err.errors():
@@ -413,7 +417,8 @@ def _format_validation(err: ValidationError, where: str) -> str:
             msg = "unknown key"
         else:
             msg = e["msg"]
-            if "input" in e and not isinstance(e["input"], dict | list):
+            secret = any(SECRET_KEY_RE.search(str(part)) for part in e["loc"])
+            if "input" in e and not isinstance(e["input"], dict | list) and not secret:
                 msg += f" (got {e['input']!r})"
         lines.append(f"{where}: {key}: {msg}")
     return "\n".join(lines)
