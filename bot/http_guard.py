@@ -10,16 +10,15 @@ host. Webhooks, /healthz and /metrics are called by servers, not browsers, and a
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 # Paths a browser uses; everything else on the server is for other servers.
 BROWSER_PATHS = ("/api/", "/ws/", "/admin")
 LOOPBACK_NAMES = frozenset({"localhost"})
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def split_host(value: str) -> tuple[str, str]:
@@ -73,9 +72,7 @@ def is_browser_path(path: str) -> bool:
     return path == "/" or path.startswith(BROWSER_PATHS)
 
 
-def browser_guard(
-    allowed_hosts: Collection[str],
-) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def browser_guard(allowed_hosts: Collection[str]) -> Middleware:
     """aiohttp middleware applying `browser_refusal` to the browser paths (403 on refusal)."""
 
     @web.middleware

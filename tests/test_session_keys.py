@@ -205,7 +205,7 @@ def test_unlinked_ids_of_different_channels_never_share_a_session() -> None:
 
 
 def test_identity_links_must_name_the_channel() -> None:
-    with pytest.raises(ValueError, match="must name its channel, e.g. 'telegram:123'"):
+    with pytest.raises(ValueError, match=r"must name its channel, e\.g\. 'telegram:123'"):
         SessionConfig(dm_scope="per-peer", identity_links={"alice": ["123"]})
     with pytest.raises(ValueError, match="must name its channel"):
         SessionConfig(identity_links={"alice": [":123"]})

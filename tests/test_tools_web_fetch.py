@@ -312,7 +312,7 @@ async def test_redirects_to_private_targets_are_refused(
     tool = fetch_tool(resolver=resolver)
     hop = target.format(port=site.port)
     url = f"http://public.test:{site.port}/redirect?to={hop}"
-    with pytest.raises(ToolError, match="refused: a redirect. web_fetch only reaches") as err:
+    with pytest.raises(ToolError, match=r"refused: a redirect\. web_fetch only reaches") as err:
         await tool.handle({"url": url}, ctx(tmp_path))
     # The target came from the remote server, so it is quoted inside untrusted markers.
     assert re.fullmatch(f"redirect to .*{reason}.*", outside_part(err.value))

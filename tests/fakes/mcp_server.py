@@ -2,7 +2,8 @@
 
 Run it as a subprocess: `python tests/fakes/mcp_server.py` serves stdio;
 `--http PORT` serves streamable HTTP at `/mcp`; `--hang` never answers, to test start
-timeouts; `--print-env` first writes its environment to stderr, as careless servers do. Tools: `echo`, `big` (large output), `fail` (an error result), `slow`, and
+timeouts; `--print-env` first writes its environment to stderr, as careless servers do.
+Tools: `echo`, `big` (large output), `fail` (an error result), `slow`, and
 `crash` (the process exits mid-call).
 """
 
