@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from bot.agent.pricing import estimate_cost
 from bot.agent.untrusted import marker_id_for, wrap_untrusted
 from bot.config import Config, ContextConfig
 from bot.context.identifiers import extract_identifiers, missing_identifiers
@@ -32,10 +31,10 @@ from bot.store.base import Entry, EntryType, Role, SessionRow, new_id
 from bot.types import Usage
 
 if TYPE_CHECKING:
+    from bot.agent.accounting import UsageAccountant
+    from bot.agent.hooks import BeforeCompaction
     from bot.agent.model import ModelClient
-    from bot.agent.runner import AgentRunner
     from bot.agent.workspace import Workspace
-    from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -128,15 +127,17 @@ RETRY_PROMPT = (
 
 
 class ContextHost(Protocol):
-    """What compaction needs from the running service (`bot.app.App` provides it)."""
+    """What compaction needs (`bot.context.pipeline.ContextPipeline` provides it)."""
 
     config: Config
     store: Store
     model: ModelClient
     workspace: Workspace
     tools: ToolRegistry
-    runner: AgentRunner
-    metrics: Metrics
+    accountant: UsageAccountant
+
+    @property
+    def before_compaction(self) -> Sequence[BeforeCompaction]: ...
 
 
 # --------------------------------------------------------------------------- pure steps
@@ -590,7 +591,7 @@ class CompactionResult:
 
 def overhead_chars(host: ContextHost) -> int:
     """Characters of what precedes the messages: the system prompt and tool definitions."""
-    system = host.runner.system_blocks(is_direct=True)
+    system = host.workspace.system_blocks(is_direct=True)
     tools = host.tools.definitions(host.config.tools.allow, host.config.tools.deny)
     return sum(len(b.get("text", "")) for b in system) + len(json.dumps(tools))
 
@@ -607,7 +608,7 @@ async def compact_session(
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
-    Runs every `runner.before_compaction` hook first (e.g. a memory flush). `history`
+    Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
     for a model failure: the result says "failed" and the history is untouched. Call it in
     the session's lane (the queue), so no turn runs at the same time.
@@ -623,9 +624,9 @@ async def compact_session(
             f"Nothing to compact yet: only the last {keep} turn(s) are in the history, and "
             "those are always kept as they are.",
         )
-    for hook in host.runner.before_compaction:
+    for hook in host.before_compaction:
         try:
-            await hook(session)
+            await hook.before_compaction(session)
         except Exception:  # a failed flush must not stop the compaction that needs room
             log.exception("before-compaction hook failed for %s", session.session_key)
     if history is None:  # a hook may have added entries (a flush turn)
@@ -691,7 +692,15 @@ async def compact_session(
     entry.payload["tokens_after"] = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
-    await _record_usage(host, session, summarizer, after)
+    # Leaves the time of the last model call alone: that one tracks the conversation's own
+    # prompt cache, which the summarizer's requests do not touch.
+    await host.accountant.charge(
+        session.session_id,
+        summarizer.usage,
+        summarizer.model_id or config.agent.model,
+        read_cache=False,
+        context_tokens=after,
+    )
     log.info(
         "compacted %s (%s): ~%d -> ~%d tokens, %d messages summarized in %d call(s)",
         session.session_key,
@@ -714,29 +723,4 @@ async def compact_session(
         kept_turns=kept_turns,
         model_calls=summarizer.calls,
         problems=tuple(problems),
-    )
-
-
-async def _record_usage(
-    host: ContextHost, session: SessionRow, summarizer: _Summarizer, context_after: int
-) -> None:
-    """Count the summarizer's tokens and cost in the session, leaving the time of its last
-    model call alone: that one tracks the conversation's own prompt cache, which the
-    summarizer's requests do not touch. Runs in the session's lane, so reading and
-    writing the counters cannot race a turn."""
-    usage = summarizer.usage
-    for kind, value in usage.to_dict().items():
-        host.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
-    fresh = await host.store.get_session(session.session_id)
-    if fresh is None:
-        return
-    model = summarizer.model_id or host.config.agent.model
-    await host.store.update_session(
-        session.session_id,
-        input_tokens=fresh.input_tokens + usage.input_tokens,
-        output_tokens=fresh.output_tokens + usage.output_tokens,
-        cache_read_tokens=fresh.cache_read_tokens + usage.cache_read_tokens,
-        cache_write_tokens=fresh.cache_write_tokens + usage.cache_write_tokens,
-        cost_usd=fresh.cost_usd + estimate_cost(model, usage, host.config.anthropic.cache_ttl),
-        context_tokens=context_after,
     )
