@@ -249,6 +249,7 @@ class App:
             ready=self._health,
             routes=routes,
             max_body_bytes=self.config.server.max_body_bytes,
+            allowed_hosts=self.config.server.allowed_hosts,
         )
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -59,6 +59,8 @@ class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8787, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, gt=0)
+    # Host names accepted for /, /api, /ws and /admin besides loopback (DNS-rebinding guard).
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class AdminConfig(Section):
@@ -68,6 +70,19 @@ class AdminConfig(Section):
 class SessionConfig(Section):
     dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
     identity_links: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("identity_links")
+    @classmethod
+    def _qualified_links(cls, links: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A bare id would also match a local web user who picks that id as a name.
+        for name, entries in links.items():
+            for entry in entries:
+                channel, _, user = entry.partition(":")
+                if not channel.strip() or not user.strip():
+                    raise ValueError(
+                        f"{name}: {entry!r} must name its channel, e.g. 'telegram:{entry}'"
+                    )
+        return links
 
 
 class ToolFilterConfig(Section):
@@ -395,6 +410,10 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Keys whose values are never echoed in an error, even when they have the wrong type.
+SECRET_KEY_RE = re.compile(r"(?:^|_)(?:token|secret|key|password|passwd)$|^(?:env|headers)$", re.I)
+
+
 def _format_validation(err: ValidationError, where: str) -> str:
     lines = []
     for e in err.errors():
@@ -403,7 +422,8 @@ def _format_validation(err: ValidationError, where: str) -> str:
             msg = "unknown key"
         else:
             msg = e["msg"]
-            if "input" in e and not isinstance(e["input"], dict | list):
+            secret = any(SECRET_KEY_RE.search(str(part)) for part in e["loc"])
+            if "input" in e and not isinstance(e["input"], dict | list) and not secret:
                 msg += f" (got {e['input']!r})"
         lines.append(f"{where}: {key}: {msg}")
     return "\n".join(lines)

@@ -39,7 +39,7 @@ def msg(
 DEFAULT = SessionConfig()
 PER_PEER = SessionConfig(dm_scope="per-peer")
 MAIN = SessionConfig(dm_scope="main")
-LINKS = {"Alice": ["telegram:123", "SLACK:u1"], "bob": ["U777"]}
+LINKS = {"Alice": ["telegram:123", "SLACK:u1"], "bob": ["slack:U777"]}
 LINKED = SessionConfig(dm_scope="per-peer", identity_links=LINKS)
 
 
@@ -54,8 +54,12 @@ def test_agent_id() -> None:
         (msg("telegram", ChatType.DIRECT, "123", "123"), DEFAULT, "agent:main:telegram:direct:123"),
         (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), DEFAULT, "agent:main:slack:direct:u0abc"),
         # DM, per-peer
-        (msg("telegram", ChatType.DIRECT, "123", "123"), PER_PEER, "agent:main:direct:123"),
-        (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), PER_PEER, "agent:main:direct:u0abc"),
+        (
+            msg("telegram", ChatType.DIRECT, "123", "123"),
+            PER_PEER,
+            "agent:main:direct:telegram:123",
+        ),
+        (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), PER_PEER, "agent:main:direct:slack:u0abc"),
         # DM, main
         (msg("telegram", ChatType.DIRECT, "123", "123"), MAIN, "agent:main:main"),
         (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), MAIN, "agent:main:main"),
@@ -100,7 +104,7 @@ def test_group_scope_does_not_depend_on_dm_scope() -> None:
 
 def test_local_follows_dm_scope() -> None:
     m = msg("local", ChatType.DIRECT, "alice", "alice")
-    assert session_key(m, PER_PEER) == "agent:main:direct:alice"
+    assert session_key(m, PER_PEER) == "agent:main:direct:local:alice"
     assert session_key(m, MAIN) == "agent:main:main"
 
 
@@ -153,20 +157,23 @@ def test_identity_link_principal_is_case_insensitive() -> None:
     assert session_key(m, LINKED) == "agent:main:direct:alice"
 
 
-def test_identity_link_matches_bare_id_case_insensitively() -> None:
+def test_identity_link_matches_case_insensitively() -> None:
     m = msg("slack", ChatType.DIRECT, "D9", "u777")
     assert session_key(m, LINKED) == "agent:main:direct:bob"
+    assert session_key(msg("local", ChatType.DIRECT, "u777", "u777"), LINKED) == (
+        "agent:main:direct:local:u777"
+    )
 
 
 def test_identity_link_principal_does_not_match_other_channel() -> None:
     # "telegram:123" names a Telegram user; Slack user "123" is someone else.
     m = msg("slack", ChatType.DIRECT, "D1", "123")
-    assert session_key(m, LINKED) == "agent:main:direct:123"
+    assert session_key(m, LINKED) == "agent:main:direct:slack:123"
 
 
 def test_unlinked_user_falls_back_to_user_id() -> None:
     m = msg("telegram", ChatType.DIRECT, "999", "999")
-    assert session_key(m, LINKED) == "agent:main:direct:999"
+    assert session_key(m, LINKED) == "agent:main:direct:telegram:999"
 
 
 def test_linked_users_share_one_session_across_channels() -> None:
@@ -188,6 +195,22 @@ def test_identity_links_do_not_affect_groups() -> None:
     assert session_key(m, LINKED) == "agent:main:telegram:group:-1"
 
 
+def test_unlinked_ids_of_different_channels_never_share_a_session() -> None:
+    # A local web user may call themselves "123"; that is not Telegram user 123.
+    telegram = msg("telegram", ChatType.DIRECT, "123", "123")
+    local = msg("local", ChatType.DIRECT, "123", "123")
+    assert session_key(telegram, PER_PEER) != session_key(local, PER_PEER)
+    assert session_key(local, LINKED) == "agent:main:direct:local:123"
+    assert session_key(telegram, LINKED) == "agent:main:direct:alice"
+
+
+def test_identity_links_must_name_the_channel() -> None:
+    with pytest.raises(ValueError, match=r"must name its channel, e\.g\. 'telegram:123'"):
+        SessionConfig(dm_scope="per-peer", identity_links={"alice": ["123"]})
+    with pytest.raises(ValueError, match="must name its channel"):
+        SessionConfig(identity_links={"alice": [":123"]})
+
+
 def test_linked_identity_helper() -> None:
     assert linked_identity(msg("telegram", ChatType.DIRECT, "1", "123"), LINKS) == "Alice"
     assert linked_identity(msg("telegram", ChatType.DIRECT, "1", "124"), LINKS) is None
@@ -201,7 +224,14 @@ ROUND_TRIP = [
         "agent:main:telegram:direct:123",
         {"channel": "telegram", "kind": "direct", "peer": "123"},
     ),
-    ("agent:main:direct:alice", {"channel": None, "kind": "direct", "peer": "alice"}),
+    (
+        "agent:main:direct:alice",
+        {"channel": None, "kind": "direct", "peer": "alice", "per_peer": True},
+    ),
+    (
+        "agent:main:direct:telegram:123",
+        {"channel": "telegram", "kind": "direct", "peer": "123", "per_peer": True},
+    ),
     ("agent:main:main", {"channel": None, "kind": "main"}),
     (
         "agent:main:telegram:group:-100123",
@@ -234,6 +264,7 @@ def test_parse_round_trip(key: str, fields: dict[str, str | None]) -> None:
         "chat_id": None,
         "topic": None,
         "thread": None,
+        "per_peer": False,
         **fields,
     }
     assert dict(parts) == expected
@@ -267,7 +298,7 @@ def test_every_generated_key_parses_back() -> None:
         "agent::main",
         "agent:main:main:extra",
         "agent:main:direct",
-        "agent:main:direct:a:b",
+        "agent:main:direct:a:b:c",
         "agent:main:telegram",
         "agent:main:telegram:direct",
         "agent:main:telegram:direct:1:thread:2",
