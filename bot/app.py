@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
+from bot.agent.accounting import UsageAccountant
+from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace, ensure_workspace
@@ -31,7 +31,7 @@ from bot.gateway.lanes import Lanes
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
-from bot.memory.flush import Flusher
+from bot.memory.flush_service import FlushService
 from bot.memory.index import MemoryIndex
 from bot.memory.recall import Recall
 from bot.memory.tools import MemoryTools
@@ -47,10 +47,9 @@ from bot.tools.mcp import McpManager
 from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
+from channels.registry import CHANNELS
 
 log = logging.getLogger(__name__)
-
-PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 
 
 class App:
@@ -85,21 +84,32 @@ class App:
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
         self.mcp = McpManager(config, self.tools)
 
+        # Every model call goes through the one loop (turns, heartbeats, flushes) and is
+        # counted by the one accountant (those and compaction's summaries).
+        self.accountant = UsageAccountant(
+            store=self.store,
+            metrics=self.metrics,
+            cache_ttl=config.anthropic.cache_ttl,
+            clock=clock,
+        )
+        self.loop = AgentLoop(model=self.model, tools=self.tools)
+
         # Memory: the index and its tools, per-turn recall, and the flush.
         memory = config.memory
         self.index: MemoryIndex | None = None
         recall: Recall | None = None
-        self.flusher: Flusher | None = None
+        self.flusher: FlushService | None = None
         if memory.enabled:
             self.index = MemoryIndex(config.sqlite_path, config.workspace_dir, memory)
             MemoryTools(self.index, memory, config.agent.timezone).register(self.tools)
             if memory.search.recall:
                 recall = Recall(self.index, memory.search)
             if memory.flush.enabled:
-                self.flusher = Flusher(
+                self.flusher = FlushService(
                     config=config,
                     store=self.store,
-                    model=self.model,
+                    loop=self.loop,
+                    accountant=self.accountant,
                     tools=self.tools,
                     workspace=self.workspace,
                     clock=clock,
@@ -112,14 +122,15 @@ class App:
             model=self.model,
             workspace=self.workspace,
             tools=self.tools,
-            metrics=self.metrics,
+            accountant=self.accountant,
             before_compaction=flushers,
             clock=clock,
         )
         self.runner = AgentRunner(
             config=config,
             store=self.store,
-            model=self.model,
+            loop=self.loop,
+            accountant=self.accountant,
             workspace=self.workspace,
             tools=self.tools,
             channels=self.channels,
@@ -183,12 +194,16 @@ class App:
         self.channels[channel.name] = channel
         self._ready[channel.name] = False
 
-    def _platform_channels(self) -> list[Channel]:
+    def _enabled_channels(self) -> list[Channel]:
         found = []
-        for name, module_name in PLATFORM_CHANNELS.items():
-            if getattr(self.config, name).enabled:
-                module: Any = importlib.import_module(module_name)
-                found.append(module.create(self.config, self.gateway))
+        for spec in CHANNELS:
+            wanted = (self.with_server or not spec.needs_server) and (
+                self.background or not spec.background
+            )
+            if wanted and spec.settings(self.config).enabled:
+                channel = spec.create(self.config, self.gateway)
+                if channel is not None:
+                    found.append(channel)
         return found
 
     async def start(self) -> None:
@@ -203,21 +218,9 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
-        if self.with_server and self.config.local.enabled:
-            from channels.local.web import WebChannel, is_loopback_host
-
-            token = self.config.local.token
-            if token or is_loopback_host(self.config.server.host):
-                self.add_channel(WebChannel(self.gateway, self.gateway.wait_idle, token=token))
-            else:
-                log.warning(
-                    "the local web chat is off: server.host %s is reachable from the network "
-                    "and local.token is not set",
-                    self.config.server.host,
-                )
+        for channel in self._enabled_channels():
+            self.add_channel(channel)
         if self.background:
-            for channel in self._platform_channels():
-                self.add_channel(channel)
             self.mcp.start()  # connects in the background; never holds up start-up
             await self.scheduler.start()
         # Read before any channel can accept a message: one accepted during start-up is

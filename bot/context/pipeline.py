@@ -8,10 +8,11 @@ It is the runner's `ContextManager` and the gateway's compactor (`bot.app` wires
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
 
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
@@ -35,11 +36,11 @@ from bot.errors import ContextOverflow
 from bot.store.base import Entry, EntryType, SessionRow
 
 if TYPE_CHECKING:
+    from bot.agent.accounting import UsageAccountant
     from bot.agent.hooks import BeforeCompaction
     from bot.agent.model import ModelClient
     from bot.agent.workspace import Workspace
     from bot.config import Config
-    from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -69,7 +70,7 @@ class ContextPipeline:
         model: ModelClient,
         workspace: Workspace,
         tools: ToolRegistry,
-        metrics: Metrics,
+        accountant: UsageAccountant,
         before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float],
     ) -> None:
@@ -78,11 +79,11 @@ class ContextPipeline:
         self.model = model
         self.workspace = workspace
         self.tools = tools
-        self.metrics = metrics
+        self.accountant = accountant
         self.before_compaction = tuple(before_compaction)
         # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
         self.clock = clock
-        self._states: OrderedDict[str, _SessionState] = OrderedDict()
+        self._states: LRUCache[str, _SessionState] = LRUCache(MAX_TRACKED_SESSIONS)
         self._overflow: dict[str, OverflowState] = {}
 
     def now(self) -> float:
@@ -92,12 +93,10 @@ class ContextPipeline:
         compaction_id = (
             history[0].id if history and history[0].type == EntryType.COMPACTION else None
         )
-        state = self._states.pop(session_id, None)
+        state = self._states.get(session_id)
         if state is None or state.compaction_id != compaction_id:
             state = _SessionState(compaction_id)  # compaction replaced what the plan covered
-        self._states[session_id] = state
-        while len(self._states) > MAX_TRACKED_SESSIONS:
-            self._states.popitem(last=False)
+            self._states[session_id] = state
         return state
 
     async def prepare(
