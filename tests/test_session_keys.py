@@ -6,7 +6,6 @@ import pytest
 
 from bot.config import SessionConfig
 from bot.sessions.keys import (
-    AGENT_ID,
     format_session_key,
     is_direct_key,
     linked_identity,
@@ -41,10 +40,6 @@ PER_PEER = SessionConfig(dm_scope="per-peer")
 MAIN = SessionConfig(dm_scope="main")
 LINKS = {"Alice": ["telegram:123", "SLACK:u1"], "bob": ["slack:U777"]}
 LINKED = SessionConfig(dm_scope="per-peer", identity_links=LINKS)
-
-
-def test_agent_id() -> None:
-    assert AGENT_ID == "main"
 
 
 @pytest.mark.parametrize(
