@@ -189,54 +189,9 @@ def cmd_reset(config: Config, args: argparse.Namespace) -> int:
     return asyncio.run(_with_store(config, run))
 
 
-def _entry_dict(e: Any) -> dict[str, Any]:
-    return {
-        "id": e.id,
-        "parent_id": e.parent_id,
-        "session_id": e.session_id,
-        "type": e.type,
-        "role": e.role,
-        "turn_id": e.turn_id,
-        "created_at": e.created_at,
-        "usage": e.usage,
-        "payload": e.payload,
-    }
-
-
-def _entry_line(e: Any) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.created_at))
-    payload = e.payload
-    if e.type == "compaction":
-        summary = payload.get("summary", "")
-        return (
-            f"{when} [compaction] kept from {payload.get('first_kept_entry_id')}: {summary[:300]}"
-        )
-    if e.role == "user":
-        if "messages" in payload:
-            text = " | ".join(
-                f"{m.get('user_name') or m.get('user_id')}: {m.get('text')}"
-                for m in payload["messages"]
-            )
-        else:
-            text = payload.get("text", "")
-        return f"{when} user: {text}"
-    if e.role in ("assistant", "tool"):
-        parts = []
-        for block in payload.get("content", []):
-            kind = block.get("type")
-            if kind == "text":
-                parts.append(block["text"])
-            elif kind == "tool_use":
-                parts.append(f"[tool {block['name']} {json.dumps(block.get('input'))[:200]}]")
-            elif kind == "tool_result":
-                content = block.get("content")
-                size = len(content) if isinstance(content, str) else len(json.dumps(content))
-                parts.append(f"[result {size} chars{' error' if block.get('is_error') else ''}]")
-        return f"{when} {e.role}: {' '.join(parts)}"
-    return f"{when} [{e.type}] {json.dumps(payload)[:300]}"
-
-
 def cmd_sessions(config: Config, args: argparse.Namespace) -> int:
+    from bot.transcript_export import entry_line, entry_record
+
     async def run(store: Any) -> int:
         if args.action == "list":
             for s in await store.list_sessions(current_only=not args.all):
@@ -253,13 +208,13 @@ def cmd_sessions(config: Config, args: argparse.Namespace) -> int:
         if args.action == "export":
             for s in sessions:
                 for e in await store.transcript(s.session_id):
-                    print(json.dumps(_entry_dict(e), ensure_ascii=False))
+                    print(json.dumps(entry_record(e), ensure_ascii=False))
             return 0
         for s in sessions:
             print(f"== session {s.session_id}{' (current)' if s.is_current else ''} ==")
             print(json.dumps(_session_dict(s), indent=2))
             for e in await store.transcript(s.session_id):
-                print(_entry_line(e))
+                print(entry_line(e))
         return 0
 
     return asyncio.run(_with_store(config, run))

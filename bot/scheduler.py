@@ -33,6 +33,7 @@ from bot.memory.flush import (
 )
 from bot.sessions.keys import is_direct_key
 from bot.sessions.queue import WorkItem
+from bot.transcript import PromptPurpose
 from bot.types import Address
 
 if TYPE_CHECKING:
@@ -434,7 +435,7 @@ class Scheduler:
                     key,
                     new_turn_id(),
                     prompt=prompt,
-                    kind="heartbeat",
+                    kind=PromptPurpose.HEARTBEAT,
                     history_limit=history_limit_for_key(self.core, key),
                 )
             )

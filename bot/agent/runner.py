@@ -13,7 +13,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from anthropic.types import ContentBlockParam, ToolResultBlockParam
 
 from bot.agent.delivery import ReplyStream
 from bot.agent.model import ModelClient, ModelReply
@@ -25,9 +27,20 @@ from bot.context.messages import build_messages
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
 from bot.sessions.keys import is_direct_key
-from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
+from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
+from bot.transcript import (
+    AssistantReply,
+    ChatLine,
+    Entry,
+    InternalPrompt,
+    Payload,
+    PersonTurn,
+    PromptPurpose,
+    ToolResults,
+    new_id,
+)
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -56,7 +69,7 @@ class TurnJob:
     resume: bool = False
     # Silent turns (memory flush, heartbeat) carry an internal prompt and show nothing.
     prompt: str | None = None
-    kind: str = "user"
+    kind: str = "user"  # a PromptPurpose for internal prompts
     history_limit: int = 0
 
     @property
@@ -124,31 +137,27 @@ class AgentRunner:
         self.clock: Callable[[], float] = time.time
 
     def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
+        payload: Payload
         if job.prompt is not None:
-            payload: dict[str, Any] = {"text": job.prompt, "kind": job.kind}
+            payload = InternalPrompt(job.prompt, PromptPurpose(job.kind))
         else:
             context: list[str] = []
             for msg in job.messages:
                 context.extend(msg.context_lines)
-            payload = {
-                "messages": [
-                    {
-                        "message_id": m.message_id,
-                        "channel": m.channel,
-                        "user_id": m.user_id,
-                        "user_name": m.user_name,
-                        "text": m.text,
-                        "timestamp": m.timestamp or time.time(),
-                        "chat_title": m.chat_title,
-                    }
-                    for m in job.messages
-                ],
-                "context_lines": context,
-                "recall": recall,
-            }
-        return Entry(
-            session.session_id, EntryType.MESSAGE, payload, role=Role.USER, turn_id=job.turn_id
-        )
+            lines = [
+                ChatLine(
+                    message_id=m.message_id,
+                    channel=m.channel,
+                    user_id=m.user_id,
+                    user_name=m.user_name,
+                    text=m.text,
+                    timestamp=m.timestamp or time.time(),
+                    chat_title=m.chat_title,
+                )
+                for m in job.messages
+            ]
+            payload = PersonTurn(lines, context, recall)
+        return Entry(session.session_id, payload, turn_id=job.turn_id)
 
     def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
         prompt = self.workspace.system_prompt(include_memory=is_direct)
@@ -247,9 +256,13 @@ class AgentRunner:
             )
             if _reply_written(history, job.turn_id):
                 # Resumed after the reply was written: replay its text for delivery.
-                mine = [e for e in history if e.turn_id == job.turn_id and e.role == Role.ASSISTANT]
-                for entry in mine:
-                    await stream.on_text(_entry_text(entry))
+                mine = [
+                    e.payload
+                    for e in history
+                    if e.turn_id == job.turn_id and isinstance(e.payload, AssistantReply)
+                ]
+                for reply_written in mine:
+                    await stream.on_text(reply_written.text)
                     stream.next_iteration()
                 return outcome
             messages = build_messages(history, self.config.agent.timezone)
@@ -311,18 +324,17 @@ class AgentRunner:
         self.metrics.model_latency.observe(reply.latency)
         for kind, value in usage.to_dict().items():
             self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
+        content = cast(list[ContentBlockParam], reply.content)
         entry = Entry(
             session.session_id,
-            EntryType.MESSAGE,
-            {"content": reply.content, "stop_reason": reply.stop_reason, "model": reply.model},
-            role=Role.ASSISTANT,
+            AssistantReply(content, reply.stop_reason, reply.model),
             turn_id=job.turn_id,
-            usage=usage.to_dict(),
+            usage=usage,
             created_at=now,
         )
         await self.store.record_model_call(
             entry,
-            usage.to_dict(),
+            usage,
             context_tokens=usage.prompt_tokens + usage.output_tokens,
             cost_usd=estimate_cost(reply.model, usage, self.config.anthropic.cache_ttl),
             model=reply.model,
@@ -355,16 +367,9 @@ class AgentRunner:
                 *(self.tools.run(call, ctx, policy=policy) for call in reply.tool_uses)
             )
             blocks = [r.block() for r in results]
+        results_entry = ToolResults(cast(list[ToolResultBlockParam], blocks))
         await self.store.append_entries(
-            [
-                Entry(
-                    session.session_id,
-                    EntryType.MESSAGE,
-                    {"content": blocks},
-                    role=Role.TOOL,
-                    turn_id=job.turn_id,
-                )
-            ]
+            [Entry(session.session_id, results_entry, turn_id=job.turn_id)]
         )
 
 
@@ -376,12 +381,6 @@ def _failure_reply(stream: ReplyStream, exc: ModelError) -> str:
     return f"{shown}\n\n⚠️ {exc.user_message}" if shown else exc.user_message
 
 
-def _entry_text(entry: Entry) -> str:
-    return "".join(
-        b.get("text", "") for b in entry.payload.get("content", []) if b.get("type") == "text"
-    )
-
-
 def _reply_written(history: list[Entry], turn_id: str) -> bool:
     """True when this turn already ended in a final assistant message (no tool calls)."""
     if not history:
@@ -389,8 +388,8 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
     last = history[-1]
     return (
         last.turn_id == turn_id
-        and last.role == Role.ASSISTANT
-        and not any(b.get("type") == "tool_use" for b in last.payload.get("content", []))
+        and isinstance(last.payload, AssistantReply)
+        and not last.payload.calls_tools
     )
 
 

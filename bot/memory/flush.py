@@ -34,9 +34,10 @@ from bot.memory.notes import daily_note_path
 from bot.sessions.keys import is_direct_key, parse_session_key
 from bot.sessions.limits import resolve_history_limit
 from bot.sessions.queue import WorkItem
-from bot.store.base import Entry, EntryType, Role, SessionRow, new_id
+from bot.store.base import SessionRow
 from bot.tools.policy import ToolPolicy, policy_for_messages
 from bot.tools.registry import ToolContext, ToolResult
+from bot.transcript import Entry, MemoryFlushRecord, PersonTurn, new_id
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -160,23 +161,20 @@ def history_limit_for_key(core: Core, key: str) -> int:
 def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     """Stand-ins for the messages of the session's latest person turn, so the flush gets
     the tool policy (and tool list, part of the cached prefix) that turn had."""
-    latest = next(
-        (e for e in reversed(history) if e.role == Role.USER and e.payload.get("messages")),
-        None,
-    )
+    latest = next((e.payload for e in reversed(history) if isinstance(e.payload, PersonTurn)), None)
     if latest is None:
         return []
     parts = parse_session_key(key)
     chat_type = chat_type_of_key(key)
     senders = []
-    for m in latest.payload["messages"]:
-        user_id = str(m.get("user_id", ""))
+    for m in latest.messages:
+        user_id = m.user_id
         chat_id = parts["chat_id"] or user_id
-        channel = str(m.get("channel", ""))
+        channel = m.channel
         senders.append(
             InboundMessage(
                 channel=channel,
-                message_id=str(m.get("message_id", "")),
+                message_id=m.message_id,
                 chat_type=chat_type,
                 chat_id=chat_id,
                 user_id=user_id,
@@ -385,7 +383,7 @@ class Flusher:
         current = await self.store.get_session(session.session_id) or session
         await self.store.add_usage(
             session.session_id,
-            usage.to_dict(),
+            usage,
             context_tokens=current.context_tokens,
             cost_usd=estimate_cost(model, usage, self.config.anthropic.cache_ttl),
             at=self.clock(),
@@ -406,16 +404,16 @@ class Flusher:
             fields["memory_flush_compaction_count"] = session.compaction_count
         await self.store.update_session(session.session_id, **fields)
         await self.store.increment_session(session.session_id, memory_flush_count=1)
-        record = {
-            "reason": reason,
-            "ok": outcome.ok,
-            "error": outcome.error,
-            "appended": outcome.appended,
-            "model_calls": outcome.model_calls,
-            "reply": outcome.reply[:MAX_KEPT_REPLY_CHARS],
-            "seconds": round(self.clock() - started, 3),
-        }
-        await self.store.append_entries([Entry(session.session_id, EntryType.MEMORY_FLUSH, record)])
+        record = MemoryFlushRecord(
+            reason=reason,
+            ok=outcome.ok,
+            error=outcome.error,
+            appended=outcome.appended,
+            model_calls=outcome.model_calls,
+            reply=outcome.reply[:MAX_KEPT_REPLY_CHARS],
+            seconds=round(self.clock() - started, 3),
+        )
+        await self.store.append_entries([Entry(session.session_id, record)])
         if outcome.ok:
             log.info(
                 "memory flush (%s) of %s: %d entr%s written%s",

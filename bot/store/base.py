@@ -6,45 +6,12 @@ server database can take its place for several replicas sharing one store.
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
-class EntryType:
-    MESSAGE = "message"
-    COMPACTION = "compaction"
-    MEMORY_FLUSH = "memory_flush"
-    COMMAND = "command"
-    RESET = "reset"
-
-
-class Role:
-    USER = "user"  # a person's message (counts as a user turn)
-    ASSISTANT = "assistant"
-    TOOL = "tool"  # tool results, sent to the model as a user-role message
-
-
-@dataclass(slots=True)
-class Entry:
-    """One append-only transcript record."""
-
-    session_id: str
-    type: str
-    payload: dict[str, Any]
-    role: str | None = None
-    turn_id: str | None = None
-    usage: dict[str, int] | None = None
-    id: str = field(default_factory=new_id)
-    parent_id: str | None = None
-    created_at: float = field(default_factory=time.time)
-    seq: int = 0  # assigned by the store; orders entries within a session
+from bot.transcript import Entry
+from bot.types import Usage
 
 
 @dataclass(slots=True)
@@ -137,7 +104,7 @@ class Store(Protocol):
     async def add_usage(
         self,
         session_id: str,
-        usage: dict[str, int],
+        usage: Usage,
         *,
         context_tokens: int,
         cost_usd: float,
@@ -157,7 +124,7 @@ class Store(Protocol):
     async def record_model_call(
         self,
         entry: Entry,
-        usage: dict[str, int],
+        usage: Usage,
         *,
         context_tokens: int,
         cost_usd: float,

@@ -129,4 +129,41 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        3,
+        # Typed transcript entries (bot/transcript.py): the kind becomes a column, derived
+        # once from the old type/role pair (and, for user-role rows, whether the payload
+        # carried chat messages); old payload shapes are rewritten to the typed ones.
+        """
+        ALTER TABLE entries ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+        UPDATE entries SET kind = CASE
+            WHEN type = 'message' AND role = 'user'
+                AND json_extract(payload, '$.messages') IS NOT NULL THEN 'person_turn'
+            WHEN type = 'message' AND role = 'user' THEN 'internal_prompt'
+            WHEN type = 'message' AND role = 'assistant' THEN 'assistant_reply'
+            WHEN type = 'message' AND role = 'tool' THEN 'tool_results'
+            ELSE type
+        END;
+        UPDATE entries
+            SET payload = json_object(
+                'results', json(COALESCE(json_extract(payload, '$.content'), '[]')))
+            WHERE kind = 'tool_results';
+        UPDATE entries
+            SET payload = json_object(
+                'text', COALESCE(json_extract(payload, '$.text'), ''),
+                'purpose', CASE WHEN json_extract(payload, '$.kind') = 'flush' THEN 'flush'
+                    ELSE 'heartbeat' END)
+            WHERE kind = 'internal_prompt';
+        UPDATE entries
+            SET payload = json_object(
+                'reason', COALESCE(json_extract(payload, '$.reason'), ''),
+                'next_session_id', COALESCE(json_extract(payload, '$.next'), ''))
+            WHERE kind = 'reset';
+        DROP INDEX entries_session_type;
+        DROP INDEX entries_session_role;
+        ALTER TABLE entries DROP COLUMN type;
+        ALTER TABLE entries DROP COLUMN role;
+        CREATE INDEX entries_session_kind ON entries(session_id, kind, seq);
+        """,
+    ),
 ]

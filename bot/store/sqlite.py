@@ -20,16 +20,23 @@ import aiosqlite
 
 from bot.store.base import (
     BufferedLine,
-    Entry,
-    EntryType,
     InboundRow,
     InboundStatus,
     Pairing,
-    Role,
     SessionRow,
-    new_id,
 )
 from bot.store.migrations import MIGRATIONS
+from bot.transcript import (
+    CONVERSATION_KINDS,
+    Compaction,
+    Entry,
+    EntryKind,
+    Reset,
+    new_id,
+    payload_from,
+    to_payload,
+)
+from bot.types import Usage
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +48,8 @@ _SESSION_COLUMNS = [
     "last_model_call_at", "last_activity_at", "cost_usd", "errors",
 ]  # fmt: skip
 _UPDATABLE = set(_SESSION_COLUMNS) - {"session_id", "session_key", "is_current", "created_at"}
-_ENTRY_COLUMNS = "seq, id, session_id, parent_id, type, role, turn_id, payload, usage, created_at"
+_ENTRY_COLUMNS = "seq, id, session_id, parent_id, kind, turn_id, payload, usage, created_at"
+_CONVERSATION_MARKS = ", ".join("?" * len(CONVERSATION_KINDS))
 
 
 def _session_from_row(row: aiosqlite.Row) -> SessionRow:
@@ -52,14 +60,12 @@ def _session_from_row(row: aiosqlite.Row) -> SessionRow:
 
 
 def _entry_from_row(row: aiosqlite.Row) -> Entry:
-    seq, id_, session_id, parent_id, type_, role, turn_id, payload, usage, created_at = row
+    seq, id_, session_id, parent_id, kind, turn_id, payload, usage, created_at = row
     return Entry(
         session_id=session_id,
-        type=type_,
-        payload=json.loads(payload),
-        role=role,
+        payload=payload_from(kind, json.loads(payload)),
         turn_id=turn_id,
-        usage=json.loads(usage) if usage else None,
+        usage=Usage(**json.loads(usage)) if usage else None,
         id=id_,
         parent_id=parent_id,
         created_at=created_at,
@@ -182,7 +188,7 @@ class SQLiteStore:
                 old_id = row[0]
                 await self._append(
                     db,
-                    [Entry(old_id, EntryType.RESET, {"reason": reason, "next": new_session_id})],
+                    [Entry(old_id, Reset(reason, new_session_id))],
                 )
                 await db.execute(
                     "UPDATE sessions SET is_current = 0, updated_at = ? WHERE session_id = ?",
@@ -242,7 +248,7 @@ class SQLiteStore:
     async def add_usage(
         self,
         session_id: str,
-        usage: dict[str, int],
+        usage: Usage,
         *,
         context_tokens: int,
         cost_usd: float,
@@ -255,7 +261,7 @@ class SQLiteStore:
         self,
         db: aiosqlite.Connection,
         session_id: str,
-        usage: dict[str, int],
+        usage: Usage,
         context_tokens: int,
         cost_usd: float,
         at: float,
@@ -267,10 +273,10 @@ class SQLiteStore:
             " cost_usd = cost_usd + ?, last_model_call_at = ?, updated_at = ?"
             " WHERE session_id = ?",
             (
-                usage.get("input_tokens", 0),
-                usage.get("output_tokens", 0),
-                usage.get("cache_read_tokens", 0),
-                usage.get("cache_write_tokens", 0),
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
                 context_tokens,
                 cost_usd,
                 at,
@@ -306,17 +312,16 @@ class SQLiteStore:
             if entry.parent_id is None:
                 entry.parent_id = parent
             cur = await db.execute(
-                "INSERT INTO entries(id, session_id, parent_id, type, role, turn_id, payload,"
-                " usage, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO entries(id, session_id, parent_id, kind, turn_id, payload, usage,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.id,
                     entry.session_id,
                     entry.parent_id,
-                    entry.type,
-                    entry.role,
+                    entry.kind,
                     entry.turn_id,
-                    json.dumps(entry.payload, ensure_ascii=False),
-                    json.dumps(entry.usage) if entry.usage else None,
+                    json.dumps(to_payload(entry.payload), ensure_ascii=False),
+                    json.dumps(entry.usage.to_dict()) if entry.usage else None,
                     entry.created_at,
                 ),
             )
@@ -353,7 +358,7 @@ class SQLiteStore:
     async def record_model_call(
         self,
         entry: Entry,
-        usage: dict[str, int],
+        usage: Usage,
         *,
         context_tokens: int,
         cost_usd: float,
@@ -395,42 +400,38 @@ class SQLiteStore:
 
     async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]:
         """The entries the model should see: the latest compaction entry (if any) followed by
-        everything from its first kept entry on, cut to the last `max_user_turns` user turns.
+        the conversation from its first kept entry on, cut to the last `max_user_turns`
+        person turns (Krill's own prompts, such as the heartbeat, do not use up the limit).
 
-        Uses the (session_id, type|role, seq) indexes, so cost grows with what is returned,
-        not with the length of the whole transcript.
+        Uses the (session_id, kind, seq) index, so cost grows with what is returned, not
+        with the length of the whole transcript.
         """
         start_seq = 0
         compaction: Entry | None = None
         row = await self._fetchone(
-            f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND type = ? "
+            f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND kind = ? "
             "ORDER BY seq DESC LIMIT 1",
-            (session_id, EntryType.COMPACTION),
+            (session_id, EntryKind.COMPACTION),
         )
         if row:
             compaction = _entry_from_row(row)
-            first_kept = compaction.payload.get("first_kept_entry_id")
-            kept = (
-                await self._fetchone("SELECT seq FROM entries WHERE id = ?", (first_kept,))
-                if first_kept
-                else None
+            assert isinstance(compaction.payload, Compaction)
+            kept = await self._fetchone(
+                "SELECT seq FROM entries WHERE id = ?", (compaction.payload.first_kept_entry_id,)
             )
             start_seq = kept[0] if kept else compaction.seq
         if max_user_turns > 0:
-            # Only a person's turns count (entries carrying "messages"); Krill's own prompts
-            # such as the heartbeat do not use up the limit.
             row = await self._fetchone(
-                "SELECT seq FROM entries WHERE session_id = ? AND role = ? AND type = ? "
-                "AND json_extract(payload, '$.messages') IS NOT NULL "
+                "SELECT seq FROM entries WHERE session_id = ? AND kind = ? "
                 "ORDER BY seq DESC LIMIT 1 OFFSET ?",
-                (session_id, Role.USER, EntryType.MESSAGE, max_user_turns - 1),
+                (session_id, EntryKind.PERSON_TURN, max_user_turns - 1),
             )
             if row:
                 start_seq = max(start_seq, row[0])
         rows = await self._fetchall(
             f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq >= ? "
-            "AND type = ? ORDER BY seq",
-            (session_id, start_seq, EntryType.MESSAGE),
+            f"AND kind IN ({_CONVERSATION_MARKS}) ORDER BY seq",
+            (session_id, start_seq, *CONVERSATION_KINDS),
         )
         history = [_entry_from_row(r) for r in rows]
         return [compaction, *history] if compaction else history
