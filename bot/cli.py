@@ -134,9 +134,13 @@ def _session_dict(s: Any) -> dict[str, Any]:
 
 
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
+    from bot.store.base import InboundStatus
+
     async def run(store: Any) -> int:
         sessions = await store.list_sessions(current_only=True)
-        pending = await store.count_inbound("pending") + await store.count_inbound("processing")
+        pending = await store.count_inbound(InboundStatus.PENDING) + await store.count_inbound(
+            InboundStatus.PROCESSING
+        )
         if args.json:
             print(
                 json.dumps(
@@ -168,7 +172,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_reset(config: Config, args: argparse.Namespace) -> int:
-    from bot.sessions.keys import parse_session_key, validate_session_key
+    from bot.sessions.keys import origin_of_key, validate_session_key
 
     try:
         key = validate_session_key(args.key)
@@ -181,8 +185,8 @@ def cmd_reset(config: Config, args: argparse.Namespace) -> int:
         if current is None:
             print(f"krill reset: no session with key {key}", file=sys.stderr)
             return 1
-        channel = parse_session_key(key).get("channel") or current.channel
-        session = await store.start_new_session(key, channel, "krill reset")
+        origin = current.origin or origin_of_key(key, current.channel)
+        session = await store.start_new_session(key, origin, "krill reset")
         print(f"reset {key}: new session {session.session_id} (old {current.session_id} kept)")
         return 0
 
@@ -222,6 +226,7 @@ def cmd_sessions(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_pairing(config: Config, args: argparse.Namespace) -> int:
     from bot.sessions.access import PAIRING_TTL_SECONDS, normalize_code
+    from bot.store.base import PairingStatus
 
     async def run(store: Any) -> int:
         now = time.time()
@@ -248,7 +253,7 @@ def cmd_pairing(config: Config, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        match.status = "approved"
+        match.status = PairingStatus.APPROVED
         await store.pairing_put(match)
         print(f"approved {args.channel}:{match.user_id} {match.user_name}".rstrip())
         return 0

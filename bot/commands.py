@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot import __version__
 from bot.tools.policy import describe_tools, policy_for_messages
-from bot.types import ChatType, InboundMessage
+from bot.types import ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.gateway import Core
@@ -140,7 +140,7 @@ async def cmd_status(core: Core, command: Command, msg: InboundMessage, key: str
 
 
 async def cmd_reset(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    session = await core.reset_session(key, msg.channel, reason=f"/{command.name}")
+    session = await core.reset_session(key, SessionOrigin.of(msg), reason=f"/{command.name}")
     model = core.config.agent.model
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
 

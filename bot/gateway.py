@@ -23,8 +23,15 @@ from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention, resolve_history_limit
 from bot.sessions.queue import SessionQueue, WorkItem
 from bot.sessions.throttle import ReplyBudget
-from bot.store.base import BufferedLine, InboundRow, InboundStatus, Pairing, SessionRow
-from bot.types import Address, ChatType, InboundMessage
+from bot.store.base import (
+    BufferedLine,
+    InboundRow,
+    InboundStatus,
+    Pairing,
+    PairingStatus,
+    SessionRow,
+)
+from bot.types import Address, ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.agent.model import ModelClient
@@ -108,14 +115,16 @@ class Core:
         paired = False
         if policy and policy.dm_policy == "pairing" and msg.chat_type == ChatType.DIRECT:
             pairing = await self.store.pairing_get(msg.channel, msg.user_id)
-            paired = pairing is not None and pairing.status == "approved"
+            paired = pairing is not None and pairing.status == PairingStatus.APPROVED
         decision = access.check_access(msg, policy, is_admin=admin, is_paired=paired)
         if not decision.allowed:
             return await self._refuse(msg, key, decision)
 
         command = parse_command(msg.text, self.bot_usernames.get(msg.channel, ""))
         if command is not None:
-            if not await self.store.mark_seen(msg.channel, msg.message_id, key, "command"):
+            if not await self.store.mark_seen(
+                msg.channel, msg.message_id, key, InboundStatus.COMMAND
+            ):
                 return AcceptResult.DUPLICATE
             if not authorized(command, msg, admin=admin):
                 log.info("refused /%s from %s in %s", command.name, msg.principal, key)
@@ -172,7 +181,7 @@ class Core:
         return session_key(dataclasses.replace(msg, thread_id=None), self.config.session)
 
     async def _refuse(self, msg: InboundMessage, key: str, decision: access.AccessDecision) -> str:
-        if not await self.store.mark_seen(msg.channel, msg.message_id, key, "refused"):
+        if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.REFUSED):
             return AcceptResult.DUPLICATE
         log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
         if decision.action == "ignore":
@@ -201,7 +210,7 @@ class Core:
                 return PAIRING_FULL
             code = access.new_pairing_code()
             await self.store.pairing_put(
-                Pairing(msg.channel, msg.user_id, code, "pending", now, msg.user_name)
+                Pairing(msg.channel, msg.user_id, code, PairingStatus.PENDING, now, msg.user_name)
             )
         return PAIRING_REPLY.format(code=code, channel=msg.channel)
 
@@ -280,13 +289,13 @@ class Core:
 
     # --- session commands -----------------------------------------------------------------
 
-    async def reset_session(self, key: str, channel: str, *, reason: str) -> SessionRow:
+    async def reset_session(self, key: str, origin: SessionOrigin, *, reason: str) -> SessionRow:
         if self.before_reset is not None:
             try:
                 await self.before_reset(key)
             except Exception:
                 log.exception("pre-reset hook failed for %s; resetting anyway", key)
-        return await self.store.start_new_session(key, channel, reason)
+        return await self.store.start_new_session(key, origin, reason)
 
     async def stop_session(self, key: str) -> int:
         running, waiting = self.queue.stop(key)

@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 
 from bot.channel_contract import AcceptResult
+from bot.store.base import InboundStatus
 from bot.transcript import CONVERSATION_KINDS, EntryKind, PersonTurn, Reset
-from bot.types import ChatType
+from bot.types import ChatType, SessionOrigin
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -33,6 +34,7 @@ async def test_reply_is_delivered_and_persisted(tmp_path: Path, fake_anthropic: 
         assert isinstance(entries[0].payload, PersonTurn)
         assert entries[0].payload.messages[0].text == "hi there"
         assert session.turns == 1 and session.output_tokens > 0
+        assert session.origin == SessionOrigin("local", ChatType.DIRECT, "alice", peer_id="alice")
         assert session.cost_usd > 0
 
 
@@ -301,7 +303,7 @@ async def test_stop_cancels_the_turn_and_drops_the_queue(
         fake_anthropic.release()
         assert h.channel.finals == ["⏹ Stopped. 1 queued message(s) dropped."]
         assert await h.app.store.unfinished_inbound() == []
-        assert await h.app.store.count_inbound("cancelled") == 2
+        assert await h.app.store.count_inbound(InboundStatus.CANCELLED) == 2
         fake_anthropic.queue_text("fresh")
         await h.send("next")
     assert h.channel.finals[-1] == "fresh"
@@ -346,6 +348,7 @@ async def test_no_reply_before_a_tool_call_is_dropped(
 async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
+    from bot.sessions.keys import origin_of_key
     from tests.entries import person
 
     key = "agent:main:local:direct:alice"
@@ -353,10 +356,10 @@ async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
         store = h.app.store
         msg = message("the question asked before the crash")
         inbound_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
-        old = await store.get_or_create_session(key, "local")
+        old = await store.get_or_create_session(key, origin_of_key(key, "local"))
         entry = person(msg.text, old.session_id, turn_id="t-crashed")
         await store.begin_turn([entry], [inbound_id], "t-crashed")
-        await store.start_new_session(key, "local", "krill reset")  # while Krill was down
+        await store.start_new_session(key, old.origin, "krill reset")  # while Krill was down
         assert await h.app.core.recover() == 1
         await asyncio.wait_for(h.app.core.queue.wait_idle(key), 10)
         old_entries = await store.transcript(old.session_id)
@@ -379,7 +382,7 @@ async def test_a_failing_delivery_is_recorded_not_left_processing(
         h.channel.deliver = refuse  # type: ignore[method-assign]
         await h.send("hello")
         assert await h.app.store.unfinished_inbound() == []
-        assert await h.app.store.count_inbound("failed") == 1
+        assert await h.app.store.count_inbound(InboundStatus.FAILED) == 1
         session = await h.app.store.current_session("agent:main:local:direct:alice")
     assert session.errors == 1
 

@@ -10,8 +10,10 @@ import pytest
 from bot.store.base import BufferedLine, InboundStatus
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
-from bot.types import Usage
+from bot.types import ChatType, SessionOrigin, Usage
 from tests import entries
+
+LOCAL = SessionOrigin("local", ChatType.DIRECT, "alice", peer_id="alice")
 
 
 @pytest.fixture
@@ -47,7 +49,7 @@ async def test_migrations_are_idempotent_and_wal(tmp_path: Path, store: SQLiteSt
 
 
 async def test_entries_chain_and_history_turn_limit(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     for i in range(5):
         await store.append_entries([user(s.session_id, f"u{i}"), assistant(s.session_id, f"a{i}")])
     everything = await store.transcript(s.session_id)
@@ -60,7 +62,7 @@ async def test_entries_chain_and_history_turn_limit(store: SQLiteStore) -> None:
 
 
 async def test_history_starts_at_the_latest_compaction(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     old = [user(s.session_id, "old"), assistant(s.session_id, "old reply")]
     kept = [user(s.session_id, "kept"), assistant(s.session_id, "kept reply")]
     await store.append_entries(old + kept)
@@ -72,9 +74,9 @@ async def test_history_starts_at_the_latest_compaction(store: SQLiteStore) -> No
 
 
 async def test_new_session_keeps_the_old_transcript(store: SQLiteStore) -> None:
-    first = await store.get_or_create_session("k", "local")
+    first = await store.get_or_create_session("k", LOCAL)
     await store.append_entries([user(first.session_id, "hello")])
-    second = await store.start_new_session("k", "local", "/reset")
+    second = await store.start_new_session("k", LOCAL, "/reset")
     assert second.session_id != first.session_id
     assert (await store.current_session("k")).session_id == second.session_id
     old = await store.transcript(first.session_id)
@@ -88,9 +90,9 @@ async def test_inbound_dedupe_and_recovery_queue(store: SQLiteStore) -> None:
     again, _ = await store.accept_inbound("telegram", "1:5", "k", "{}")
     other, _ = await store.accept_inbound("slack", "1:5", "k", "{}")
     assert first is not None and again is None and other is not None
-    assert not await store.mark_seen("telegram", "1:5", "k", "command")
+    assert not await store.mark_seen("telegram", "1:5", "k", InboundStatus.COMMAND)
     assert await store.seen_inbound("telegram", "1:5")
-    s = await store.get_or_create_session("k", "telegram")
+    s = await store.get_or_create_session("k", LOCAL)
     await store.begin_turn([user(s.session_id, "x")], [first], "turn-1")
     rows = await store.unfinished_inbound()
     assert [(r.id, r.status, r.turn_id) for r in rows] == [
@@ -124,7 +126,7 @@ async def test_ledger_and_usage(store: SQLiteStore) -> None:
     await store.ledger_put("t1", 0, "100")
     await store.ledger_put("t1", 1, "101")
     assert await store.ledger_for_turn("t1") == {0: "100", 1: "101"}
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=90)
     await store.add_usage(s.session_id, usage, context_tokens=105, cost_usd=0.01, at=time.time())
     row = await store.get_session(s.session_id)
@@ -138,7 +140,7 @@ async def test_a_cancelled_write_does_not_jam_the_store(store: SQLiteStore) -> N
     """/stop, shutdown and timeouts cancel tasks mid-write; later writes must still work."""
     import asyncio
 
-    session = await store.get_or_create_session("k", "local")
+    session = await store.get_or_create_session("k", LOCAL)
     for _ in range(20):
         task = asyncio.create_task(store.append_entries([user(session.session_id, "x")]))
         await asyncio.sleep(0)
@@ -163,7 +165,7 @@ def test_sqlite_store_implements_the_whole_store_interface() -> None:
 
 
 async def test_internal_prompts_do_not_use_up_the_turn_limit(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     heartbeat = entries.prompt("check the list", s.session_id)
     await store.append_entries([user(s.session_id, "u0"), assistant(s.session_id, "a0")])
     await store.append_entries([heartbeat, assistant(s.session_id, "HEARTBEAT_OK")])
@@ -186,10 +188,17 @@ def _version_2_database(path: Path) -> None:
     for version, sql in MIGRATIONS[:2]:
         db.executescript(sql)
         db.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
-    db.execute(
-        "INSERT INTO sessions(session_id, session_key, created_at, updated_at, channel)"
-        " VALUES ('s1', 'agent:main:telegram:group:-100', 1, 1, 'telegram')"
-    )
+    for session_id, key, channel in [
+        ("s1", "agent:main:telegram:group:-100:topic:7", "telegram"),
+        ("s2", "agent:main:slack:channel:c1:thread:17.5", "slack"),
+        ("s3", "agent:main:direct:alice", "slack"),
+        ("s4", "not a key", "local"),
+    ]:
+        db.execute(
+            "INSERT INTO sessions(session_id, session_key, created_at, updated_at, channel)"
+            " VALUES (?, ?, 1, 1, ?)",
+            (session_id, key, channel),
+        )
     msg = {
         "message_id": "7", "channel": "telegram", "user_id": "42", "user_name": "Ann",
         "text": "hello", "timestamp": 5.0, "chat_title": "Team",
@@ -237,6 +246,7 @@ async def test_migration_types_the_entries_of_an_older_database(tmp_path: Path) 
         transcript = await store.transcript("s1")
         columns = [r[1] for r in await store.db.execute_fetchall("PRAGMA table_info(entries)")]
         history = await store.load_history("s1")
+        origins = [(await store.get_session(f"s{i}")).origin for i in range(1, 5)]
     finally:
         await store.close()
     line = ChatLine("7", "telegram", "42", "hello", 5.0, user_name="Ann", chat_title="Team")
@@ -262,12 +272,19 @@ async def test_migration_types_the_entries_of_an_older_database(tmp_path: Path) 
         EntryKind.INTERNAL_PROMPT,
         EntryKind.INTERNAL_PROMPT,
     ]
+    # Each session's conversation, parsed once from its key.
+    assert origins == [
+        SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="7"),
+        SessionOrigin("slack", ChatType.CHANNEL, "c1", thread_id="17.5"),
+        SessionOrigin("slack", ChatType.DIRECT, "alice", peer_id="alice"),
+        None,
+    ]
 
 
 async def test_every_payload_kind_round_trips(store: SQLiteStore) -> None:
     from bot.transcript import Command, MemoryFlushRecord
 
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     written = [
         user(s.session_id, "hi"),
         entries.prompt("beat", s.session_id),
@@ -283,3 +300,15 @@ async def test_every_payload_kind_round_trips(store: SQLiteStore) -> None:
     assert [(e.id, e.kind, e.payload, e.usage) for e in read] == [
         (e.id, e.kind, e.payload, e.usage) for e in written
     ]
+
+
+async def test_a_session_records_the_conversation_it_belongs_to(store: SQLiteStore) -> None:
+    topic = SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="7")
+    first = await store.get_or_create_session("agent:main:telegram:group:-100:topic:7", topic)
+    assert first.origin == topic and first.channel == "telegram"
+    again = await store.get_or_create_session("agent:main:telegram:group:-100:topic:7", LOCAL)
+    assert again.session_id == first.session_id and again.origin == topic
+    fresh = await store.start_new_session("agent:main:telegram:group:-100:topic:7", topic, "/new")
+    assert fresh.origin == topic
+    with pytest.raises(ValueError):  # the conversation is fixed at creation
+        await store.update_session(fresh.session_id, chat_id="-200")

@@ -26,7 +26,7 @@ from bot.config import Config
 from bot.context.messages import build_messages
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
-from bot.sessions.keys import is_direct_key
+from bot.sessions.keys import is_direct_key, origin_of_key
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -41,7 +41,7 @@ from bot.transcript import (
     ToolResults,
     new_id,
 )
-from bot.types import Address, ChatType, InboundMessage
+from bot.types import Address, ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
@@ -164,12 +164,16 @@ class AgentRunner:
         return [{"type": "text", "text": prompt}]
 
     async def run(self, job: TurnJob) -> TurnOutcome:
-        channel_name = job.first.channel if job.first else "local"
         # A resumed turn continues in the session that holds it, even if /reset or
         # `krill reset` started a newer one meanwhile.
         session = await self.store.session_of_turn(job.turn_id) if job.resume else None
         if session is None:
-            session = await self.store.get_or_create_session(job.session_key, channel_name)
+            origin = (
+                SessionOrigin.of(job.first)
+                if job.first
+                else origin_of_key(job.session_key, "local")
+            )
+            session = await self.store.get_or_create_session(job.session_key, origin)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
             channel=channel,

@@ -10,7 +10,7 @@ import re
 from typing import Literal, TypedDict
 
 from bot.config import SessionConfig
-from bot.types import ChatType, InboundMessage
+from bot.types import ChatType, InboundMessage, SessionOrigin
 
 AGENT_ID = "main"
 KEY_PREFIX = "agent"
@@ -184,3 +184,20 @@ def is_direct_key(key: str) -> bool:
         return parse_session_key(key)["kind"] in ("direct", "main")
     except ValueError:
         return False
+
+
+def origin_of_key(key: str, channel: str) -> SessionOrigin:
+    """The conversation a key names, for sessions made without a message at hand (and for
+    rows written before sessions recorded it). `channel` stands in where the key spans
+    channels (the `main` and per-peer DM forms). Raises ValueError for a malformed key."""
+    parts = parse_session_key(key)
+    channel = parts["channel"] or channel
+    if parts["kind"] == "main":
+        return SessionOrigin(channel, ChatType.DIRECT, "")
+    if parts["kind"] == "direct":
+        peer = parts["peer"] or ""
+        return SessionOrigin(channel, ChatType.DIRECT, peer, peer_id=peer)
+    chat_type = ChatType.GROUP if parts["kind"] == "group" else ChatType.CHANNEL
+    return SessionOrigin(
+        channel, chat_type, parts["chat_id"] or "", parts["topic"] or parts["thread"]
+    )

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 from bot.transcript import Entry
-from bot.types import Usage
+from bot.types import ChatType, SessionOrigin, Usage
 
 
 @dataclass(slots=True)
@@ -39,11 +40,39 @@ class SessionRow:
     last_activity_at: float | None = None
     cost_usd: float = 0.0
     errors: int = 0
+    # The conversation (SessionOrigin) besides `channel`; chat_type is None only for rows
+    # older than the origin whose key did not parse.
+    chat_type: ChatType | None = None
+    chat_id: str = ""
+    thread_id: str | None = None
+    peer_id: str | None = None
+
+    @property
+    def origin(self) -> SessionOrigin | None:
+        if self.chat_type is None:
+            return None
+        return SessionOrigin(
+            self.channel, self.chat_type, self.chat_id, self.thread_id, self.peer_id
+        )
 
     @property
     def cache_hit_ratio(self) -> float:
         prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
         return self.cache_read_tokens / prompt if prompt else 0.0
+
+
+class InboundStatus(StrEnum):
+    """Where an accepted (or merely seen) inbound message stands."""
+
+    PENDING = "pending"  # accepted, waiting for its turn
+    PROCESSING = "processing"  # its turn has begun
+    DONE = "done"
+    CANCELLED = "cancelled"  # /stop dropped it
+    FAILED = "failed"
+    # Seen only for dedupe; no turn runs for these.
+    COMMAND = "command"  # a chat command, answered without the model
+    REFUSED = "refused"  # access policy said no
+    BUFFERED = "buffered"  # unaddressed group chatter kept as context
 
 
 @dataclass(slots=True)
@@ -52,18 +81,10 @@ class InboundRow:
     channel: str
     external_id: str
     session_key: str
-    status: str  # pending | processing | done | cancelled | failed
+    status: InboundStatus
     payload: str  # InboundMessage JSON
     received_at: float
     turn_id: str | None = None
-
-
-class InboundStatus:
-    PENDING = "pending"
-    PROCESSING = "processing"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
 
 
 @dataclass(slots=True)
@@ -73,12 +94,17 @@ class BufferedLine:
     created_at: float
 
 
+class PairingStatus(StrEnum):
+    PENDING = "pending"  # a code was issued; an operator has not approved it yet
+    APPROVED = "approved"
+
+
 @dataclass(slots=True)
 class Pairing:
     channel: str
     user_id: str
     code: str
-    status: str  # pending | approved
+    status: PairingStatus
     created_at: float
     user_name: str = ""
 
@@ -91,10 +117,12 @@ class Store(Protocol):
 
     # sessions
     async def current_session(self, session_key: str) -> SessionRow | None: ...
-    async def get_or_create_session(self, session_key: str, channel: str) -> SessionRow: ...
+    async def get_or_create_session(
+        self, session_key: str, origin: SessionOrigin
+    ) -> SessionRow: ...
     async def get_session(self, session_id: str) -> SessionRow | None: ...
     async def start_new_session(
-        self, session_key: str, channel: str, reason: str
+        self, session_key: str, origin: SessionOrigin, reason: str
     ) -> SessionRow: ...
     async def list_sessions(self, *, current_only: bool = True) -> list[SessionRow]: ...
     async def sessions_for_key(self, session_key: str) -> list[SessionRow]: ...
@@ -134,7 +162,7 @@ class Store(Protocol):
         self,
         session_id: str,
         inbound_ids: list[int],
-        status: str,
+        status: InboundStatus,
         *,
         turns: int = 0,
         errors: int = 0,
@@ -155,14 +183,14 @@ class Store(Protocol):
         buffer_key: str | None = None,
     ) -> tuple[int | None, list[BufferedLine]]: ...
     async def set_inbound_status(
-        self, ids: list[int], status: str, *, turn_id: str | None = None
+        self, ids: list[int], status: InboundStatus, *, turn_id: str | None = None
     ) -> None: ...
     async def unfinished_inbound(self) -> list[InboundRow]: ...
     async def seen_inbound(self, channel: str, external_id: str) -> bool: ...
     async def mark_seen(
-        self, channel: str, external_id: str, session_key: str, status: str
+        self, channel: str, external_id: str, session_key: str, status: InboundStatus
     ) -> bool: ...
-    async def count_inbound(self, status: str) -> int: ...
+    async def count_inbound(self, status: InboundStatus) -> int: ...
 
     # outbound ledger
     async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...

@@ -1,9 +1,16 @@
 """Versioned schema for the SQLite store; each step runs once, in order, inside a transaction.
 
-Append new steps at the end; never edit a step that has shipped.
+Append new steps at the end; never edit a step that has shipped. A step whose data cannot be
+rewritten in SQL alone also has a backfill, run in the same transaction after its SQL.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import aiosqlite
+
+from bot.sessions.keys import origin_of_key
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -166,4 +173,41 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX entries_session_kind ON entries(session_id, kind, seq);
         """,
     ),
+    (
+        4,
+        # The conversation a session belongs to (bot.types.SessionOrigin).
+        """
+        ALTER TABLE sessions ADD COLUMN chat_type TEXT;
+        ALTER TABLE sessions ADD COLUMN chat_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN thread_id TEXT;
+        ALTER TABLE sessions ADD COLUMN peer_id TEXT
+        """,
+    ),
 ]
+
+
+async def _backfill_session_origins(db: aiosqlite.Connection) -> None:
+    """Parse each existing session's key once; keys that do not parse stay without origin."""
+    rows = await db.execute_fetchall("SELECT session_id, session_key, channel FROM sessions")
+    for session_id, key, channel in rows:
+        try:
+            origin = origin_of_key(key, channel)
+        except ValueError:
+            continue
+        await db.execute(
+            "UPDATE sessions SET channel = ?, chat_type = ?, chat_id = ?, thread_id = ?,"
+            " peer_id = ? WHERE session_id = ?",
+            (
+                origin.channel,
+                origin.chat_type,
+                origin.chat_id,
+                origin.thread_id,
+                origin.peer_id,
+                session_id,
+            ),
+        )
+
+
+BACKFILLS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {
+    4: _backfill_session_origins,
+}

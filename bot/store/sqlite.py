@@ -23,9 +23,10 @@ from bot.store.base import (
     InboundRow,
     InboundStatus,
     Pairing,
+    PairingStatus,
     SessionRow,
 )
-from bot.store.migrations import MIGRATIONS
+from bot.store.migrations import BACKFILLS, MIGRATIONS
 from bot.transcript import (
     CONVERSATION_KINDS,
     Compaction,
@@ -36,7 +37,7 @@ from bot.transcript import (
     payload_from,
     to_payload,
 )
-from bot.types import Usage
+from bot.types import ChatType, SessionOrigin, Usage
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,14 @@ _SESSION_COLUMNS = [
     "context_tokens", "turns", "compaction_count", "memory_flush_at",
     "memory_flush_compaction_count", "memory_flush_count", "memory_flush_error",
     "last_model_call_at", "last_activity_at", "cost_usd", "errors",
+    "chat_type", "chat_id", "thread_id", "peer_id",
 ]  # fmt: skip
-_UPDATABLE = set(_SESSION_COLUMNS) - {"session_id", "session_key", "is_current", "created_at"}
+_ORIGIN_COLUMNS = {"channel", "chat_type", "chat_id", "thread_id", "peer_id"}
+_UPDATABLE = (
+    set(_SESSION_COLUMNS)
+    - {"session_id", "session_key", "is_current", "created_at"}
+    - _ORIGIN_COLUMNS
+)
 _ENTRY_COLUMNS = "seq, id, session_id, parent_id, kind, turn_id, payload, usage, created_at"
 _CONVERSATION_MARKS = ", ".join("?" * len(CONVERSATION_KINDS))
 
@@ -56,7 +63,25 @@ def _session_from_row(row: aiosqlite.Row) -> SessionRow:
     data = dict(zip(_SESSION_COLUMNS, row, strict=True))
     data["is_current"] = bool(data["is_current"])
     data["address"] = json.loads(data["address"]) if data["address"] else None
+    data["chat_type"] = ChatType(data["chat_type"]) if data["chat_type"] else None
     return SessionRow(**data)
+
+
+def _origin_values(origin: SessionOrigin) -> tuple[str, str, str, str | None, str | None]:
+    return (
+        origin.channel,
+        origin.chat_type,
+        origin.chat_id,
+        origin.thread_id,
+        origin.peer_id,
+    )
+
+
+_INSERT_SESSION = (
+    "INSERT {conflict} INTO sessions(session_id, session_key, is_current, created_at,"
+    " updated_at, channel, chat_type, chat_id, thread_id, peer_id)"
+    " VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def _entry_from_row(row: aiosqlite.Row) -> Entry:
@@ -71,6 +96,18 @@ def _entry_from_row(row: aiosqlite.Row) -> Entry:
         created_at=created_at,
         seq=seq,
     )
+
+
+def _inbound_from_row(row: aiosqlite.Row) -> InboundRow:
+    id_, channel, external_id, session_key, status, payload, received_at, turn_id = row
+    return InboundRow(
+        id_, channel, external_id, session_key, InboundStatus(status), payload, received_at, turn_id
+    )
+
+
+def _pairing_from_row(row: aiosqlite.Row) -> Pairing:
+    channel, user_id, code, status, created_at, user_name = row
+    return Pairing(channel, user_id, code, PairingStatus(status), created_at, user_name)
 
 
 class SQLiteStore:
@@ -120,6 +157,8 @@ class SQLiteStore:
             async with self.transaction() as db:
                 for statement in _split_sql(sql):
                     await db.execute(statement)
+                if version in BACKFILLS:
+                    await BACKFILLS[version](db)
                 await db.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
 
     async def schema_version(self) -> int:
@@ -161,22 +200,23 @@ class SQLiteStore:
         )
         return _session_from_row(row) if row else None
 
-    async def get_or_create_session(self, session_key: str, channel: str) -> SessionRow:
+    async def get_or_create_session(self, session_key: str, origin: SessionOrigin) -> SessionRow:
         existing = await self.current_session(session_key)
         if existing:
             return existing
         now = time.time()
         async with self.transaction() as db:
             await db.execute(
-                "INSERT OR IGNORE INTO sessions(session_id, session_key, is_current, created_at,"
-                " updated_at, channel) VALUES (?, ?, 1, ?, ?, ?)",
-                (new_id(), session_key, now, now, channel),
+                _INSERT_SESSION.format(conflict="OR IGNORE"),
+                (new_id(), session_key, now, now, *_origin_values(origin)),
             )
         created = await self.current_session(session_key)
         assert created is not None
         return created
 
-    async def start_new_session(self, session_key: str, channel: str, reason: str) -> SessionRow:
+    async def start_new_session(
+        self, session_key: str, origin: SessionOrigin, reason: str
+    ) -> SessionRow:
         now = time.time()
         new_session_id = new_id()
         async with self.transaction() as db:
@@ -195,9 +235,8 @@ class SQLiteStore:
                     (now, old_id),
                 )
             await db.execute(
-                "INSERT INTO sessions(session_id, session_key, is_current, created_at, updated_at,"
-                " channel) VALUES (?, ?, 1, ?, ?, ?)",
-                (new_session_id, session_key, now, now, channel),
+                _INSERT_SESSION.format(conflict=""),
+                (new_session_id, session_key, now, now, *_origin_values(origin)),
             )
         created = await self.get_session(new_session_id)
         assert created is not None
@@ -379,7 +418,7 @@ class SQLiteStore:
         self,
         session_id: str,
         inbound_ids: list[int],
-        status: str,
+        status: InboundStatus,
         *,
         turns: int = 0,
         errors: int = 0,
@@ -489,7 +528,7 @@ class SQLiteStore:
             return inbound_id, lines
 
     async def mark_seen(
-        self, channel: str, external_id: str, session_key: str, status: str
+        self, channel: str, external_id: str, session_key: str, status: InboundStatus
     ) -> bool:
         """Record a message that needs no turn (command, buffered, refused) for dedupe only."""
         now = time.time()
@@ -508,7 +547,7 @@ class SQLiteStore:
         return row is not None
 
     async def set_inbound_status(
-        self, ids: list[int], status: str, *, turn_id: str | None = None
+        self, ids: list[int], status: InboundStatus, *, turn_id: str | None = None
     ) -> None:
         if not ids:
             return
@@ -526,9 +565,9 @@ class SQLiteStore:
             " FROM inbound WHERE status IN (?, ?) ORDER BY id",
             (InboundStatus.PENDING, InboundStatus.PROCESSING),
         )
-        return [InboundRow(*r) for r in rows]
+        return [_inbound_from_row(r) for r in rows]
 
-    async def count_inbound(self, status: str) -> int:
+    async def count_inbound(self, status: InboundStatus) -> int:
         row = await self._fetchone("SELECT COUNT(*) FROM inbound WHERE status = ?", (status,))
         return int(row[0]) if row else 0
 
@@ -566,8 +605,8 @@ class SQLiteStore:
         async with self.transaction() as db:
             cur = await db.execute(
                 "INSERT OR IGNORE INTO inbound(channel, external_id, session_key, status, payload,"
-                " received_at, updated_at) VALUES (?, ?, ?, 'buffered', '{}', ?, ?)",
-                (channel, external_id, session_key, now, now),
+                " received_at, updated_at) VALUES (?, ?, ?, ?, '{}', ?, ?)",
+                (channel, external_id, session_key, InboundStatus.BUFFERED, now, now),
             )
             if cur.rowcount == 0:
                 return False
@@ -599,7 +638,7 @@ class SQLiteStore:
             " WHERE channel = ? AND user_id = ?",
             (channel, user_id),
         )
-        return Pairing(*row) if row else None
+        return _pairing_from_row(row) if row else None
 
     async def pairing_put(self, pairing: Pairing) -> None:
         async with self.transaction() as db:
@@ -619,10 +658,10 @@ class SQLiteStore:
     async def pairing_pending(self, channel: str) -> list[Pairing]:
         rows = await self._fetchall(
             "SELECT channel, user_id, code, status, created_at, user_name FROM pairings"
-            " WHERE channel = ? AND status = 'pending' ORDER BY created_at",
-            (channel,),
+            " WHERE channel = ? AND status = ? ORDER BY created_at",
+            (channel, PairingStatus.PENDING),
         )
-        return [Pairing(*r) for r in rows]
+        return [_pairing_from_row(r) for r in rows]
 
     # --- scheduler bookkeeping ------------------------------------------------------------
 
