@@ -180,7 +180,7 @@ def _version_2_database(path: Path) -> None:
     import json
     import sqlite3
 
-    from bot.store.migrations import MIGRATIONS
+    from bot.store.sqlite.migrations import MIGRATIONS
 
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)

@@ -109,13 +109,9 @@ class Pairing:
     user_name: str = ""
 
 
-class Store(Protocol):
-    async def open(self) -> None: ...
-    async def close(self) -> None: ...
-    async def schema_version(self) -> int: ...
-    async def integrity_check(self) -> str: ...
+class SessionStore(Protocol):
+    """Session rows: a key's current session, new sessions, and their counters."""
 
-    # sessions
     async def current_session(self, session_key: str) -> SessionRow | None: ...
     async def get_or_create_session(
         self, session_key: str, origin: SessionOrigin
@@ -139,8 +135,18 @@ class Store(Protocol):
         at: float,
     ) -> None: ...
 
-    # transcript and turns
+
+class TranscriptStore(Protocol):
+    """The append-only transcript and the history a model request starts from."""
+
     async def append_entries(self, entries: list[Entry]) -> None: ...
+    async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]: ...
+    async def transcript(self, session_id: str) -> list[Entry]: ...
+
+
+class TurnStore(Protocol):
+    """A turn's writes, each one transaction across transcript, inbound rows and counters."""
+
     async def begin_turn(
         self,
         entries: list[Entry],
@@ -167,10 +173,11 @@ class Store(Protocol):
         turns: int = 0,
         errors: int = 0,
     ) -> None: ...
-    async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]: ...
-    async def transcript(self, session_id: str) -> list[Entry]: ...
 
-    # inbound queue + dedupe
+
+class InboundStore(Protocol):
+    """The durable inbound queue with dedupe, and the group buffers."""
+
     async def accept_inbound(
         self,
         channel: str,
@@ -191,12 +198,6 @@ class Store(Protocol):
         self, channel: str, external_id: str, session_key: str, status: InboundStatus
     ) -> bool: ...
     async def count_inbound(self, status: InboundStatus) -> int: ...
-
-    # outbound ledger
-    async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...
-    async def ledger_put(self, turn_id: str, chunk_index: int, platform_id: str) -> None: ...
-
-    # group buffers
     async def buffer_message(
         self,
         channel: str,
@@ -208,11 +209,40 @@ class Store(Protocol):
     ) -> bool: ...
     async def buffer_count(self, session_key: str) -> int: ...
 
-    # pairing
+
+class LedgerStore(Protocol):
+    """Which chunks of a turn's reply the platform accepted."""
+
+    async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...
+    async def ledger_put(self, turn_id: str, chunk_index: int, platform_id: str) -> None: ...
+
+
+class PairingStore(Protocol):
     async def pairing_get(self, channel: str, user_id: str) -> Pairing | None: ...
     async def pairing_put(self, pairing: Pairing) -> None: ...
     async def pairing_pending(self, channel: str) -> list[Pairing]: ...
 
-    # scheduler bookkeeping
+
+class JobStore(Protocol):
+    """When each periodic scheduler job last ran."""
+
     async def job_last_run(self, job: str) -> float | None: ...
     async def job_record_run(self, job: str, at: float) -> None: ...
+
+
+class Store(
+    SessionStore,
+    TranscriptStore,
+    TurnStore,
+    InboundStore,
+    LedgerStore,
+    PairingStore,
+    JobStore,
+    Protocol,
+):
+    """Everything the service persists; a consumer asks for the narrow part it uses."""
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def schema_version(self) -> int: ...
+    async def integrity_check(self) -> str: ...
