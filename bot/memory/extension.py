@@ -19,11 +19,12 @@ from bot.scheduler import Scheduler
 if TYPE_CHECKING:
     from bot.app import App
     from bot.config import Config
+    from bot.store.base import MemoryIndexStore
 
 
-def open_index(config: Config) -> MemoryIndex:
-    """An index for this configuration (not yet opened; the store must have migrated)."""
-    return MemoryIndex(config.sqlite_path, config.workspace_dir, config.memory)
+def open_index(config: Config, store: MemoryIndexStore) -> MemoryIndex:
+    """An index for this configuration (not yet opened; the store must be open)."""
+    return MemoryIndex(store, config.workspace_dir, config.memory)
 
 
 async def extension(app: App) -> Callable[[], Awaitable[None]]:
@@ -32,7 +33,7 @@ async def extension(app: App) -> Callable[[], Awaitable[None]]:
     index: MemoryIndex | None = None
     flusher: Flusher | None = None
     if memory.enabled:
-        index = open_index(config)
+        index = open_index(config, app.store)
         await index.open()
         MemoryTools(index, memory, config.agent.timezone).register(app.tools)
         if memory.search.recall:
@@ -51,7 +52,5 @@ async def extension(app: App) -> Callable[[], Awaitable[None]]:
 
     async def stop() -> None:
         await scheduler.stop()
-        if index is not None:
-            await index.close()
 
     return stop

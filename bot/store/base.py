@@ -109,6 +109,34 @@ class Pairing:
     user_name: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedFile:
+    """A memory file as the index last read it."""
+
+    path: str  # relative to the workspace, e.g. "memory/2025-03-14.md"
+    mtime_ns: int
+    size: int
+    digest: str
+    chunking: str  # the chunk sizes it was cut with; a change re-chunks the file
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedChunk:
+    start_line: int
+    end_line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkMatch:
+    """A chunk a full-text query found; `rank` is BM25 (lower is better) or 0.0 unranked."""
+
+    path: str
+    start_line: int
+    text: str
+    rank: float
+
+
 class SessionStore(Protocol):
     """Session rows: a key's current session, new sessions, and their counters."""
 
@@ -230,6 +258,26 @@ class JobStore(Protocol):
     async def job_record_run(self, job: str, at: float) -> None: ...
 
 
+class MemoryIndexStore(Protocol):
+    """Storage of the memory index (bot/memory/index.py decides what to index and ranks):
+    chunks of memory files under a full-text index that matches substrings (trigrams), so
+    CJK text is searchable. `excluded` names files a search must leave out."""
+
+    async def memory_files(self) -> list[IndexedFile]: ...
+    async def memory_stats(self) -> tuple[int, int]: ...
+    async def memory_put_file(
+        self, file: IndexedFile, chunks: list[IndexedChunk] | None
+    ) -> None: ...
+    async def memory_remove_file(self, path: str) -> None: ...
+    async def memory_term_counts(self, expressions: list[str], cap: int) -> list[int]: ...
+    async def memory_match(
+        self, expression: str, *, ranked: bool, limit: int, excluded: tuple[str, ...]
+    ) -> list[ChunkMatch]: ...
+    async def memory_substring(
+        self, terms: tuple[str, ...], *, limit: int, excluded: tuple[str, ...]
+    ) -> list[ChunkMatch]: ...
+
+
 class Store(
     SessionStore,
     TranscriptStore,
@@ -238,6 +286,7 @@ class Store(
     LedgerStore,
     PairingStore,
     JobStore,
+    MemoryIndexStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""
