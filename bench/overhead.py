@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.sessions.keys import origin_of_key
+from bot.sessions.keys import conversation_of_key
 from bot.transcript import AssistantReply, ChatLine, Compaction, Entry, PersonTurn
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
@@ -33,7 +33,7 @@ KEPT_ENTRIES = 20  # what a compacted session keeps verbatim
 async def prefill(h: Harness, user: str, entries: int) -> None:
     store = h.app.store
     key = f"agent:main:local:direct:{user}"
-    session = await store.get_or_create_session(key, origin_of_key(key, "local"))
+    session = await store.get_or_create_session(key, conversation_of_key(key, "local"))
     batch: list[Entry] = []
     for i in range(entries // 2):
         line = ChatLine(f"m{i}", "local", user, f"old question {i}", timestamp=0)

@@ -7,10 +7,10 @@ import pytest
 from bot.config import SessionConfig
 from bot.sessions.keys import (
     AGENT_ID,
+    conversation_of_key,
     format_session_key,
     is_direct_key,
     linked_identity,
-    origin_of_key,
     parse_session_key,
     session_key,
     validate_session_key,
@@ -333,16 +333,16 @@ DIRECT, GROUP = ChatType.DIRECT, ChatType.GROUP
     ("key", "origin"),
     [
         ("agent:main:main", SessionOrigin("local", DIRECT, "")),
-        ("agent:main:direct:alice", SessionOrigin("local", DIRECT, "alice", None, "alice")),
-        ("agent:main:telegram:direct:42", SessionOrigin("telegram", DIRECT, "42", None, "42")),
+        ("agent:main:direct:alice", SessionOrigin("local", DIRECT, "", None, "alice")),
+        ("agent:main:telegram:direct:42", SessionOrigin("telegram", DIRECT, "", None, "42")),
         ("agent:main:telegram:group:-100:topic:7", SessionOrigin("telegram", GROUP, "-100", "7")),
         ("agent:main:slack:channel:c1", SessionOrigin("slack", ChatType.CHANNEL, "c1")),
     ],
 )
-def test_origin_of_a_key(key: str, origin: SessionOrigin) -> None:
-    assert origin_of_key(key, "local") == origin
+def test_conversation_of_a_key(key: str, origin: SessionOrigin) -> None:
+    assert conversation_of_key(key, "local") == origin
 
 
-def test_origin_of_a_malformed_key_raises() -> None:
+def test_conversation_of_a_malformed_key_raises() -> None:
     with pytest.raises(ValueError):
-        origin_of_key("agent:main:slack:nope:1", "slack")
+        conversation_of_key("agent:main:slack:nope:1", "slack")

@@ -276,7 +276,7 @@ async def test_migration_types_the_entries_of_an_older_database(tmp_path: Path) 
     assert origins == [
         SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="7"),
         SessionOrigin("slack", ChatType.CHANNEL, "c1", thread_id="17.5"),
-        SessionOrigin("slack", ChatType.DIRECT, "alice", peer_id="alice"),
+        SessionOrigin("slack", ChatType.DIRECT, "", peer_id="alice"),
         None,
     ]
 

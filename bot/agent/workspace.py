@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import bot
 
@@ -113,6 +114,10 @@ class Workspace:
         )
         self._prompts[include_memory] = (keys, prompt)
         return prompt
+
+    def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
+        """The system prompt as the model request carries it (see `system_prompt`)."""
+        return [{"type": "text", "text": self.system_prompt(include_memory=is_direct)}]
 
     def _build(self, files: list[tuple[str, str]]) -> str:
         sections: list[str] = []

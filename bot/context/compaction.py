@@ -43,8 +43,8 @@ from bot.transcript import (
 from bot.types import Usage
 
 if TYPE_CHECKING:
+    from bot.agent.hooks import BeforeCompaction
     from bot.agent.model import ModelClient
-    from bot.agent.runner import AgentRunner
     from bot.agent.workspace import Workspace
     from bot.metrics import Metrics
     from bot.store.base import Store
@@ -139,15 +139,17 @@ RETRY_PROMPT = (
 
 
 class ContextHost(Protocol):
-    """What compaction needs from the running service (`bot.app.App` provides it)."""
+    """What compaction needs (`bot.context.pipeline.ContextPipeline` provides it)."""
 
     config: Config
     store: Store
     model: ModelClient
     workspace: Workspace
     tools: ToolRegistry
-    runner: AgentRunner
     metrics: Metrics
+
+    @property
+    def before_compaction(self) -> Sequence[BeforeCompaction]: ...
 
 
 # --------------------------------------------------------------------------- pure steps
@@ -592,7 +594,7 @@ class CompactionResult:
 
 def overhead_chars(host: ContextHost) -> int:
     """Characters of what precedes the messages: the system prompt and tool definitions."""
-    system = host.runner.system_blocks(is_direct=True)
+    system = host.workspace.system_blocks(is_direct=True)
     tools = host.tools.definitions(host.config.tools.allow, host.config.tools.deny)
     return sum(len(b.get("text", "")) for b in system) + len(json.dumps(tools))
 
@@ -609,7 +611,7 @@ async def compact_session(
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
-    Runs every `runner.before_compaction` hook first (e.g. a memory flush). `history`
+    Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
     for a model failure: the result says "failed" and the history is untouched. Call it in
     the session's lane (the queue), so no turn runs at the same time.
@@ -625,9 +627,9 @@ async def compact_session(
             f"Nothing to compact yet: only the last {keep} turn(s) are in the history, and "
             "those are always kept as they are.",
         )
-    for hook in host.runner.before_compaction:
+    for hook in host.before_compaction:
         try:
-            await hook(session)
+            await hook.before_compaction(session)
         except Exception:  # a failed flush must not stop the compaction that needs room
             log.exception("before-compaction hook failed for %s", session.session_key)
     if history is None:  # a hook may have added entries (a flush turn)

@@ -181,23 +181,24 @@ def is_direct_key(key: str) -> bool:
     Malformed keys are not direct: callers use this to gate private data such as MEMORY.md.
     """
     try:
-        return parse_session_key(key)["kind"] in ("direct", "main")
+        return conversation_of_key(key).chat_type == ChatType.DIRECT
     except ValueError:
         return False
 
 
-def origin_of_key(key: str, channel: str) -> SessionOrigin:
-    """The conversation a key names, for sessions made without a message at hand (and for
-    rows written before sessions recorded it). `channel` stands in where the key spans
-    channels (the `main` and per-peer DM forms). Raises ValueError for a malformed key."""
+def conversation_of_key(key: str, channel: str = "") -> SessionOrigin:
+    """Where a stored session key's conversation happens. Raises ValueError when malformed.
+
+    The one place that reads channel, chat type, chat id and thread back out of a key.
+    `channel` stands in for the DM forms that span channels (per-peer, main); a DM key
+    carries the person (`peer_id`), not the platform's chat id, so `chat_id` is "" there.
+    """
     parts = parse_session_key(key)
     channel = parts["channel"] or channel
-    if parts["kind"] == "main":
-        return SessionOrigin(channel, ChatType.DIRECT, "")
-    if parts["kind"] == "direct":
-        peer = parts["peer"] or ""
-        return SessionOrigin(channel, ChatType.DIRECT, peer, peer_id=peer)
-    chat_type = ChatType.GROUP if parts["kind"] == "group" else ChatType.CHANNEL
+    kind = parts["kind"]
+    if kind in ("direct", "main"):
+        return SessionOrigin(channel, ChatType.DIRECT, "", peer_id=parts["peer"])
+    chat_type = ChatType.GROUP if kind == "group" else ChatType.CHANNEL
     return SessionOrigin(
         channel, chat_type, parts["chat_id"] or "", parts["topic"] or parts["thread"]
     )

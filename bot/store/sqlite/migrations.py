@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import aiosqlite
 
-from bot.sessions.keys import origin_of_key
+from bot.sessions.keys import conversation_of_key
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -191,7 +191,7 @@ async def _backfill_session_origins(db: aiosqlite.Connection) -> None:
     rows = await db.execute_fetchall("SELECT session_id, session_key, channel FROM sessions")
     for session_id, key, channel in rows:
         try:
-            origin = origin_of_key(key, channel)
+            origin = conversation_of_key(key, channel)
         except ValueError:
             continue
         await db.execute(
