@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from bot.agent.pricing import estimate_cost
 from bot.agent.untrusted import marker_id_for, wrap_untrusted
 from bot.config import Config, ContextConfig
 from bot.context.identifiers import extract_identifiers, missing_identifiers
@@ -43,10 +42,10 @@ from bot.transcript import (
 from bot.types import Usage
 
 if TYPE_CHECKING:
+    from bot.agent.accounting import UsageAccountant
     from bot.agent.hooks import BeforeCompaction
     from bot.agent.model import ModelClient
     from bot.agent.workspace import Workspace
-    from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -146,7 +145,7 @@ class ContextHost(Protocol):
     model: ModelClient
     workspace: Workspace
     tools: ToolRegistry
-    metrics: Metrics
+    accountant: UsageAccountant
 
     @property
     def before_compaction(self) -> Sequence[BeforeCompaction]: ...
@@ -691,7 +690,15 @@ async def compact_session(
     compaction.tokens_after = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
-    await _record_usage(host, session, summarizer, after)
+    # Leaves the time of the last model call alone: that one tracks the conversation's own
+    # prompt cache, which the summarizer's requests do not touch.
+    await host.accountant.charge(
+        session.session_id,
+        summarizer.usage,
+        summarizer.model_id or config.agent.model,
+        read_cache=False,
+        context_tokens=after,
+    )
     log.info(
         "compacted %s (%s): ~%d -> ~%d tokens, %d messages summarized in %d call(s)",
         session.session_key,
@@ -714,29 +721,4 @@ async def compact_session(
         kept_turns=kept_turns,
         model_calls=summarizer.calls,
         problems=tuple(problems),
-    )
-
-
-async def _record_usage(
-    host: ContextHost, session: SessionRow, summarizer: _Summarizer, context_after: int
-) -> None:
-    """Count the summarizer's tokens and cost in the session, leaving the time of its last
-    model call alone: that one tracks the conversation's own prompt cache, which the
-    summarizer's requests do not touch. Runs in the session's lane, so reading and
-    writing the counters cannot race a turn."""
-    usage = summarizer.usage
-    for kind, value in usage.to_dict().items():
-        host.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
-    fresh = await host.store.get_session(session.session_id)
-    if fresh is None:
-        return
-    model = summarizer.model_id or host.config.agent.model
-    await host.store.update_session(
-        session.session_id,
-        input_tokens=fresh.input_tokens + usage.input_tokens,
-        output_tokens=fresh.output_tokens + usage.output_tokens,
-        cache_read_tokens=fresh.cache_read_tokens + usage.cache_read_tokens,
-        cache_write_tokens=fresh.cache_write_tokens + usage.cache_write_tokens,
-        cost_usd=fresh.cost_usd + estimate_cost(model, usage, host.config.anthropic.cache_ttl),
-        context_tokens=context_after,
     )

@@ -36,11 +36,11 @@ from bot.store.base import SessionRow
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, EntryKind
 
 if TYPE_CHECKING:
+    from bot.agent.accounting import UsageAccountant
     from bot.agent.hooks import BeforeCompaction
     from bot.agent.model import ModelClient
     from bot.agent.workspace import Workspace
     from bot.config import Config
-    from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -70,7 +70,7 @@ class ContextPipeline:
         model: ModelClient,
         workspace: Workspace,
         tools: ToolRegistry,
-        metrics: Metrics,
+        accountant: UsageAccountant,
         before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float],
     ) -> None:
@@ -79,7 +79,7 @@ class ContextPipeline:
         self.model = model
         self.workspace = workspace
         self.tools = tools
-        self.metrics = metrics
+        self.accountant = accountant
         self.before_compaction = tuple(before_compaction)
         # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
         self.clock = clock

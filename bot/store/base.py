@@ -158,10 +158,11 @@ class SessionStore(Protocol):
         session_id: str,
         usage: Usage,
         *,
-        context_tokens: int,
+        context_tokens: int | None,
         cost_usd: float,
-        at: float,
-    ) -> None: ...
+        at: float | None,
+    ) -> None:
+        """Add `usage` to the counters atomically; None keeps context size / call time."""
 
 
 class TranscriptStore(Protocol):
