@@ -28,36 +28,37 @@ from bot.context.compaction import (
     summary_problems,
     tool_failures,
 )
-from bot.store.base import Entry, EntryType, Role
+from bot.transcript import Entry, PersonTurn, PromptPurpose, is_person_turn
+from tests import entries as build
 
 CFG = ContextConfig()
 GOOD = "\n".join(f"{h}\n- none" for h in REQUIRED_SECTIONS)
 
 
 def user(text: str, turn: str = "") -> Entry:
-    msg = {"text": text, "user_id": "1", "user_name": "Al", "timestamp": 0}
-    return Entry("s", EntryType.MESSAGE, {"messages": [msg]}, role=Role.USER, turn_id=turn)
+    return build.person(text, turn_id=turn)
 
 
 def internal(text: str, turn: str) -> Entry:
-    return Entry(
-        "s", EntryType.MESSAGE, {"text": text, "kind": "flush"}, role=Role.USER, turn_id=turn
-    )
+    return build.prompt(text, purpose=PromptPurpose.FLUSH, turn_id=turn)
 
 
 def reply(text: str, turn: str = "") -> Entry:
-    payload = {"content": [{"type": "text", "text": text}]}
-    return Entry("s", EntryType.MESSAGE, payload, role=Role.ASSISTANT, turn_id=turn)
+    return build.reply(build.text(text), turn_id=turn)
 
 
 def call(call_id: str, name: str = "fetch") -> Entry:
-    block = {"type": "tool_use", "id": call_id, "name": name, "input": {"q": 1}}
-    return Entry("s", EntryType.MESSAGE, {"content": [block]}, role=Role.ASSISTANT)
+    return build.reply({"type": "tool_use", "id": call_id, "name": name, "input": {"q": 1}})
 
 
 def result(call_id: str, text: str, error: bool = False) -> Entry:
     block = {"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": error}
-    return Entry("s", EntryType.MESSAGE, {"content": [block]}, role=Role.TOOL)
+    return build.results(block)
+
+
+def first_text(entry: Entry) -> str:
+    assert isinstance(entry.payload, PersonTurn)
+    return entry.payload.messages[0].text
 
 
 def turns(n: int) -> list[Entry]:
@@ -77,9 +78,9 @@ def test_split_keeps_the_last_turns_with_their_tool_results() -> None:
     history = turns(5)
     split = split_history(history, 3)
     assert split.summarize == history[:8] and split.kept == history[8:]
-    assert split.kept[0].payload["messages"][0]["text"] == "question 2"
-    previous = Entry("s", EntryType.COMPACTION, {"summary": "old"})
-    assert split_history([previous, *history], 3).previous is previous
+    assert first_text(split.kept[0]) == "question 2"
+    previous = build.summary("old")
+    assert split_history([previous, *history], 3).previous is previous.payload
 
 
 def test_nothing_to_summarize_without_enough_user_turns() -> None:
@@ -94,13 +95,13 @@ def test_nothing_to_summarize_without_enough_user_turns() -> None:
 def test_fewer_turns_are_kept_when_they_would_not_fit() -> None:
     history = [*turns(3), user("big"), call("b"), result("b", "x" * 40_000), reply("ok")]
     split = choose_split(history, keep_turns=3, budget_tokens=5_000, tz="UTC", result_limit=10**6)
-    assert split.kept[0].payload["messages"][0]["text"] == "big"  # one turn, over budget
+    assert first_text(split.kept[0]) == "big"  # one turn, over budget
     roomy = choose_split(history, keep_turns=3, budget_tokens=10**6, tz="UTC", result_limit=10**6)
-    assert len([e for e in roomy.kept if e.role == Role.USER]) == 3
+    assert len([e for e in roomy.kept if is_person_turn(e)]) == 3
 
 
 def test_render_labels_messages_and_skips_housekeeping() -> None:
-    previous = Entry("s", EntryType.COMPACTION, {"summary": "## Decisions\n- tea"})
+    previous = build.summary("## Decisions\n- tea")
     history = [
         previous,
         user("find the report"),

@@ -51,10 +51,9 @@ def workspace(tmp_path: Path) -> Path:
 async def tools(workspace: Path, tmp_path: Path) -> AsyncIterator[MemoryTools]:
     store = SQLiteStore(tmp_path / "krill.db")
     await store.open()
-    index = MemoryIndex(tmp_path / "krill.db", workspace, MemoryConfig())
+    index = MemoryIndex(store, workspace, MemoryConfig())
     await index.open()
     yield MemoryTools(index, MemoryConfig(), "Asia/Tokyo", clock=lambda: FIXED)
-    await index.close()
     await store.close()
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from bot.config import SessionConfig
 from bot.sessions.keys import (
+    conversation_of_key,
     format_session_key,
     is_direct_key,
     linked_identity,
@@ -13,7 +14,7 @@ from bot.sessions.keys import (
     session_key,
     validate_session_key,
 )
-from bot.types import Address, ChatType, InboundMessage
+from bot.types import Address, ChatType, InboundMessage, SessionOrigin
 
 
 def msg(
@@ -341,3 +342,33 @@ def test_validate_rejects_other_agents() -> None:
 )
 def test_is_direct_key(key: str, direct: bool) -> None:
     assert is_direct_key(key) is direct
+
+
+def test_origin_of_a_message_names_its_conversation() -> None:
+    topic = msg("telegram", ChatType.GROUP, "-100", "5", thread_id="7")
+    assert SessionOrigin.of(topic) == SessionOrigin("telegram", ChatType.GROUP, "-100", "7")
+    # A thread inside a DM stays on the DM session, as its key does.
+    dm = msg("slack", ChatType.DIRECT, "D1", "U1", thread_id="1712345678.000100")
+    assert SessionOrigin.of(dm) == SessionOrigin("slack", ChatType.DIRECT, "D1", peer_id="U1")
+
+
+DIRECT, GROUP = ChatType.DIRECT, ChatType.GROUP
+
+
+@pytest.mark.parametrize(
+    ("key", "origin"),
+    [
+        ("agent:main:main", SessionOrigin("local", DIRECT, "")),
+        ("agent:main:direct:alice", SessionOrigin("local", DIRECT, "", None, "alice")),
+        ("agent:main:telegram:direct:42", SessionOrigin("telegram", DIRECT, "", None, "42")),
+        ("agent:main:telegram:group:-100:topic:7", SessionOrigin("telegram", GROUP, "-100", "7")),
+        ("agent:main:slack:channel:c1", SessionOrigin("slack", ChatType.CHANNEL, "c1")),
+    ],
+)
+def test_conversation_of_a_key(key: str, origin: SessionOrigin) -> None:
+    assert conversation_of_key(key, "local") == origin
+
+
+def test_conversation_of_a_malformed_key_raises() -> None:
+    with pytest.raises(ValueError):
+        conversation_of_key("agent:main:slack:nope:1", "slack")

@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -27,7 +27,18 @@ from bot.context.size import context_tokens
 from bot.context.tokens import messages_tokens, tokens_for_chars
 from bot.context.truncation import cap_tool_results, cut_head, result_char_limit
 from bot.errors import ModelError
-from bot.store.base import Entry, EntryType, Role, SessionRow, new_id
+from bot.store.base import SessionRow
+from bot.transcript import (
+    CONVERSATION_KINDS,
+    AssistantReply,
+    Compaction,
+    Entry,
+    InternalPrompt,
+    PersonTurn,
+    ToolResults,
+    is_person_turn,
+    new_id,
+)
 from bot.types import Usage
 
 if TYPE_CHECKING:
@@ -152,16 +163,9 @@ def summary_token_budget(window: int) -> int:
     return min(SUMMARY_MAX_TOKENS, int(window * SUMMARY_WINDOW_SHARE))
 
 
-def is_person_turn(entry: Entry) -> bool:
-    """A user turn a person started (internal prompts such as a memory flush are not)."""
-    return (
-        entry.type == EntryType.MESSAGE and entry.role == Role.USER and "messages" in entry.payload
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Split:
-    previous: Entry | None  # the compaction entry whose summary is folded into the new one
+    previous: Compaction | None  # the compaction whose summary is folded into the new one
     summarize: list[Entry]
     kept: list[Entry]
 
@@ -169,8 +173,10 @@ class Split:
 def split_history(history: list[Entry], keep_turns: int) -> Split:
     """Cut on a person-turn boundary: the last `keep_turns` turns are kept verbatim (with
     their tool calls and results, which always follow their turn's user entry)."""
-    previous = history[0] if history and history[0].type == EntryType.COMPACTION else None
-    body = [e for e in history if e.type == EntryType.MESSAGE]
+    previous = history[0].payload if history else None
+    if not isinstance(previous, Compaction):
+        previous = None
+    body = [e for e in history if e.kind in CONVERSATION_KINDS]
     starts = [i for i, e in enumerate(body) if is_person_turn(e)]
     if len(starts) <= keep_turns:
         return Split(previous, [], body)
@@ -221,7 +227,7 @@ class Item:
         }[self.role]
 
 
-def _result_text(block: dict[str, Any]) -> str:
+def _result_text(block: Mapping[str, Any]) -> str:
     content = block.get("content")
     if isinstance(content, str):
         return content
@@ -241,42 +247,38 @@ def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
     cost more than all the conversation around them."""
     items: list[Item] = []
     if split.previous is not None:
-        items.append(Item("summary", split.previous.payload.get("summary", "")))
+        items.append(Item("summary", split.previous.summary))
     internal = {
-        e.turn_id
-        for e in split.summarize
-        if e.role == Role.USER and not is_person_turn(e) and e.turn_id
+        e.turn_id for e in split.summarize if isinstance(e.payload, InternalPrompt) and e.turn_id
     }
     names: dict[str, str] = {}
     for entry in split.summarize:
-        if entry.turn_id in internal or (entry.role == Role.USER and not is_person_turn(entry)):
-            continue
         payload = entry.payload
-        if entry.role == Role.USER:
-            lines = [f"(earlier chat) {line}" for line in payload.get("context_lines") or []]
+        if entry.turn_id in internal or isinstance(payload, InternalPrompt):
+            continue
+        if isinstance(payload, PersonTurn):
+            lines = [f"(earlier chat) {line}" for line in payload.context_lines]
             asks = []
-            for msg in payload.get("messages") or []:
-                sender = msg.get("user_name") or msg.get("user_id", "")
-                when = format_time(float(msg.get("timestamp") or 0), tz)
-                lines.append(f"[{when}] {sender}: {msg.get('text', '')}")
-                asks.append(msg.get("text", ""))
+            for msg in payload.messages:
+                sender = msg.user_name or msg.user_id
+                when = format_time(msg.timestamp, tz)
+                lines.append(f"[{when}] {sender}: {msg.text}")
+                asks.append(msg.text)
             items.append(Item("user", "\n".join(lines), ask="\n".join(asks)))
-        elif entry.role == Role.ASSISTANT:
+        elif isinstance(payload, AssistantReply):
             parts = []
-            for block in payload.get("content", []):
-                if block.get("type") == "text" and block.get("text"):
+            for block in payload.content:
+                if block["type"] == "text" and block["text"]:
                     parts.append(block["text"])
-                elif block.get("type") == "tool_use":
-                    names[block.get("id", "")] = block.get("name", "")
+                elif block["type"] == "tool_use":
+                    names[block["id"]] = block["name"]
                     raw = json.dumps(block.get("input", {}), ensure_ascii=False)
                     preview = cut_head(raw, TOOL_INPUT_PREVIEW_CHARS)
-                    parts.append(f"[called {block.get('name', '')} {preview}]")
+                    parts.append(f"[called {block['name']} {preview}]")
             if parts:
                 items.append(Item("assistant", "\n".join(parts)))
-        elif entry.role == Role.TOOL:
-            for block in payload.get("content", []):
-                if block.get("type") != "tool_result":
-                    continue
+        elif isinstance(payload, ToolResults):
+            for block in payload.results:
                 name = names.get(block.get("tool_use_id", ""), "tool")
                 failed = bool(block.get("is_error"))
                 head = f"[{name} {'failed' if failed else 'returned'}]"
@@ -674,22 +676,18 @@ async def compact_session(
         rules=rules_section(agents_md),
     )
     kept_turns = sum(1 for e in split.kept if is_person_turn(e))
-    entry = Entry(
-        session.session_id,
-        EntryType.COMPACTION,
-        {
-            "summary": summary,
-            "first_kept_entry_id": split.kept[0].id,
-            "tokens_before": before,
-            "tokens_after": 0,
-            "reason": reason,
-            "summarized_messages": len(items),
-            "omitted_messages": plan.omitted,
-        },
+    compaction = Compaction(
+        summary=summary,
+        first_kept_entry_id=split.kept[0].id,
+        reason=reason,
+        tokens_before=before,
+        summarized_messages=len(items),
+        omitted_messages=plan.omitted,
     )
+    entry = Entry(session.session_id, compaction)
     after_messages = cap_tool_results(build_messages([entry, *split.kept], tz), limit)
     after = messages_tokens(after_messages, overhead)
-    entry.payload["tokens_after"] = after
+    compaction.tokens_after = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
     # Leaves the time of the last model call alone: that one tracks the conversation's own

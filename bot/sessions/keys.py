@@ -7,11 +7,10 @@ built, parsed and validated here with pure functions so every caller agrees on o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from bot.config import SessionConfig
-from bot.types import ChatType, InboundMessage
+from bot.types import ChatType, InboundMessage, SessionOrigin
 
 AGENT_ID = "main"
 KEY_PREFIX = "agent"
@@ -199,30 +198,19 @@ def is_direct_key(key: str) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """The conversation a session key names, as policy lookups need it."""
-
-    channel: str  # "" for the DM forms that span channels (per-peer, main)
-    chat_type: ChatType
-    chat_id: str  # "" for DMs
-    peer: str  # DMs: user id or linked identity name; "" otherwise
-
-
-def conversation_of_key(key: str) -> Conversation:
+def conversation_of_key(key: str, channel: str = "") -> SessionOrigin:
     """Where a stored session key's conversation happens. Raises ValueError when malformed.
 
-    The one place that reads channel, chat type and chat id back out of a key.
+    The one place that reads channel, chat type, chat id and thread back out of a key.
+    `channel` stands in for the DM forms that span channels (per-peer, main); a DM key
+    carries the person (`peer_id`), not the platform's chat id, so `chat_id` is "" there.
     """
     parts = parse_session_key(key)
+    channel = parts["channel"] or channel
     kind = parts["kind"]
     if kind in ("direct", "main"):
-        chat_type = ChatType.DIRECT
-    else:
-        chat_type = ChatType.GROUP if kind == "group" else ChatType.CHANNEL
-    return Conversation(
-        channel=parts["channel"] or "",
-        chat_type=chat_type,
-        chat_id=parts["chat_id"] or "",
-        peer=parts["peer"] or "",
+        return SessionOrigin(channel, ChatType.DIRECT, "", peer_id=parts["peer"])
+    chat_type = ChatType.GROUP if kind == "group" else ChatType.CHANNEL
+    return SessionOrigin(
+        channel, chat_type, parts["chat_id"] or "", parts["topic"] or parts["thread"]
     )
