@@ -60,12 +60,13 @@ def test_unflushed_conversation_and_idle_timing() -> None:
     )
 
 
-def test_prompt_names_today_and_hides_memory_md_in_groups() -> None:
+def test_prompt_names_the_scopes_note_and_offers_memory_md_only_to_admins() -> None:
     now = dt.datetime(2025, 3, 14, 9, 30, tzinfo=dt.UTC)
-    dm = flush_prompt(Reason.IDLE, now, is_direct=True)
-    assert "memory/2025-03-14.md" in dm and "NO_REPLY" in dm and 'file="MEMORY.md"' in dm
-    group = flush_prompt(Reason.THRESHOLD, now, is_direct=False)
-    assert "not available in group chats" in group and 'file="MEMORY.md"' not in group
+    note = "memory/people/telegram-42/2025-03-14.md"
+    admin = flush_prompt(Reason.IDLE, now, note=note, curated=True)
+    assert note in admin and "NO_REPLY" in admin and 'file="MEMORY.md"' in admin
+    other = flush_prompt(Reason.THRESHOLD, now, note=note, curated=False)
+    assert note in other and "MEMORY.md" not in other
 
 
 def test_flush_prompt_joins_a_trailing_user_message() -> None:

@@ -18,6 +18,7 @@ from tests.fakes.anthropic import FakeAnthropic
 
 FLUSH_MARK = "[Memory flush"
 DM_KEY = "agent:main:local:direct:alice"
+ALICE_NOTES = "memory/people/local-alice"  # what Alice's DMs learn stays in her folder
 
 
 def today() -> str:
@@ -40,7 +41,7 @@ async def test_remember_reset_and_recall(tmp_path: Path, fake_anthropic: FakeAnt
     fake_anthropic.queue_text("An oat flat white.")
     async with Harness(tmp_path, fake_anthropic.url) as h:
         await h.send("remember that my coffee order is an oat flat white")
-        note = h.workspace / "memory" / f"{today()}.md"
+        note = h.workspace / ALICE_NOTES / f"{today()}.md"
         assert "oat flat white, no sugar" in note.read_text()
         old = await h.app.store.current_session(DM_KEY)
         await h.send("/reset")
@@ -60,7 +61,7 @@ async def test_remember_reset_and_recall(tmp_path: Path, fake_anthropic: FakeAnt
     question = fake_anthropic.message_requests[-1]
     assert RECALL_HEADER in question.last_user_text
     assert "oat flat white, no sugar" in question.last_user_text
-    assert f"memory/{today()}.md#L3-L3" in question.last_user_text
+    assert f"{ALICE_NOTES}/{today()}.md#L3-L3" in question.last_user_text
     assert "remember that" not in str(question.messages)  # a fresh session
 
 
@@ -70,7 +71,10 @@ async def test_group_sessions_never_receive_memory_md(
     workspace = tmp_path / "workspace"
     (workspace / "memory").mkdir(parents=True)
     (workspace / "MEMORY.md").write_text("- Private: Alice secretly loves durian candy.\n")
-    (workspace / "memory" / "2025-01-01.md").write_text("- The durian festival is on Friday.\n")
+    (workspace / "memory" / "shared").mkdir()
+    (workspace / "memory" / "shared" / "events.md").write_text(
+        "- The durian festival is on Friday.\n"
+    )
     fake_anthropic.queue_tool_use("memory_get", {"path": "MEMORY.md"})
     fake_anthropic.queue_text("The durian festival is on Friday!")
     fake_anthropic.queue_text("You love durian candy.")
@@ -88,10 +92,10 @@ async def test_group_sessions_never_receive_memory_md(
     for request in (first, second):
         assert "secretly" not in request.system_text
         assert "secretly" not in str(request.messages)
-    assert "durian festival is on Friday" in first.last_user_text  # daily notes are fine
+    assert "durian festival is on Friday" in first.last_user_text  # shared notes are fine
     result = second.messages[-1]["content"][0]
     assert result["type"] == "tool_result" and result["is_error"] is True
-    assert "private" in str(result["content"])
+    assert "not part of this conversation" in str(result["content"])
     assert "secretly loves durian" in dm.system_text
     assert "secretly loves durian" in dm.last_user_text  # recall may use it in a DM
 
@@ -121,7 +125,7 @@ async def test_threshold_flush_runs_once_silently(
         await h.send("thanks")
         await h.send("one more")
         row = await h.app.store.current_session(DM_KEY)
-        note = (h.workspace / "memory" / f"{today()}.md").read_text()
+        note = (h.workspace / ALICE_NOTES / f"{today()}.md").read_text()
     assert len(flush_requests(fake_anthropic)) == 1
     assert h.channel.finals == ["Hi!", "That is a lot of notes.", "Sure.", "Again."]
     assert all("NO_REPLY" not in d.text for d in h.channel.deliveries)  # previews too

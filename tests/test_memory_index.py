@@ -21,7 +21,12 @@ from bot.memory.query import (
     match_expression,
     stem,
 )
+from bot.memory.scopes import scope_of, visible_scopes
+from bot.store.base import VisiblePaths
 from bot.store.sqlite import SQLiteStore
+
+ALL = VisiblePaths(everything=True)
+GROUP = visible_scopes(scope_of(None, "agent:main:telegram:group:-100"), admin=False)
 
 DAILY = """\
 # 2025-03-14
@@ -140,7 +145,7 @@ async def index(tmp_path: Path) -> AsyncIterator[MemoryIndex]:
 
 
 async def test_search_finds_lines_with_sources(index: MemoryIndex) -> None:
-    hits = await index.search("when is the dentist appointment?")
+    hits = await index.search("when is the dentist appointment?", ALL)
     assert hits, "expected a hit"
     top = hits[0]
     assert top.path == "memory/2025-03-14.md"
@@ -151,30 +156,30 @@ async def test_search_finds_lines_with_sources(index: MemoryIndex) -> None:
 
 
 async def test_cjk_text_is_found(index: MemoryIndex) -> None:
-    hits = await index.search("美式咖啡")
+    hits = await index.search("美式咖啡", ALL)
     assert hits and hits[0].path == "memory/2025-03-15.md" and "美式咖啡" in hits[0].text
-    japanese = await index.search("会議は火曜日")
+    japanese = await index.search("会議は火曜日", ALL)
     assert japanese and "火曜日" in japanese[0].text
-    two_chars = await index.search("咖啡")  # no trigram: the substring fallback finds it
+    two_chars = await index.search("咖啡", ALL)  # no trigram: the substring fallback finds it
     assert two_chars and "咖啡" in two_chars[0].text
 
 
 async def test_private_file_is_left_out_when_asked(index: MemoryIndex) -> None:
-    assert any(h.path == "MEMORY.md" for h in await index.search("oat flat white"))
-    group = await index.search("oat flat white Alice partner", include_private=False)
+    assert any(h.path == "MEMORY.md" for h in await index.search("oat flat white", ALL))
+    group = await index.search("oat flat white Alice partner", GROUP)
     assert all(h.path != "MEMORY.md" for h in group)
 
 
 async def test_edits_are_picked_up_before_the_next_search(index: MemoryIndex) -> None:
     await index.refresh()
     note = index.workspace / "memory" / "2025-03-14.md"
-    assert not await index.search("harpsichord")
+    assert not await index.search("harpsichord", ALL)
     note.write_text(DAILY + "- [2025-03-14 20:00] Mia switched to the harpsichord.\n")
-    hits = await index.search("harpsichord")
+    hits = await index.search("harpsichord", ALL)
     assert hits and hits[0].path == "memory/2025-03-14.md"
     assert hits[0].end_line >= 6
     note.write_text(DAILY)
-    assert not await index.search("harpsichord")
+    assert not await index.search("harpsichord", ALL)
 
 
 async def test_deleting_a_file_removes_its_chunks(index: MemoryIndex) -> None:
@@ -185,7 +190,7 @@ async def test_deleting_a_file_removes_its_chunks(index: MemoryIndex) -> None:
     assert report.removed == ["memory/2025-03-15.md"]
     after_files, after_chunks = await index.stats()
     assert after_files == files - 1 and after_chunks < chunks
-    assert not await index.search("美式咖啡")
+    assert not await index.search("美式咖啡", ALL)
 
 
 async def test_touch_without_change_does_not_reindex(index: MemoryIndex) -> None:
@@ -207,9 +212,9 @@ async def test_new_subfolder_notes_and_symlinks(index: MemoryIndex, tmp_path: Pa
     (workspace / "memory" / "alias.md").symlink_to(workspace / "MEMORY.md")
     report = await index.refresh()
     assert report.indexed == ["memory/projects/krill.md"]
-    assert await index.search("roadmap") and not await index.search("leaked secret")
+    assert await index.search("roadmap", ALL) and not await index.search("leaked secret", ALL)
     # A note linking to MEMORY.md would smuggle it into groups; it is not indexed.
-    assert not await index.search("oat flat white", include_private=False)
+    assert all(h.path != "memory/alias.md" for h in await index.search("oat flat white", ALL))
 
 
 async def test_changed_chunk_size_reindexes_everything(index: MemoryIndex, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Tests for bot.memory.paths, bot.memory.notes and bot.memory.tools: path escapes, group
-privacy, dated appends and appends racing each other."""
+privacy, dated appends and appends racing each other. (Scopes: tests/test_memory_scopes.py.)"""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from bot.config import MemoryConfig
 from bot.memory.index import MemoryIndex
 from bot.memory.notes import MemoryFull, append_entry, format_entry
 from bot.memory.paths import MemoryPathError, normalize_memory_path
+from bot.memory.scopes import OPERATOR, writable
 from bot.memory.tools import MemoryTools
 from bot.store.sqlite import SQLiteStore
 from bot.tools.registry import ToolContext, ToolError, ToolRegistry
@@ -57,8 +58,9 @@ async def tools(workspace: Path, tmp_path: Path) -> AsyncIterator[MemoryTools]:
     await store.close()
 
 
-def ctx(workspace: Path, *, direct: bool = True) -> ToolContext:
-    return ToolContext("agent:main:local:direct:alice", "s1", "local:alice", direct, workspace)
+def ctx(workspace: Path, *, direct: bool = True, admin: bool = False) -> ToolContext:
+    key = "agent:main:local:direct:alice" if direct else "agent:main:local:group:team"
+    return ToolContext(key, "s1", "local:alice", direct, workspace, admin=admin)
 
 
 def test_normalize_accepts_only_memory_files() -> None:
@@ -112,13 +114,18 @@ async def test_memory_get_reads_a_line_range(tools: MemoryTools, workspace: Path
 
 async def test_group_sessions_never_see_memory_md(tools: MemoryTools, workspace: Path) -> None:
     group = ctx(workspace, direct=False)
-    with pytest.raises(ToolError, match="private"):
+    with pytest.raises(ToolError, match="not part of this conversation"):
         await tools.get({"path": "MEMORY.md"}, group)
-    (workspace / "memory" / "alias.md").symlink_to(workspace / "MEMORY.md")
-    with pytest.raises(ToolError, match="private"):
-        await tools.get({"path": "memory/alias.md"}, group)
-    with pytest.raises(ToolError, match="private"):
+    (workspace / "memory" / "groups" / "local-team").mkdir(parents=True)
+    (workspace / "memory" / "groups" / "local-team" / "alias.md").symlink_to(
+        workspace / "MEMORY.md"
+    )
+    with pytest.raises(ToolError, match="not part of this conversation"):
+        await tools.get({"path": "memory/groups/local-team/alias.md"}, group)
+    with pytest.raises(ToolError, match="admin"):
         await tools.append({"text": "planted fact", "file": "MEMORY.md"}, group)
+    with pytest.raises(ToolError, match="admin"):
+        await tools.append({"text": "planted", "file": "MEMORY.md"}, ctx(workspace, admin=False))
     assert await tools.search({"query": "durian"}, group) == "No memory matches 'durian'."
     assert "MEMORY.md#L3-L3" in await tools.search({"query": "durian"}, ctx(workspace))
 
@@ -131,19 +138,25 @@ async def test_notes_that_live_elsewhere_are_refused(
     (workspace / "memory" / "hard.md").hardlink_to(workspace / "MEMORY.md")
     (workspace / "SOUL.md").write_text("soul secret\n", encoding="utf-8")
     (workspace / "memory" / "soul.md").symlink_to(workspace / "SOUL.md")
-    (workspace / "memory" / "ok.md").symlink_to(workspace / "memory" / "2025-03-14.md")
+    shared = workspace / "memory" / "shared"
+    shared.mkdir()
+    (shared / "news.md").write_text("- met Bob\n", encoding="utf-8")
+    (shared / "ok.md").symlink_to(shared / "news.md")
     for direct in (False, True):
         for name in ("memory/hard.md", "memory/soul.md"):
             with pytest.raises(ToolError, match="hard link"):
                 await tools.get({"path": name}, ctx(workspace, direct=direct))
-    assert "met Bob" in await tools.get({"path": "memory/ok.md"}, ctx(workspace, direct=False))
+    group_read = await tools.get({"path": "memory/shared/ok.md"}, ctx(workspace, direct=False))
+    assert "met Bob" in group_read
     group = ctx(workspace, direct=False)
     assert await tools.search({"query": "durian"}, group) == "No memory matches 'durian'."
     assert await tools.search({"query": "soul secret"}, ctx(workspace)) == (
         "No memory matches 'soul secret'."
     )
     # Appending to a hard-linked daily note would write into the other file.
-    (workspace / "memory" / "2025-03-15.md").hardlink_to(tmp_path / "outside.md")
+    (workspace / "memory" / "people" / "local-alice").mkdir(parents=True)
+    own_note = workspace / "memory" / "people" / "local-alice" / "2025-03-15.md"
+    own_note.hardlink_to(tmp_path / "outside.md")
     with pytest.raises(ToolError, match="hard link"):
         await tools.append({"text": "planted"}, ctx(workspace))
     assert (tmp_path / "outside.md").read_text() == "top secret\n"
@@ -153,15 +166,17 @@ async def test_append_writes_a_dated_entry_in_the_configured_zone(
     tools: MemoryTools, workspace: Path
 ) -> None:
     out = await tools.append({"text": "Alice's flight is JL 44\non Friday"}, ctx(workspace))
-    note = workspace / "memory" / "2025-03-15.md"  # Tokyo date, not UTC's 14th
-    assert out == "Appended to memory/2025-03-15.md#L3-L4."
+    # Alice's own note, dated in Tokyo (not UTC's 14th).
+    note = workspace / "memory" / "people" / "local-alice" / "2025-03-15.md"
+    assert out == "Appended to memory/people/local-alice/2025-03-15.md#L3-L4."
     assert (
         note.read_text()
         == "# 2025-03-15\n\n- [2025-03-15 08:30] Alice's flight is JL 44\n  on Friday\n"
     )
     await tools.append({"text": "second"}, ctx(workspace))
     assert note.read_text().endswith("on Friday\n- [2025-03-15 08:30] second\n")
-    curated = await tools.append({"text": "Alice: vegetarian", "file": "MEMORY.md"}, ctx(workspace))
+    admin = ctx(workspace, admin=True)
+    curated = await tools.append({"text": "Alice: vegetarian", "file": "MEMORY.md"}, admin)
     assert curated == "Appended to MEMORY.md#L4-L4."
     assert (workspace / "MEMORY.md").read_text().startswith("# Memory\n\n- Alice likes durian.\n")
 
@@ -175,16 +190,20 @@ async def test_append_refuses_bad_input(tools: MemoryTools, workspace: Path) -> 
         await tools.append({"text": "x", "file": "../USER.md"}, ctx(workspace))
 
 
+NOTE = "memory/2025-03-14.md"
+OWN = writable(OPERATOR)
+
+
 def test_append_never_overwrites_and_respects_the_cap(workspace: Path) -> None:
     now = dt.datetime(2025, 3, 14, 9, 0, tzinfo=ZoneInfo("UTC"))
     note = workspace / "memory" / "2025-03-14.md"
     note.write_text("# 2025-03-14\n\n- no trailing newline")
-    done = append_entry(workspace, "daily", "added", now=now, max_file_bytes=10_000)
+    done = append_entry(workspace, NOTE, "added", now=now, max_file_bytes=10_000, writable=OWN)
     assert note.read_text() == "# 2025-03-14\n\n- no trailing newline\n- [2025-03-14 09:00] added\n"
     assert done.start_line == 4
     size = note.stat().st_size
     with pytest.raises(MemoryFull):
-        append_entry(workspace, "daily", "y" * 100, now=now, max_file_bytes=size + 10)
+        append_entry(workspace, NOTE, "y" * 100, now=now, max_file_bytes=size + 10, writable=OWN)
     assert note.stat().st_size == size
 
 
@@ -195,7 +214,9 @@ def test_concurrent_appends_never_interleave(workspace: Path) -> None:
     def write(worker: int) -> None:
         for i in range(each):
             text = f"worker {worker} entry {i} " + "z" * 300 + "\ncontinued"
-            append_entry(workspace, "daily", text, now=now, max_file_bytes=10_000_000)
+            append_entry(
+                workspace, "memory/2025-03-16.md", text, now=now, max_file_bytes=10**7, writable=OWN
+            )
 
     with ThreadPoolExecutor(writers) as pool:
         list(pool.map(write, range(writers)))

@@ -20,6 +20,7 @@ from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError
+from bot.sessions.access import all_admins
 from bot.sessions.keys import conversation_of_key, is_direct_key
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
@@ -249,6 +250,8 @@ class AgentRunner:
             is_direct=job.is_direct,
             workspace=self.workspace.path,
             turn_id=job.turn_id,
+            origin=session.origin,
+            admin=all_admins(job.messages, self.config.admin.users),
         )
         context_manager = self.context
 

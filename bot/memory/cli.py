@@ -13,6 +13,7 @@ import time
 from bot.config import Config
 from bot.memory.index import MemoryIndex
 from bot.memory.tools import format_hits
+from bot.store.base import VisiblePaths
 from bot.store.sqlite import SQLiteStore
 
 
@@ -36,7 +37,8 @@ async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
         if not query:
             print("krill memory search: a QUERY is required", file=sys.stderr)
             return 1
-        hits = await index.search(query, max_results=args.limit)
+        # The operator at the shell sees every scope.
+        hits = await index.search(query, VisiblePaths(everything=True), max_results=args.limit)
         print(format_hits(hits) if hits else f"no memory matches {query!r}")
         return 0
     finally:

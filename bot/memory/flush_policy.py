@@ -17,7 +17,6 @@ import datetime as dt
 from enum import StrEnum
 from typing import Any
 
-from bot.memory.notes import daily_note_path
 from bot.sessions.keys import conversation_of_key
 from bot.store.base import SessionRow
 from bot.transcript import Entry, PersonTurn
@@ -46,13 +45,13 @@ WHY = {
 FLUSH_PROMPT = (
     "[Memory flush: a housekeeping turn, nobody sees your reply] {why} Store what is worth "
     "keeping from this conversation with memory_append: facts, preferences, decisions, "
-    'promises and open to-dos that are not in memory yet. Use file="daily" (today\'s note, '
-    "{note}) for what happened{curated}. Append only what is new, never store secrets, and "
-    "do not answer earlier messages here. Then reply with exactly NO_REPLY.\n"
+    'promises and open to-dos that are not in memory yet. Use file="daily" (today\'s note '
+    "of this conversation, {note}) for what happened{curated}. Append only what is new, "
+    "never store secrets, and do not answer earlier messages here. Then reply with exactly "
+    "NO_REPLY.\n"
     "Current time: {now}"
 )
-CURATED_DM = ' and file="MEMORY.md" for lasting facts about the people you help'
-CURATED_GROUP = "; MEMORY.md is not available in group chats"
+CURATED_ADMIN = ' and file="MEMORY.md" for lasting facts about the people you help'
 
 
 def flush_threshold(context_window: int, reserve_tokens: int, soft_threshold: int) -> int:
@@ -93,11 +92,13 @@ def idle_flush_at(session: SessionRow, ttl_seconds: float, lead_seconds: float) 
     return session.last_model_call_at + max(0.0, ttl_seconds - lead_seconds)
 
 
-def flush_prompt(reason: Reason, now: dt.datetime, *, is_direct: bool) -> str:
+def flush_prompt(reason: Reason, now: dt.datetime, *, note: str, curated: bool) -> str:
+    """The flush's request; `note` is the scope's daily note, and only an admin's DM
+    (`curated`) is offered MEMORY.md."""
     return FLUSH_PROMPT.format(
         why=WHY[reason],
-        note=daily_note_path(now),
-        curated=CURATED_DM if is_direct else CURATED_GROUP,
+        note=note,
+        curated=CURATED_ADMIN if curated else "",
         now=now.strftime("%Y-%m-%d %H:%M %Z"),
     )
 

@@ -36,7 +36,8 @@ from bot.memory.flush_policy import (
     turn_senders,
     with_flush_prompt,
 )
-from bot.sessions.keys import is_direct_key
+from bot.memory.scopes import scope_of
+from bot.sessions.access import is_admin
 from bot.sessions.limits import history_limit_for_key
 from bot.store.base import SessionRow
 from bot.tools.policy import policy_for_messages
@@ -177,7 +178,9 @@ class FlushService:
     async def _converse(
         self, session: SessionRow, reason: Reason, history_limit: int
     ) -> FlushOutcome:
-        direct = is_direct_key(session.session_key)
+        scope = scope_of(session.origin, session.session_key)
+        direct = scope.is_direct
+        admin = direct and self._peer_is_admin(session)
         now = dt.datetime.fromtimestamp(self.clock(), self.zone)
         history = await self.store.load_history(session.session_id, max_user_turns=history_limit)
         config = self.config
@@ -188,7 +191,8 @@ class FlushService:
             build_messages(history, config.agent.timezone),
             result_char_limit(config.agent.context_window, config.context),
         )
-        messages = with_flush_prompt(rendered, flush_prompt(reason, now, is_direct=direct))
+        prompt = flush_prompt(reason, now, note=scope.daily_note(now), curated=admin)
+        messages = with_flush_prompt(rendered, prompt)
         # Same system prompt and tools as the session's turns: the cached prefix.
         policy = policy_for_messages(config, turn_senders(history, session.session_key))
         exchange = Exchange(
@@ -202,6 +206,8 @@ class FlushService:
                 is_direct=direct,
                 workspace=self.workspace.path,
                 turn_id=f"flush-{new_id()}",
+                origin=session.origin,
+                admin=admin,
             ),
             max_tool_rounds=MAX_TOOL_ROUNDS,
             gate=memory_tools_only,
@@ -215,6 +221,13 @@ class FlushService:
             appended=sum(1 for name, r in result.ran if name == "memory_append" and not r.is_error),
             model_calls=result.model_calls,
         )
+
+    def _peer_is_admin(self, session: SessionRow) -> bool:
+        """Whether the person of a DM session is an admin (the flush speaks for them)."""
+        origin = session.origin
+        if origin is None or origin.peer_id is None:
+            return False
+        return is_admin(f"{origin.channel}:{origin.peer_id}", self.config.admin.users)
 
     async def _record(
         self, session: SessionRow, reason: Reason, outcome: FlushOutcome, started: float

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bot.config import MemoryConfig
 from bot.memory.chunking import chunk_text
-from bot.memory.paths import PRIVATE_FILES, iter_memory_files
+from bot.memory.paths import iter_memory_files
 from bot.memory.query import (
     QueryPlan,
     best_lines,
@@ -30,7 +30,7 @@ from bot.memory.query import (
     coverage,
     match_expression,
 )
-from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile, MemoryIndexStore
+from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile, MemoryIndexStore, VisiblePaths
 
 log = logging.getLogger(__name__)
 
@@ -184,16 +184,14 @@ class MemoryIndex:
     async def search(
         self,
         query: str,
+        visible: VisiblePaths,
         *,
         max_results: int | None = None,
         min_score: float | None = None,
-        include_private: bool = True,
     ) -> list[SearchHit]:
-        """The best snippets for `query`, best first, each scoring at least `min_score`
-        (both default to `memory.search`).
-
-        `include_private=False` (group sessions) leaves out MEMORY.md entirely.
-        """
+        """The best snippets for `query` from the files `visible` allows (the filter runs
+        inside the index query, before ranking and limits), best first, each scoring at
+        least `min_score` (both default to `memory.search`)."""
         max_results = self.config.search.max_results if max_results is None else max_results
         min_score = self.config.search.min_score if min_score is None else min_score
         plan = build_query(query)
@@ -201,17 +199,14 @@ class MemoryIndex:
             return []
         await self.refresh()
         limit = max_results * CANDIDATE_FACTOR
-        excluded = () if include_private else tuple(sorted(PRIVATE_FILES))
-        candidates = await self._match(plan, limit, excluded) if plan.match_terms else []
+        candidates = await self._match(plan, limit, visible) if plan.match_terms else []
         if not candidates and plan.like_terms:
             candidates = await self.store.memory_substring(
-                plan.like_terms, limit=limit, excluded=excluded
+                plan.like_terms, limit=limit, visible=visible
             )
         return self._rank(plan, candidates, max_results, min_score)
 
-    async def _match(
-        self, plan: QueryPlan, limit: int, excluded: tuple[str, ...]
-    ) -> list[ChunkMatch]:
+    async def _match(self, plan: QueryPlan, limit: int, visible: VisiblePaths) -> list[ChunkMatch]:
         terms = plan.match_terms
         counts = await self.store.memory_term_counts(
             [match_expression([t]) for t in terms], COMMON_ROWS
@@ -219,11 +214,11 @@ class MemoryIndex:
         rare = [t for t, n in zip(terms, counts, strict=True) if 0 < n < COMMON_ROWS]
         if rare:
             return await self.store.memory_match(
-                match_expression(rare), ranked=True, limit=limit, excluded=excluded
+                match_expression(rare), ranked=True, limit=limit, visible=visible
             )
         if any(counts):  # only common terms: the newest chunks holding them, by coverage
             return await self.store.memory_match(
-                match_expression(terms), ranked=False, limit=RECENT_CANDIDATES, excluded=excluded
+                match_expression(terms), ranked=False, limit=RECENT_CANDIDATES, visible=visible
             )
         return []
 

@@ -13,15 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.memory.paths import (
-    CURATED_FILE,
-    NOTES_DIR,
-    MemoryPathError,
-    is_private_file,
-    resolve_memory_path,
-)
+from bot.memory.paths import CURATED_FILE, MemoryPathError, in_view, resolve_memory_path
+from bot.store.base import VisiblePaths
 
-DAILY = "daily"
 FILE_MODE = 0o644
 
 
@@ -38,11 +32,6 @@ class Appended:
     @property
     def source(self) -> str:
         return f"{self.path}#L{self.start_line}-L{self.end_line}"
-
-
-def daily_note_path(now: dt.datetime) -> str:
-    """`memory/YYYY-MM-DD.md` for the date of `now` (already in the configured zone)."""
-    return f"{NOTES_DIR}/{now:%Y-%m-%d}.md"
 
 
 def file_header(path: str, now: dt.datetime) -> str:
@@ -68,18 +57,17 @@ def append_entry(
     *,
     now: dt.datetime,
     max_file_bytes: int,
-    allow_private: bool = True,
+    writable: VisiblePaths,
 ) -> Appended:
-    """Append `text` as a dated entry to `target` ("daily" or a memory file name).
+    """Append `text` as a dated entry to the memory file `target`.
 
     Blocking (file locks); call it from a worker thread. Raises MemoryPathError for a path
-    outside memory (or for MEMORY.md, under any name, unless `allow_private`) and
+    outside memory or outside `writable` (checked for the file a link really is, too) and
     MemoryFull when the file would grow past `max_file_bytes`.
     """
-    name = daily_note_path(now) if target == DAILY else target
-    name, real = resolve_memory_path(workspace, name)
-    if not allow_private and is_private_file(workspace, name, real):
-        raise MemoryPathError(f"{name} is private to direct messages")
+    name, real = resolve_memory_path(workspace, target)
+    if not in_view(writable, workspace, name, real):
+        raise MemoryPathError(f"{name} belongs to another conversation's memory")
     real.parent.mkdir(parents=True, exist_ok=True)
     entry = format_entry(text, now)
     # O_NOFOLLOW: the path was resolved above, so a link appearing now is a swap, not a setup.

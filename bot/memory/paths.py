@@ -1,10 +1,10 @@
 """Which workspace files count as memory, and the checks that keep the memory tools inside them.
 
-Memory is `MEMORY.md` (curated, private to DMs) and Markdown files under `memory/` (daily
-notes). Anything else, `..`, absolute paths, symlinks resolving out of the workspace, and
-notes that live elsewhere (a link out of `memory/`, or a hard link: a second name for a file
-whose other name may be anywhere, MEMORY.md included) are refused with a `MemoryPathError`
-whose message the model can act on.
+Memory is `MEMORY.md` (curated) and Markdown files under `memory/` (daily notes; who may
+see which is `bot.memory.scopes`' business). Anything else, `..`, absolute paths, symlinks
+resolving out of the workspace, and notes that live elsewhere (a link out of `memory/`, or
+a hard link: a second name for a file whose other name may be anywhere, MEMORY.md
+included) are refused with a `MemoryPathError` whose message the model can act on.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from bot.store.base import VisiblePaths
+
 CURATED_FILE = "MEMORY.md"
 NOTES_DIR = "memory"
 NOTE_SUFFIX = ".md"
-# Files never shown to a group session: the curated memory holds the owner's private facts.
-PRIVATE_FILES = frozenset({CURATED_FILE})
 
 
 class MemoryPathError(ValueError):
@@ -49,15 +49,6 @@ def normalize_memory_path(raw: str) -> str:
     )
 
 
-def is_private(path: str) -> bool:
-    return path in PRIVATE_FILES
-
-
-def is_private_file(workspace: Path, name: str, real: Path) -> bool:
-    """True for MEMORY.md under any name, including a note that is a link to it."""
-    return is_private(name) or real == (workspace / CURATED_FILE).resolve()
-
-
 def lives_elsewhere(real: Path, notes: Path, curated: Path, links: int) -> bool:
     """Whether a note whose target is `real` (with `links` hard links) is really another
     file: a link out of the notes folder (except to MEMORY.md, which the privacy check
@@ -85,6 +76,13 @@ def resolve_memory_path(workspace: Path, raw: str) -> tuple[str, Path]:
                 "plain notes can be read or written"
             )
     return name, real
+
+
+def in_view(visible: VisiblePaths, workspace: Path, name: str, real: Path) -> bool:
+    """Whether `visible` allows a memory file both by its name and by the file it really
+    is (a link inside memory/ must not carry one scope's note into another)."""
+    target = real.relative_to(workspace.resolve()).as_posix()
+    return visible.allows(name) and visible.allows(target)
 
 
 @dataclass(frozen=True, slots=True)

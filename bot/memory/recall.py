@@ -1,17 +1,21 @@
 """Per-turn recall: search memory with the incoming message and hand the best snippets to the
 runner, which stores them in the person's turn after the cached prompt prefix.
 
-Group sessions search without MEMORY.md, so the owner's curated memory never reaches them.
+It searches only what the session's scope may see (`bot.memory.scopes`), so a fact said in
+one person's DM never reaches a group or another person, whatever words they use.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bot.config import MemorySearchConfig
 from bot.memory.index import MemoryIndex, SearchHit
+from bot.memory.scopes import scope_of, visible_scopes
 from bot.memory.tools import format_hits
+from bot.sessions.access import all_admins
 
 if TYPE_CHECKING:
     from bot.agent.runner import TurnJob
@@ -33,14 +37,19 @@ def fit_budget(hits: list[SearchHit], max_chars: int) -> list[SearchHit]:
 class Recall:
     """The runner's memory recall (`bot.agent.hooks.TurnRecall`)."""
 
-    def __init__(self, index: MemoryIndex, config: MemorySearchConfig) -> None:
+    def __init__(
+        self, index: MemoryIndex, config: MemorySearchConfig, admins: Sequence[str]
+    ) -> None:
         self.index = index
         self.config = config
+        self.admins = admins
 
     async def recall(self, job: TurnJob, session: SessionRow) -> str | None:
         query = "\n".join(m.text for m in job.messages)
         try:
-            hits = await self.index.search(query, include_private=job.is_direct)
+            scope = scope_of(session.origin, session.session_key)
+            visible = visible_scopes(scope, admin=all_admins(job.messages, self.admins))
+            hits = await self.index.search(query, visible)
         except Exception:  # a broken index must never cost a person their reply
             log.exception("memory recall failed for %s", job.session_key)
             return None

@@ -1,7 +1,8 @@
 """The memory tools the model gets: memory_search, memory_get and memory_append.
 
-Group sessions never see MEMORY.md through them (search leaves it out, get and append refuse
-it), and every path is checked by `bot.memory.paths` before a file is touched. Search and get
+Each sees only what its session's scope may (`bot.memory.scopes`: search filters in the
+index query, get and append refuse other files), only an admin's DM may append to
+MEMORY.md, and every path is checked by `bot.memory.paths` before a file is touched. Search and get
 results are marked as untrusted content (the registry's result hook wraps them), because
 notes can quote what people said in chats.
 """
@@ -18,13 +19,9 @@ from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
 from bot.memory.index import MemoryIndex, SearchHit
-from bot.memory.notes import DAILY, MemoryFull, append_entry
-from bot.memory.paths import (
-    CURATED_FILE,
-    MemoryPathError,
-    is_private_file,
-    resolve_memory_path,
-)
+from bot.memory.notes import MemoryFull, append_entry
+from bot.memory.paths import CURATED_FILE, MemoryPathError, in_view, resolve_memory_path
+from bot.memory.scopes import OPERATOR, MemoryScope, scope_of, visible_scopes, writable
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -34,25 +31,30 @@ MAX_SEARCH_RESULTS = 20
 DEFAULT_GET_LINES = 60
 MAX_GET_LINES = 300
 MAX_GET_CHARS = 20_000
-PRIVATE_REFUSAL = (
-    f"{CURATED_FILE} is private to direct messages and not available in this group chat"
+DAILY = "daily"
+NOT_YOURS = (
+    "{name} is not part of this conversation's memory; it can read its own notes, "
+    "memory/shared/ and, in direct messages, the operator's notes"
+)
+CURATED_ADMINS_ONLY = (
+    f'only an admin\'s direct messages may append to {CURATED_FILE}; use file="{DAILY}"'
 )
 
 SEARCH_DESCRIPTION = (
-    "Search long-term memory (MEMORY.md and the daily notes in memory/) by keywords. Use it "
+    "Search long-term memory (the notes this conversation may see) by keywords. Use it "
     "before answering questions about earlier conversations, people, preferences, decisions, "
     "dates or to-dos. Returns snippets with their source as path#Lstart-Lend; read more "
     "around a hit with memory_get."
 )
 GET_DESCRIPTION = (
-    "Read lines of a memory file: MEMORY.md or memory/<name>.md (e.g. memory/2025-01-31.md). "
-    "Other paths are refused."
+    "Read lines of a memory file, as memory_search cites it: MEMORY.md or memory/<name>.md. "
+    "Other paths, and notes of other conversations, are refused."
 )
 APPEND_DESCRIPTION = (
-    "Write something down for later: appends a dated entry to today's daily note "
-    '(file="daily", the default) or to MEMORY.md for durable facts, preferences and '
-    "decisions. It only appends; nothing is ever overwritten. Keep entries short; never "
-    "store secrets."
+    "Write something down for later: appends a dated entry to this conversation's daily "
+    'note (file="daily", the default), or, in an admin\'s direct messages, to MEMORY.md for '
+    "durable facts, preferences and decisions. It only appends; nothing is ever "
+    "overwritten. Keep entries short; never store secrets."
 )
 
 
@@ -73,6 +75,14 @@ def write_failure(exc: OSError) -> str:
         f"nothing was written: {cause}. The note is not saved; tell the person, and that "
         "the operator needs to fix the workspace."
     )
+
+
+def scope_for(ctx: ToolContext) -> MemoryScope:
+    """The scope of the tool call's session; a malformed key fails closed."""
+    try:
+        return scope_of(ctx.origin, ctx.session_key)
+    except ValueError:
+        raise ToolError("memory is not available in this conversation") from None
 
 
 def _int_arg(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
@@ -174,7 +184,8 @@ class MemoryTools:
         if not query:
             raise ToolError("query is empty; pass the words to look for")
         limit = _int_arg(args, "max_results", self.config.search.max_results, 1, MAX_SEARCH_RESULTS)
-        hits = await self.index.search(query, max_results=limit, include_private=ctx.is_direct)
+        visible = visible_scopes(scope_for(ctx), admin=ctx.admin)
+        hits = await self.index.search(query, visible, max_results=limit)
         if not hits:
             return f"No memory matches {query!r}."
         return f"{len(hits)} result(s) for {query!r}:\n\n{format_hits(hits)}"
@@ -185,8 +196,9 @@ class MemoryTools:
             name, real = resolve_memory_path(ctx.workspace, raw)
         except MemoryPathError as exc:
             raise ToolError(str(exc)) from None
-        if not ctx.is_direct and is_private_file(ctx.workspace, name, real):
-            raise ToolError(PRIVATE_REFUSAL)
+        visible = visible_scopes(scope_for(ctx), admin=ctx.admin)
+        if not in_view(visible, ctx.workspace, name, real):
+            raise ToolError(NOT_YOURS.format(name=name))
         first = _int_arg(args, "from_line", 1, 1, 10**9)
         count = _int_arg(args, "lines", DEFAULT_GET_LINES, 1, MAX_GET_LINES)
         try:
@@ -213,18 +225,23 @@ class MemoryTools:
         target = str(args.get("file") or DAILY).strip()
         if target not in (DAILY, CURATED_FILE):
             raise ToolError(f'file must be "{DAILY}" or "{CURATED_FILE}", got {target!r}')
-        if target == CURATED_FILE and not ctx.is_direct:
-            # A group member must not be able to plant "facts" in the owner's private memory.
-            raise ToolError(PRIVATE_REFUSAL + '; use file="daily"')
+        scope = scope_for(ctx)
+        if target == CURATED_FILE:
+            # Nobody else may plant "facts" in the operator's curated memory.
+            if not (ctx.admin and scope.is_direct):
+                raise ToolError(CURATED_ADMINS_ONLY)
+            scope = OPERATOR
+        now = self.now()
+        name = target if target == CURATED_FILE else scope.daily_note(now)
         try:
             done = await asyncio.to_thread(
                 append_entry,
                 ctx.workspace,
-                target,
+                name,
                 text,
-                now=self.now(),
+                now=now,
                 max_file_bytes=self.config.file_max_bytes,
-                allow_private=ctx.is_direct,
+                writable=writable(scope),
             )
         except (MemoryPathError, MemoryFull) as exc:
             raise ToolError(str(exc)) from None

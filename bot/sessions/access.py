@@ -108,6 +108,15 @@ def is_admin(principal: str, admins: Iterable[str]) -> bool:
     return any(entry.strip().casefold() == wanted for entry in admins)
 
 
+def all_admins(messages: Iterable[InboundMessage], admins: Iterable[str]) -> bool:
+    """Whether a turn answers only admins: messages queued while the bot was busy are
+    answered together, and one of them may come from someone else. No messages (internal
+    turns) is not an admin's turn."""
+    listed = list(admins)
+    senders = [m.principal for m in messages]
+    return bool(senders) and all(is_admin(p, listed) for p in senders)
+
+
 def new_pairing_code(rng: random.Random | None = None) -> str:
     """A fresh pairing code; `rng` makes it reproducible in tests, else `secrets` is used."""
     choose = rng.choice if rng is not None else secrets.choice

@@ -137,6 +137,22 @@ class ChunkMatch:
     rank: float
 
 
+@dataclass(frozen=True, slots=True)
+class VisiblePaths:
+    """Which indexed files a search may return: every file when `everything`; otherwise
+    those under one of the `under` folders, plus, unless `outside` is None, every file
+    under none of the `outside` folders. Folders end in "/"."""
+
+    everything: bool = False
+    under: tuple[str, ...] = ()
+    outside: tuple[str, ...] | None = None
+
+    def allows(self, path: str) -> bool:
+        if self.everything or path.startswith(self.under):
+            return True
+        return self.outside is not None and not path.startswith(self.outside)
+
+
 class SessionStore(Protocol):
     """Session rows: a key's current session, new sessions, and their counters."""
 
@@ -262,7 +278,7 @@ class JobStore(Protocol):
 class MemoryIndexStore(Protocol):
     """Storage of the memory index (bot/memory/index.py decides what to index and ranks):
     chunks of memory files under a full-text index that matches substrings (trigrams), so
-    CJK text is searchable. `excluded` names files a search must leave out."""
+    CJK text is searchable. A search returns only chunks of the files `visible` allows."""
 
     async def memory_files(self) -> list[IndexedFile]: ...
     async def memory_stats(self) -> tuple[int, int]: ...
@@ -272,10 +288,10 @@ class MemoryIndexStore(Protocol):
     async def memory_remove_file(self, path: str) -> None: ...
     async def memory_term_counts(self, expressions: list[str], cap: int) -> list[int]: ...
     async def memory_match(
-        self, expression: str, *, ranked: bool, limit: int, excluded: tuple[str, ...]
+        self, expression: str, *, ranked: bool, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]: ...
     async def memory_substring(
-        self, terms: tuple[str, ...], *, limit: int, excluded: tuple[str, ...]
+        self, terms: tuple[str, ...], *, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]: ...
 
 

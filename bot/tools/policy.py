@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.config import Config, ToolFilterConfig
-from bot.sessions.access import is_admin
+from bot.sessions.access import all_admins
 from bot.sessions.limits import group_override, peer_override
 from bot.tools.registry import tool_allowed
 from bot.types import ChatType, InboundMessage
@@ -93,7 +93,6 @@ def policy_for_messages(config: Config, messages: Sequence[InboundMessage]) -> T
     With no messages (internal turns such as a memory flush) only the global rules apply,
     as for a non-admin in a DM.
     """
-    admins = config.admin.users
     if not messages:
         return resolve_policy(
             config, channel="", chat_type=ChatType.DIRECT, chat_id="", user_id="", admin=False
@@ -105,7 +104,7 @@ def policy_for_messages(config: Config, messages: Sequence[InboundMessage]) -> T
         chat_type=first.chat_type,
         chat_id=first.chat_id,
         user_id=first.user_id,
-        admin=all(is_admin(m.principal, admins) for m in messages),
+        admin=all_admins(messages, config.admin.users),
     )
 
 

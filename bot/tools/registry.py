@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.types import SessionOrigin
+
 log = logging.getLogger(__name__)
 
 # The same call (name and input) failing this many times in one turn is not run again.
@@ -40,6 +42,10 @@ class ToolContext:
     is_direct: bool
     workspace: Path
     turn_id: str = ""
+    # Where the session's conversation is (its row's origin; None on rows older than
+    # origins) and whether everyone the turn answers is an admin: memory scopes need both.
+    origin: SessionOrigin | None = None
+    admin: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     # Failed calls of this turn by signature (name + input), for cutting off repeats.
     failures: dict[str, int] = field(default_factory=dict)

@@ -8,7 +8,7 @@ import time
 
 import aiosqlite
 
-from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile
+from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile, VisiblePaths
 from bot.store.sqlite.connection import Connection
 
 
@@ -20,6 +20,21 @@ async def _delete_chunks(db: aiosqlite.Connection, path: str) -> None:
         (path,),
     )
     await db.execute("DELETE FROM memory_chunks WHERE path = ?", (path,))
+
+
+def visible_condition(visible: VisiblePaths) -> tuple[str, list[str | int]]:
+    """An SQL condition on `path` that holds for the files `visible` allows, and its
+    parameters (folders are compared with substr, so no LIKE wildcard in a name matters)."""
+    params: list[str | int] = []
+
+    def under(folder: str) -> str:
+        params.extend([len(folder), folder])
+        return "substr(path, 1, ?) = ?"
+
+    allowed = [under(folder) for folder in visible.under]
+    if visible.outside is not None:
+        allowed.append("NOT (" + " OR ".join(["0", *map(under, visible.outside)]) + ")")
+    return "(" + " OR ".join(["0", *allowed]) + ")", params
 
 
 class MemoryIndexTables(Connection):
@@ -71,19 +86,18 @@ class MemoryIndexTables(Connection):
         return [int(n) for n in row] if row else [0] * len(expressions)
 
     async def memory_match(
-        self, expression: str, *, ranked: bool, limit: int, excluded: tuple[str, ...]
+        self, expression: str, *, ranked: bool, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]:
         """Top `limit` chunks matching `expression`, by BM25 (`ranked`) or newest first.
 
         Ordering and limiting happen inside the FTS query, so only the rows returned are
-        joined with their text; excluded files are filtered there by rowid for the same reason.
+        joined with their text; files `visible` leaves out are filtered there by rowid for
+        the same reason, so they never take a place in the limit.
         """
-        marks = ",".join("?" * len(excluded))
-        where = (
-            f" AND rowid NOT IN (SELECT id FROM memory_chunks WHERE path IN ({marks}))"
-            if excluded
-            else ""
-        )
+        where, params = "", list[str | int]()
+        if not visible.everything:
+            condition, params = visible_condition(visible)
+            where = f" AND rowid IN (SELECT id FROM memory_chunks WHERE {condition})"
         # bm25() is negative, lower is better; only computed when ranking by it.
         rank, by = ("bm25(memory_fts)", "rank") if ranked else ("0.0", "rowid DESC")
         sql = (
@@ -91,21 +105,23 @@ class MemoryIndexTables(Connection):
             f"SELECT rowid, {rank} AS rank FROM memory_fts WHERE memory_fts MATCH ?{where}"
             f" ORDER BY {by} LIMIT ?) AS m JOIN memory_chunks c ON c.id = m.rowid"
         )
-        rows = await self._fetchall(sql, (expression, *excluded, limit))
+        rows = await self._fetchall(sql, (expression, *params, limit))
         found = [ChunkMatch(r[0], r[1], r[2], float(r[3])) for r in rows]
         return sorted(found, key=lambda c: c.rank) if ranked else found
 
     async def memory_substring(
-        self, terms: tuple[str, ...], *, limit: int, excluded: tuple[str, ...]
+        self, terms: tuple[str, ...], *, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]:
         """Newest chunks containing any of `terms` (for terms too short for trigrams)."""
         # A scan, not an index lookup: callers reach it only when the index found nothing.
         likes = " OR ".join("text LIKE ?" for _ in terms)
-        marks = ",".join("?" * len(excluded))
-        where = f" AND path NOT IN ({marks})" if excluded else ""
+        where, params = "", list[str | int]()
+        if not visible.everything:
+            condition, params = visible_condition(visible)
+            where = f" AND {condition}"
         sql = (
             f"SELECT path, start_line, text FROM memory_chunks WHERE ({likes}){where}"
             " ORDER BY id DESC LIMIT ?"
         )
-        rows = await self._fetchall(sql, (*(f"%{t}%" for t in terms), *excluded, limit))
+        rows = await self._fetchall(sql, (*(f"%{t}%" for t in terms), *params, limit))
         return [ChunkMatch(r[0], r[1], r[2], 0.0) for r in rows]
