@@ -101,7 +101,7 @@ async def test_read_only_workspace_gives_a_tool_error_and_the_turn_still_answers
             if not locked:
                 pytest.skip("this filesystem cannot make a folder read-only for this user")
             await h.send("remember that I like tea")
-        assert not list((h.workspace / "memory").glob("*.md"))
+        assert not list((h.workspace / "memory").rglob("*.md"))
     assert h.channel.finals == ["Noted - though I could not save it."]
     result = fake_anthropic.message_requests[1].messages[-1]["content"][0]
     assert result["is_error"] is True
@@ -117,7 +117,7 @@ async def test_a_tool_call_reply_that_drops_is_retried_without_running_the_tool_
     fake_anthropic.queue_text("done")
     async with Harness(tmp_path, fake_anthropic.url) as h:
         await h.send("note this")
-        notes = "".join(p.read_text() for p in (h.workspace / "memory").glob("*.md"))
+        notes = "".join(p.read_text() for p in (h.workspace / "memory").rglob("*.md"))
         assert await kinds(h) == [PERSON, REPLY, RESULTS, REPLY]
     assert notes.count("one note") == 1
     assert h.channel.finals == ["done"]

@@ -137,7 +137,7 @@ async def test_idle_session_is_flushed_before_its_cache_expires(
         await wait_until(lambda: arrivals, within=TTL + 2)
         await wait_until(lambda: len(fake_anthropic.message_requests) >= 3, within=2)
         after = await flushed(h)
-        note = (h.workspace / "memory").glob("*.md")
+        note = (h.workspace / "memory").rglob("*.md")
     assert arrivals[0] < turn.last_model_call_at + TTL  # the cache was still warm
     assert arrivals[0] >= turn.last_model_call_at + TTL - LEAD - 0.5
     assert h.channel.finals == ["ok"]  # the flush showed nothing
