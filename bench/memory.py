@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.config import MemoryConfig
 from bot.memory.chunking import CHARS_PER_TOKEN
 from bot.memory.index import MemoryIndex
+from bot.memory.scopes import scope_of, visible_scopes
 from bot.store.sqlite import SQLiteStore
 
 CHUNK_TOKENS = 400
@@ -53,6 +54,10 @@ def note_line(rng: random.Random, day: int, minute: int) -> str:
         f"- [{day:03d} {minute // 60:02d}:{minute % 60:02d}] {person} {verb} the {topic}; "
         f"next step agreed with {rng.choice(PEOPLE)} ({extra})."
     )
+
+
+# Searches as a person's DM does, so the scope filter is part of what is measured.
+DM_VIEW = visible_scopes(scope_of(None, "agent:main:telegram:direct:42"), admin=False)
 
 
 def write_notes(workspace: Path, chunks: int, rng: random.Random) -> int:
@@ -113,7 +118,7 @@ async def run(chunks: int, queries: int, seed: int) -> bool:
                 words = rng.sample([*PEOPLE, *TOPICS, *CJK], rng.randint(1, 3))
                 query = "what happened with " + " and ".join(words) + "?"
                 started = time.perf_counter()
-                found = await index.search(query)
+                found = await index.search(query, DM_VIEW)
                 latencies.append((time.perf_counter() - started) * 1000)
                 hits += bool(found)
         finally:
