@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from bot.agent.pricing import estimate_cost
-from bot.agent.untrusted import marker_id_for, wrap_untrusted
+from bot.untrusted import marker_id_for, wrap_untrusted
 from bot.config import Config, ContextConfig
 from bot.context.identifiers import extract_identifiers, missing_identifiers
 from bot.context.messages import build_messages, format_time

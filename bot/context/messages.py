@@ -11,7 +11,7 @@ import logging
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.agent.untrusted import marker_id_for, sanitize, wrap_untrusted
+from bot.untrusted import marker_id_for, sanitize, wrap_untrusted
 from bot.context.tool_pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
 from bot.context.tool_pairing import merge_same_role, repair_pairing
 from bot.store.base import Entry, EntryType, Role

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.agent.untrusted import marker_id_for, wrap_untrusted
+from bot.untrusted import marker_id_for, wrap_untrusted
 from bot.config import ToolResultsConfig
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolResult
 
