@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.context.compaction import SUMMARIZER_SYSTEM
+from bot.context.compaction.prompts import SUMMARIZER_SYSTEM
 from bot.tools.registry import Tool
 from bot.types import Address, ChatType, InboundMessage
 from tests.app_harness import Harness

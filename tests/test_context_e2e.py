@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bot.context.compaction import SUMMARIZER_SYSTEM
+from bot.context.compaction.prompts import SUMMARIZER_SYSTEM
 from bot.context.messages import SUMMARY_HEADER
 from bot.context.overflow import BRANCH_REASON, MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow

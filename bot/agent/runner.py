@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from bot.agent.delivery import ReplyStream
 from bot.agent.model import ModelClient, ModelReply
-from bot.agent.pricing import estimate_cost
 from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.context.messages import build_messages
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
+from bot.pricing import estimate_cost
 from bot.sessions.keys import is_direct_key
 from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
 from bot.tools.policy import policy_for_messages

@@ -11,10 +11,10 @@ import logging
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.untrusted import marker_id_for, sanitize, wrap_untrusted
 from bot.context.tool_pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
 from bot.context.tool_pairing import merge_same_role, repair_pairing
 from bot.store.base import Entry, EntryType, Role
+from bot.untrusted import marker_id_for, sanitize, wrap_untrusted
 
 log = logging.getLogger(__name__)
 

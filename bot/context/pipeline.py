@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
     CompactionResult,
-    ContextHost,
     compact_session,
     needs_compaction,
     overhead_chars,
 )
+from bot.context.host import ContextHost
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from bot.agent.pricing import estimate_cost
 from bot.agent.silent import is_silent, strip_silent
 from bot.context.messages import build_messages, clean_block
 from bot.context.tokens import plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow, ModelError
 from bot.memory.notes import daily_note_path
+from bot.pricing import estimate_cost
 from bot.sessions.keys import is_direct_key, parse_session_key
 from bot.sessions.limits import resolve_history_limit
 from bot.sessions.queue import WorkItem

@@ -39,11 +39,11 @@ from mcp.types import (
 from mcp.types import Tool as McpTool
 from yarl import URL
 
-from bot.untrusted import marker_id_for, wrap_untrusted
 from bot.config import Config, McpConfig, McpServerConfig
 from bot.doctor import FAIL, OK, Check
 from bot.tools.policy import MCP_SEPARATOR
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,120 @@
+"""The summarized part of the history as the plain labelled transcript the summarizer reads.
+
+No untrusted markers or metadata inside (the whole transcript is quoted once), internal
+turns (memory flush, heartbeat) left out as housekeeping, long tool results cut to head and
+tail as cache-TTL pruning leaves old ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.config import ContextConfig
+from bot.context.compaction.split import Split, is_person_turn
+from bot.context.messages import format_time
+from bot.context.pruning import trim_text
+from bot.context.tokens import tokens_for_chars
+from bot.context.truncation import cut_head
+from bot.store.base import Role
+from bot.untrusted import wrap_untrusted
+
+TOOL_INPUT_PREVIEW_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One message of the transcript the summarizer reads."""
+
+    role: Literal["summary", "user", "assistant", "tool"]
+    text: str
+    ask: str = ""  # for user items: what the person wrote, without names and times
+    tool: str = ""
+    is_error: bool = False
+    omitted: bool = False  # a note standing in for a message too large to summarize
+
+    @property
+    def tokens(self) -> int:
+        return tokens_for_chars(len(self.text))
+
+    @property
+    def label(self) -> str:
+        return {
+            "summary": "earlier summary",
+            "user": "user",
+            "assistant": "assistant",
+            "tool": "tool result",
+        }[self.role]
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for b in content or []:
+        parts.append(b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')}]")
+    return "\n".join(parts)
+
+
+def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
+    """The summarized part as plain labelled text: no untrusted markers or metadata inside
+    (the whole transcript is quoted once), and internal turns (memory flush, heartbeat)
+    left out as housekeeping.
+
+    Long tool results appear as cache-TTL pruning leaves old ones, head and tail: the
+    assistant already drew its conclusions from them, and a summary of raw 60 KB logs would
+    cost more than all the conversation around them."""
+    items: list[Item] = []
+    if split.previous is not None:
+        items.append(Item("summary", split.previous.payload.get("summary", "")))
+    internal = {
+        e.turn_id
+        for e in split.summarize
+        if e.role == Role.USER and not is_person_turn(e) and e.turn_id
+    }
+    names: dict[str, str] = {}
+    for entry in split.summarize:
+        if entry.turn_id in internal or (entry.role == Role.USER and not is_person_turn(entry)):
+            continue
+        payload = entry.payload
+        if entry.role == Role.USER:
+            lines = [f"(earlier chat) {line}" for line in payload.get("context_lines") or []]
+            asks = []
+            for msg in payload.get("messages") or []:
+                sender = msg.get("user_name") or msg.get("user_id", "")
+                when = format_time(float(msg.get("timestamp") or 0), tz)
+                lines.append(f"[{when}] {sender}: {msg.get('text', '')}")
+                asks.append(msg.get("text", ""))
+            items.append(Item("user", "\n".join(lines), ask="\n".join(asks)))
+        elif entry.role == Role.ASSISTANT:
+            parts = []
+            for block in payload.get("content", []):
+                if block.get("type") == "text" and block.get("text"):
+                    parts.append(block["text"])
+                elif block.get("type") == "tool_use":
+                    names[block.get("id", "")] = block.get("name", "")
+                    raw = json.dumps(block.get("input", {}), ensure_ascii=False)
+                    preview = cut_head(raw, TOOL_INPUT_PREVIEW_CHARS)
+                    parts.append(f"[called {block.get('name', '')} {preview}]")
+            if parts:
+                items.append(Item("assistant", "\n".join(parts)))
+        elif entry.role == Role.TOOL:
+            for block in payload.get("content", []):
+                if block.get("type") != "tool_result":
+                    continue
+                name = names.get(block.get("tool_use_id", ""), "tool")
+                failed = bool(block.get("is_error"))
+                head = f"[{name} {'failed' if failed else 'returned'}]"
+                text = _result_text(block)
+                if len(text) > config.prune_soft_trim_min_chars:
+                    text = trim_text(text, config.prune_head_chars, config.prune_tail_chars)
+                items.append(Item("tool", f"{head}\n{text}", tool=name, is_error=failed))
+    return items
+
+
+def transcript_text(items: Sequence[Item], marker: str) -> str:
+    body = "\n\n".join(f"### {item.label}\n{item.text}" for item in items)
+    return wrap_untrusted(body, source="transcript", marker_id=marker)
