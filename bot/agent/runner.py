@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from anthropic.types import MessageParam, TextBlockParam, ToolResultBlockParam
+
 from bot.agent.delivery import ReplyStream
 from bot.agent.model import ModelClient, ModelReply
 from bot.agent.silent import is_silent
@@ -91,7 +93,7 @@ class TurnOutcome:
 # - recover_overflow makes room after "prompt is too long" and says whether to retry.
 RecallHook = Callable[[TurnJob, SessionRow], Awaitable[str | None]]
 BeforeTurnHook = Callable[[TurnJob, SessionRow], Awaitable[None]]
-PrepareHook = Callable[[SessionRow, list[Entry], list[dict[str, Any]]], Awaitable[list[dict]]]
+PrepareHook = Callable[[SessionRow, list[Entry], list[MessageParam]], Awaitable[list[MessageParam]]]
 SessionHook = Callable[[SessionRow], Awaitable[None]]
 OverflowHook = Callable[[SessionRow, ContextOverflow, int], Awaitable[bool]]
 
@@ -150,7 +152,7 @@ class AgentRunner:
             session.session_id, EntryType.MESSAGE, payload, role=Role.USER, turn_id=job.turn_id
         )
 
-    def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
+    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]:
         prompt = self.workspace.system_prompt(include_memory=is_direct)
         return [{"type": "text", "text": prompt}]
 
@@ -295,7 +297,7 @@ class AgentRunner:
         self,
         job: TurnJob,
         session: SessionRow,
-        messages: list[dict[str, Any]],
+        messages: list[MessageParam],
         stream: ReplyStream,
     ) -> ModelReply:
         policy = policy_for_messages(self.config, job.messages)
@@ -340,6 +342,7 @@ class AgentRunner:
         skip: bool = False,
     ) -> None:
         policy = policy_for_messages(self.config, job.messages)
+        blocks: list[ToolResultBlockParam]
         if skip:
             blocks = [
                 {

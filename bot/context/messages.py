@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 from zoneinfo import ZoneInfo
+
+from anthropic.types import ContentBlockParam, MessageParam, TextBlockParam
 
 from bot.context.tool_pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
 from bot.context.tool_pairing import merge_same_role, repair_pairing
@@ -34,12 +37,13 @@ _ALLOWED_BLOCK_KEYS = {
 }
 
 
-def clean_block(block: dict[str, Any]) -> dict[str, Any]:
-    """Keep only the fields the API accepts back (responses carry extra ones)."""
+def clean_block(block: Mapping[str, Any]) -> ContentBlockParam:
+    """Keep only the fields the API accepts back (responses carry extra ones): the JSON
+    boundary where a stored or returned block becomes a request param."""
     keys = _ALLOWED_BLOCK_KEYS.get(block.get("type", ""))
     if keys is None:
-        return block
-    return {k: block[k] for k in keys if k in block}
+        return cast(ContentBlockParam, block)
+    return cast(ContentBlockParam, {k: block[k] for k in keys if k in block})
 
 
 def format_time(timestamp: float, tz: str) -> str:
@@ -59,7 +63,7 @@ def render_chat_message(msg: dict[str, Any], marker: str, tz: str) -> str:
     return wrap_untrusted(msg.get("text", ""), source="chat", marker_id=marker, meta=meta)
 
 
-def render_user_entry(entry: Entry, tz: str) -> list[dict[str, Any]]:
+def render_user_entry(entry: Entry, tz: str) -> list[TextBlockParam]:
     """Content blocks for a person's turn: buffered group context, the message(s), recall."""
     payload = entry.payload
     if "text" in payload and "messages" not in payload:  # an internal prompt (flush, heartbeat)
@@ -78,14 +82,14 @@ def render_user_entry(entry: Entry, tz: str) -> list[dict[str, Any]]:
     elif context:
         parts.append(CURRENT_HEADER)
     parts.extend(render_chat_message(m, marker, tz) for m in messages)
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": "\n\n".join(parts)}]
+    blocks: list[TextBlockParam] = [{"type": "text", "text": "\n\n".join(parts)}]
     if payload.get("recall"):
         recall = wrap_untrusted(payload["recall"], source="memory", marker_id=marker)
         blocks.append({"type": "text", "text": f"{RECALL_HEADER}\n{recall}"})
     return blocks
 
 
-def entry_to_message(entry: Entry, tz: str) -> dict[str, Any] | None:
+def entry_to_message(entry: Entry, tz: str) -> MessageParam | None:
     if entry.type == EntryType.COMPACTION:
         summary = entry.payload.get("summary", "")
         return {
@@ -100,12 +104,12 @@ def entry_to_message(entry: Entry, tz: str) -> dict[str, Any] | None:
         return {"role": "user", "content": [clean_block(b) for b in entry.payload["content"]]}
     if entry.role == Role.ASSISTANT:
         content = [clean_block(b) for b in entry.payload.get("content", [])]
-        content = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+        content = [b for b in content if not (b["type"] == "text" and not b["text"])]
         return {"role": "assistant", "content": content} if content else None
     return None
 
 
-def build_messages(history: list[Entry], tz: str) -> list[dict[str, Any]]:
+def build_messages(history: list[Entry], tz: str) -> list[MessageParam]:
     """The API `messages` for a history: alternating roles, starting with a user turn, with
     tool_use/tool_result pairing repaired."""
     messages = [m for e in history if (m := entry_to_message(e, tz)) is not None]

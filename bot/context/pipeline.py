@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from anthropic.types import MessageParam
 
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
@@ -77,8 +79,8 @@ class ContextPipeline:
         return state
 
     async def prepare(
-        self, session: SessionRow, history: list[Entry], messages: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
+    ) -> list[MessageParam]:
         """The runner's `prepare` hook: the messages to send for this model call."""
         config = self.host.config
         cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
@@ -185,20 +187,6 @@ class ContextPipeline:
         return result.message
 
 
-async def session_context_tokens(host: ContextHost, session: SessionRow) -> int:
-    """Estimated context of a session's stored history (for idle maintenance decisions)."""
-    config = host.config
-    tz, limit = (
-        config.agent.timezone,
-        result_char_limit(config.agent.context_window, config.context),
-    )
-    history = await host.store.load_history(session.session_id)
-    messages = cap_tool_results(build_messages(history, tz), limit)
-    return context_tokens(
-        history, messages, tz=tz, overhead_chars=overhead_chars(host), result_limit=limit
-    )
-
-
 async def extension(app: App) -> None:
     """Wire the pipeline into a running App."""
     pipeline = ContextPipeline(app)
@@ -213,5 +201,4 @@ __all__ = [
     "compact_session",
     "extension",
     "needs_compaction",
-    "session_context_tokens",
 ]

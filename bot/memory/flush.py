@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from anthropic.types import MessageParam, ToolUseBlockParam
+
 from bot.agent.silent import is_silent, strip_silent
+from bot.context.blocks import content_blocks, make_message, text_block
 from bot.context.messages import build_messages, clean_block
 from bot.context.tokens import plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
@@ -187,13 +190,13 @@ def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     return senders
 
 
-def with_flush_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+def with_flush_prompt(messages: list[MessageParam], prompt: str) -> list[MessageParam]:
     """The history's messages with the flush prompt as the final user content."""
-    block = {"type": "text", "text": prompt}
+    block = text_block(prompt)
     if messages and messages[-1]["role"] == "user":
         last = messages[-1]
-        return [*messages[:-1], {"role": "user", "content": [*last["content"], block]}]
-    return [*messages, {"role": "user", "content": [block]}]
+        return [*messages[:-1], make_message("user", [*content_blocks(last), block])]
+    return [*messages, make_message("user", [block])]
 
 
 # --- running it -------------------------------------------------------------------------------
@@ -374,7 +377,9 @@ class Flusher:
         outcome.reply = "" if is_silent(text) else strip_silent(text)
         return outcome
 
-    async def _tool(self, call: dict[str, Any], ctx: ToolContext, policy: ToolPolicy) -> ToolResult:
+    async def _tool(
+        self, call: ToolUseBlockParam, ctx: ToolContext, policy: ToolPolicy
+    ) -> ToolResult:
         if not str(call.get("name", "")).startswith(MEMORY_TOOL_PREFIX):
             return ToolResult(call.get("id", ""), NOT_IN_FLUSH, True)
         return await self.runner.tools.run(call, ctx, policy=policy)
