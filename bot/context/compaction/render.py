@@ -8,9 +8,11 @@ tail as cache-TTL pruning leaves old ones.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from anthropic.types import ContentBlockParam, ToolResultBlockParam
 
 from bot.config import ContextConfig
 from bot.context.compaction.split import Split, is_person_turn
@@ -49,24 +51,47 @@ class Item:
         }[self.role]
 
 
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content")
+def _result_text(block: ToolResultBlockParam) -> str:
+    """The result's text, with a `[kind]` placeholder for anything that is not text."""
+    content = block.get("content", "")
     if isinstance(content, str):
         return content
+    return "\n".join(b["text"] if b["type"] == "text" else f"[{b['type']}]" for b in content)
+
+
+def _assistant_parts(content: Iterable[ContentBlockParam], names: dict[str, str]) -> list[str]:
+    """What the assistant said and which tools it called (recording call names in `names`)."""
     parts = []
-    for b in content or []:
-        parts.append(b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')}]")
-    return "\n".join(parts)
+    for block in content:
+        if block["type"] == "text" and block["text"]:
+            parts.append(block["text"])
+        elif block["type"] == "tool_use":
+            names[block["id"]] = block["name"]
+            raw = json.dumps(block.get("input", {}), ensure_ascii=False)
+            preview = cut_head(raw, TOOL_INPUT_PREVIEW_CHARS)
+            parts.append(f"[called {block['name']} {preview}]")
+    return parts
+
+
+def _tool_items(
+    results: Iterable[ToolResultBlockParam], names: dict[str, str], config: ContextConfig
+) -> list[Item]:
+    """One item per result: long ones as head and tail, the way cache-TTL pruning leaves
+    old results (the assistant already drew its conclusions from them)."""
+    items = []
+    for block in results:
+        name = names.get(block["tool_use_id"], "tool")
+        failed = bool(block.get("is_error"))
+        head = f"[{name} {'failed' if failed else 'returned'}]"
+        text = _result_text(block)
+        if len(text) > config.prune_soft_trim_min_chars:
+            text = trim_text(text, config.prune_head_chars, config.prune_tail_chars)
+        items.append(Item("tool", f"{head}\n{text}", tool=name, is_error=failed))
+    return items
 
 
 def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
-    """The summarized part as plain labelled text: no untrusted markers or metadata inside
-    (the whole transcript is quoted once), and internal turns (memory flush, heartbeat)
-    left out as housekeeping.
-
-    Long tool results appear as cache-TTL pruning leaves old ones, head and tail: the
-    assistant already drew its conclusions from them, and a summary of raw 60 KB logs would
-    cost more than all the conversation around them."""
+    """The summarized part as labelled items, the previous summary first."""
     items: list[Item] = []
     if split.previous is not None:
         items.append(Item("summary", split.previous.payload.get("summary", "")))
@@ -90,28 +115,12 @@ def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
                 asks.append(msg.get("text", ""))
             items.append(Item("user", "\n".join(lines), ask="\n".join(asks)))
         elif entry.role == Role.ASSISTANT:
-            parts = []
-            for block in payload.get("content", []):
-                if block.get("type") == "text" and block.get("text"):
-                    parts.append(block["text"])
-                elif block.get("type") == "tool_use":
-                    names[block.get("id", "")] = block.get("name", "")
-                    raw = json.dumps(block.get("input", {}), ensure_ascii=False)
-                    preview = cut_head(raw, TOOL_INPUT_PREVIEW_CHARS)
-                    parts.append(f"[called {block.get('name', '')} {preview}]")
+            parts = _assistant_parts(payload.get("content", []), names)
             if parts:
                 items.append(Item("assistant", "\n".join(parts)))
         elif entry.role == Role.TOOL:
-            for block in payload.get("content", []):
-                if block.get("type") != "tool_result":
-                    continue
-                name = names.get(block.get("tool_use_id", ""), "tool")
-                failed = bool(block.get("is_error"))
-                head = f"[{name} {'failed' if failed else 'returned'}]"
-                text = _result_text(block)
-                if len(text) > config.prune_soft_trim_min_chars:
-                    text = trim_text(text, config.prune_head_chars, config.prune_tail_chars)
-                items.append(Item("tool", f"{head}\n{text}", tool=name, is_error=failed))
+            results = [b for b in payload.get("content", []) if b.get("type") == "tool_result"]
+            items.extend(_tool_items(results, names, config))
     return items
 
 
