@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -33,10 +34,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.context.compaction.prompts import SUMMARIZER_SYSTEM
+from bot.context.pipeline import ContextPipeline
 from bot.tools.registry import Tool
 from bot.types import Address, ChatType, InboundMessage
 from tests.app_harness import Harness
@@ -397,6 +400,20 @@ class RunResult:
     lower_openers: Tally = field(default_factory=Tally)
 
 
+PIPELINE = "bot.app.ContextPipeline"
+
+
+class PassThrough(ContextPipeline):
+    """Run (a) and (b): requests go out as the history renders, with no pruning, no
+    compaction and no overflow recovery."""
+
+    async def prepare(self, session: Any, history: Any, messages: Any) -> Any:
+        return messages
+
+    async def recover_overflow(self, session: Any, error: Any, attempt: int) -> bool:
+        return False
+
+
 BENCH_TOML = """
 [agent]
 context_window = {window}
@@ -443,36 +460,34 @@ async def replay(turns: list[Turn], *, pipeline: bool, seed: int, ttl: str) -> R
     async with fake:
         with tempfile.TemporaryDirectory() as tmp:
             toml = BENCH_TOML.format(window=WINDOW)
-            harness = Harness(Path(tmp), fake.url, toml)
+            harness = Harness(Path(tmp), fake.url, toml, clock=lambda: clock[0])
             harness.env["KRILL_ANTHROPIC__CACHE_TTL"] = ttl
-            async with harness as h:
-                app = h.app
-                assert app is not None
-                app.runner.clock = lambda: clock[0]
-                app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
-                if not pipeline:
-                    app.runner.prepare = None
-                    app.runner.recover_overflow = None
-                for turn in turns:
-                    clock[0] = max(clock[0], start + turn.at)
-                    model.turn = turn
-                    msg = message(turn, clock[0])
-                    await app.core.accept(msg)
-                    await app.core.wait_idle(msg)
-                    answered = [r for r in fake.message_requests if r.usage is not None]
-                    for position, request in enumerate(answered):
-                        assert request.usage is not None
-                        result.tally.add(request.usage)
-                        if lower is None:
-                            continue
-                        ideal = lower.usage(request.body, request.usage["output_tokens"])
-                        result.lower.add(ideal)
-                        if turn.opens_burst and position == 0:
-                            result.openers.add(request.usage)
-                            result.lower_openers.add(ideal)
-                    fake.requests.clear()
-                session = await app.store.current_session(f"agent:main:local:direct:{KEY_USER}")
-                result.compactions = session.compaction_count if session else 0
+            wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
+            with wiring:
+                async with harness as h:
+                    app = h.app
+                    assert app is not None
+                    app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
+                    for turn in turns:
+                        clock[0] = max(clock[0], start + turn.at)
+                        model.turn = turn
+                        msg = message(turn, clock[0])
+                        await app.gateway.accept(msg)
+                        await app.gateway.wait_idle(msg)
+                        answered = [r for r in fake.message_requests if r.usage is not None]
+                        for position, request in enumerate(answered):
+                            assert request.usage is not None
+                            result.tally.add(request.usage)
+                            if lower is None:
+                                continue
+                            ideal = lower.usage(request.body, request.usage["output_tokens"])
+                            result.lower.add(ideal)
+                            if turn.opens_burst and position == 0:
+                                result.openers.add(request.usage)
+                                result.lower_openers.add(ideal)
+                        fake.requests.clear()
+                    session = await app.store.current_session(f"agent:main:local:direct:{KEY_USER}")
+                    result.compactions = session.compaction_count if session else 0
     result.summarizer_calls = model.summaries
     return result
 

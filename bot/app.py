@@ -1,7 +1,10 @@
-"""Wiring of the running service: store, model, workspace, tools, core, channels and server.
+"""The composition root: builds every collaborator through its constructor, in dependency
+order, and starts and stops them.
 
-`App.start()` brings everything up in dependency order and `App.stop()` takes it down in
-reverse; `run_service` adds signal handling for `krill run`.
+`App.start()` brings everything up and `App.stop()` takes it down in reverse. Background
+work (the scheduler, the MCP servers and the platform channels) starts only when
+`background` is set, which `krill run` does and `krill chat` and the other CLI commands do
+not; `run_service` adds signal handling.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import contextlib
 import importlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -21,28 +25,48 @@ from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace, ensure_workspace
 from bot.channel_contract import Channel
 from bot.config import Config
-from bot.gateway import Core
+from bot.context.pipeline import ContextPipeline
+from bot.gateway.admission import Admission
+from bot.gateway.lanes import Lanes
+from bot.gateway.replies import Replies
+from bot.gateway.service import GatewayService
+from bot.gateway.session_commands import SessionCommands
+from bot.memory.flush import Flusher
+from bot.memory.index import MemoryIndex
+from bot.memory.recall import Recall
+from bot.memory.tools import MemoryTools
 from bot.metrics import Metrics
+from bot.scheduler.heartbeat import Heartbeat
+from bot.scheduler.idle import IdleWork
+from bot.scheduler.jobs import Jobs
+from bot.scheduler.service import Scheduler
 from bot.server import build_server
 from bot.store.base import Store
 from bot.store.sqlite import SQLiteStore
+from bot.tools.mcp import McpManager
 from bot.tools.registry import ToolRegistry
+from bot.tools.results import ResultProcessor, ResultStore
+from bot.tools.web_fetch import WebFetcher, WebFetchTool
 
 log = logging.getLogger(__name__)
-
-# Optional parts register here so the core never imports them: each is called with the
-# App after the core exists and may return an async stop callable.
-Extension = Callable[["App"], Awaitable[Callable[[], Awaitable[None]] | None]]
-EXTENSIONS: list[str] = ["bot.context.pipeline", "bot.tools.extension", "bot.memory.extension"]
 
 PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 
 
 class App:
-    def __init__(self, config: Config, *, with_server: bool = True, recover: bool = True):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        with_server: bool = True,
+        recover: bool = True,
+        background: bool = False,
+        clock: Callable[[], float] = time.time,
+    ):
         self.config = config
         self.with_server = with_server
         self.recover = recover
+        self.background = background
         self.metrics = Metrics()
         self.store: Store = SQLiteStore(config.sqlite_path)
         self.model = ModelClient(config)
@@ -51,8 +75,47 @@ class App:
             file_max_chars=config.workspace.file_max_chars,
             total_max_chars=config.workspace.total_max_chars,
         )
-        self.tools = ToolRegistry()
         self.channels: dict[str, Channel] = {}
+
+        # Tools: large results are kept on disk and read back with read_tool_result.
+        self.results = ResultStore(self.workspace.path, config.tools.results)
+        processor = ResultProcessor(self.results)
+        self.tools = ToolRegistry(result_hook=processor.process)
+        self.tools.register(processor.read_tool())
+        self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
+        self.mcp = McpManager(config, self.tools)
+
+        # Memory: the index and its tools, per-turn recall, and the flush.
+        memory = config.memory
+        self.index: MemoryIndex | None = None
+        recall: Recall | None = None
+        self.flusher: Flusher | None = None
+        if memory.enabled:
+            self.index = MemoryIndex(config.sqlite_path, config.workspace_dir, memory)
+            MemoryTools(self.index, memory, config.agent.timezone).register(self.tools)
+            if memory.search.recall:
+                recall = Recall(self.index, memory.search)
+            if memory.flush.enabled:
+                self.flusher = Flusher(
+                    config=config,
+                    store=self.store,
+                    model=self.model,
+                    tools=self.tools,
+                    workspace=self.workspace,
+                    clock=clock,
+                )
+        flushers = [self.flusher] if self.flusher is not None else []
+
+        self.context = ContextPipeline(
+            config=config,
+            store=self.store,
+            model=self.model,
+            workspace=self.workspace,
+            tools=self.tools,
+            metrics=self.metrics,
+            before_compaction=flushers,
+            clock=clock,
+        )
         self.runner = AgentRunner(
             config=config,
             store=self.store,
@@ -61,18 +124,59 @@ class App:
             tools=self.tools,
             channels=self.channels,
             metrics=self.metrics,
+            recall=recall,
+            before_turn=flushers,
+            context=self.context,
+            clock=clock,
         )
-        self.core = Core(
+        self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
+        self.replies = Replies(self.channels)
+        jobs = Jobs(clock)
+        self.scheduler = Scheduler(
             config=config,
             store=self.store,
-            model=self.model,
-            runner=self.runner,
-            channels=self.channels,
+            jobs=jobs,
+            idle=IdleWork(
+                config=config,
+                store=self.store,
+                jobs=jobs,
+                lanes=self.lanes,
+                flusher=self.flusher,
+                compactor=self.context,
+            ),
+            heartbeat=Heartbeat(
+                config=config,
+                store=self.store,
+                jobs=jobs,
+                lanes=self.lanes,
+                runner=self.runner,
+                replies=self.replies,
+            ),
+            index=self.index,
+            results=self.results,
+        )
+        self.gateway = GatewayService(
+            config=config,
+            store=self.store,
+            lanes=self.lanes,
+            admission=Admission(config=config, store=self.store, replies=self.replies),
+            commands=SessionCommands(
+                config=config,
+                store=self.store,
+                lanes=self.lanes,
+                model_configured=self.model.configured,
+                tools=self.tools,
+                compactor=self.context,
+                before_reset=self.flusher,
+                # MCP servers run only with the background work; elsewhere they have no status.
+                status_sources=[self.mcp, self.scheduler] if background else [self.scheduler],
+            ),
+            replies=self.replies,
+            activity=self.scheduler,
             metrics=self.metrics,
         )
         self._ready: dict[str, bool] = {}
         self._runner: web.AppRunner | None = None
-        self._stops: list[Callable[[], Awaitable[None]]] = []
         self.server_url = ""
 
     def add_channel(self, channel: Channel) -> None:
@@ -84,13 +188,15 @@ class App:
         for name, module_name in PLATFORM_CHANNELS.items():
             if getattr(self.config, name).enabled:
                 module: Any = importlib.import_module(module_name)
-                found.append(module.create(self.config, self.core))
+                found.append(module.create(self.config, self.gateway))
         return found
 
     async def start(self) -> None:
         if ensure_workspace(self.workspace.path):
             log.info("created workspace %s from the bundled template", self.workspace.path)
         await self.store.open()
+        if self.index is not None:
+            await self.index.open()  # after the store, whose migrations create its tables
         if not self.model.configured:
             log.warning(
                 "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "
@@ -102,20 +208,18 @@ class App:
 
             token = self.config.local.token
             if token or is_loopback_host(self.config.server.host):
-                self.add_channel(WebChannel(self.core, self.core.wait_idle, token=token))
+                self.add_channel(WebChannel(self.gateway, self.gateway.wait_idle, token=token))
             else:
                 log.warning(
                     "the local web chat is off: server.host %s is reachable from the network "
                     "and local.token is not set",
                     self.config.server.host,
                 )
-        for channel in self._platform_channels():
-            self.add_channel(channel)
-        for name in EXTENSIONS:
-            extension: Extension = importlib.import_module(name).extension
-            stop = await extension(self)
-            if stop is not None:
-                self._stops.append(stop)
+        if self.background:
+            for channel in self._platform_channels():
+                self.add_channel(channel)
+            self.mcp.start()  # connects in the background; never holds up start-up
+            await self.scheduler.start()
         # Read before any channel can accept a message: one accepted during start-up is
         # queued by `accept` already and must not be queued a second time as "unanswered".
         unanswered = await self.store.unfinished_inbound() if self.recover else []
@@ -125,7 +229,7 @@ class App:
             await channel.start()
             self._ready[name] = True
             log.info("channel %s is up", name)
-        recovered = await self.core.recover(unanswered) if self.recover else 0
+        recovered = await self.gateway.recover(unanswered) if self.recover else 0
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
 
@@ -158,10 +262,14 @@ class App:
                 await channel.stop()
             except Exception:
                 log.exception("channel %s did not stop cleanly", name)
-        await self.core.close()
-        for stop in reversed(self._stops):
-            with contextlib.suppress(Exception):
+        await self.gateway.close()
+        for what, stop in (("scheduler", self.scheduler.stop), ("MCP servers", self.mcp.stop)):
+            try:
                 await stop()
+            except Exception:
+                log.exception("the %s did not stop cleanly", what)
+        if self.index is not None:
+            await self.index.close()
         if self._runner is not None:
             await self._runner.cleanup()
         await self.model.close()
@@ -169,11 +277,11 @@ class App:
 
 
 async def run_service(config: Config) -> None:
-    app = App(config)
+    app = App(config, background=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
             loop.add_signal_handler(sig, stop.set)
     try:
         await app.start()

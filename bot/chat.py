@@ -18,7 +18,8 @@ async def run_chat(config: Config, name: str) -> int:
     from channels.local.terminal import TerminalChannel
     from channels.local.web import local_message
 
-    # `krill run` may be serving the same database: leave unanswered messages to it.
+    # `krill run` may be serving the same database: leave unanswered messages and all
+    # background work (scheduler, MCP servers) to it.
     app = App(config, with_server=False, recover=False)
     app.add_channel(TerminalChannel())
     await app.start()
@@ -40,8 +41,8 @@ async def run_chat(config: Config, name: str) -> int:
             if not text.strip():
                 continue
             msg = local_message(name, text)
-            await app.core.accept(msg)
-            await app.core.wait_idle(msg)
+            await app.gateway.accept(msg)
+            await app.gateway.wait_idle(msg)
     finally:
         await app.stop()
     return 0

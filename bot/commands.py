@@ -2,6 +2,7 @@
 
 Command text never reaches the model. Admins may run every command anywhere; other allowed
 users may run /status, /reset and /new in their own DM, and /help and /whoami anywhere.
+Replies are built over `CommandHost`, the narrow view of the gateway the commands need.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
 from bot.tools.policy import describe_tools, policy_for_messages
 from bot.types import ChatType, InboundMessage
 
 if TYPE_CHECKING:
-    from bot.gateway import Core
+    from bot.config import Config
+    from bot.store.base import SessionRow
 
 COMMANDS: dict[str, str] = {
     "status": "show this session's model, tokens, cache, context and cost",
@@ -71,6 +73,23 @@ def authorized(command: Command, msg: InboundMessage, *, admin: bool) -> bool:
     return command.name in OWN_DM_COMMANDS and msg.chat_type == ChatType.DIRECT
 
 
+class CommandHost(Protocol):
+    """What the commands need (`bot.gateway.session_commands.SessionCommands`)."""
+
+    config: Config
+    model_configured: bool
+
+    def is_admin(self, msg: InboundMessage) -> bool: ...
+    async def current_session(self, key: str) -> SessionRow | None: ...
+    def waiting(self, key: str) -> int: ...
+    def running(self, key: str) -> bool: ...
+    def tool_names(self) -> list[str]: ...
+    def status_lines(self, key: str) -> list[str]: ...
+    async def reset(self, key: str, channel: str, *, reason: str) -> SessionRow: ...
+    async def stop(self, key: str) -> int: ...
+    async def compact(self, key: str, focus: str) -> str: ...
+
+
 def _ago(timestamp: float | None) -> str:
     if not timestamp:
         return "never"
@@ -88,24 +107,24 @@ def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
-Handler = Callable[["Core", Command, InboundMessage, str], Awaitable[str]]
+Reply = Callable[[CommandHost, Command, InboundMessage, str], Awaitable[str]]
 
 
-async def cmd_help(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
+async def reply_help(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     lines = [f"Krill {__version__} commands:"]
     lines += [f"/{name} - {desc}" for name, desc in COMMANDS.items()]
     return "\n".join(lines)
 
 
-async def cmd_whoami(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    admin = core.is_admin(msg)
+async def reply_whoami(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    admin = host.is_admin(msg)
     name = f" ({msg.user_name})" if msg.user_name else ""
     return f"You are {msg.principal}{name}.\nSession: {key}\nAdmin: {'yes' if admin else 'no'}"
 
 
-async def cmd_status(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    session = await core.store.current_session(key)
-    cfg = core.config
+async def reply_status(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    session = await host.current_session(key)
+    cfg = host.config
     window = cfg.agent.context_window
     lines = [f"🦐 Krill {__version__}", f"Model: {(session and session.model) or cfg.agent.model}"]
     lines.append(f"Session: {key}")
@@ -127,39 +146,37 @@ async def cmd_status(core: Core, command: Command, msg: InboundMessage, key: str
             f"Estimated cost: ${session.cost_usd:.4f}",
             f"Turns: {session.turns} · Errors: {session.errors}",
         ]
-    lines.append(
-        f"Queue: {core.queue.depth(key)} waiting{' · busy' if core.queue.busy(key) else ''}"
-    )
-    if not core.model.configured:
+    lines.append(f"Queue: {host.waiting(key)} waiting{' · busy' if host.running(key) else ''}")
+    if not host.model_configured:
         lines.append("⚠️ No model API key: set ANTHROPIC_API_KEY and restart.")
     policy = policy_for_messages(cfg, [msg])
-    usable = [name for name in core.runner.tools.names() if policy.allows(name)]
+    usable = [name for name in host.tool_names() if policy.allows(name)]
     lines.append(f"Tools: {describe_tools(usable)}")
-    lines.extend(core.status_extras(key))
+    lines.extend(host.status_lines(key))
     return "\n".join(lines)
 
 
-async def cmd_reset(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    session = await core.reset_session(key, msg.channel, reason=f"/{command.name}")
-    model = core.config.agent.model
+async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    session = await host.reset(key, msg.channel, reason=f"/{command.name}")
+    model = host.config.agent.model
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
 
 
-async def cmd_stop(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    dropped = await core.stop_session(key)
+async def reply_stop(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    dropped = await host.stop(key)
     return f"⏹ Stopped. {dropped} queued message(s) dropped."
 
 
-async def cmd_compact(core: Core, command: Command, msg: InboundMessage, key: str) -> str:
-    return await core.compact_now(key, command.args[:800])
+async def reply_compact(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    return await host.compact(key, command.args[:800])
 
 
-HANDLERS: dict[str, Handler] = {
-    "help": cmd_help,
-    "whoami": cmd_whoami,
-    "status": cmd_status,
-    "reset": cmd_reset,
-    "new": cmd_reset,
-    "stop": cmd_stop,
-    "compact": cmd_compact,
+REPLIES: dict[str, Reply] = {
+    "help": reply_help,
+    "whoami": reply_whoami,
+    "status": reply_status,
+    "reset": reply_reset,
+    "new": reply_reset,
+    "stop": reply_stop,
+    "compact": reply_compact,
 }

@@ -44,10 +44,6 @@ class AnthropicConfig(Section):
     max_retries: int = Field(2, ge=0)
     timeout: float = Field(600.0, gt=0)
 
-    @property
-    def cache_ttl_seconds(self) -> int:
-        return 3600 if self.cache_ttl == "1h" else 300
-
 
 class WorkspaceConfig(Section):
     path: str = "workspace"
@@ -277,7 +273,8 @@ class SchedulerConfig(Section):
     heartbeat_minutes: float = Field(0.0, ge=0)  # 0 turns the heartbeat off
     heartbeat_session: str = ""  # session key; "" = the most recently active DM session
     idle_compaction: bool = True  # compact large idle sessions once their cache has expired
-    # Overrides the TTL implied by anthropic.cache_ttl for scheduling only (tests use seconds).
+    # Overrides the TTL implied by anthropic.cache_ttl (tests use seconds); read it only
+    # through `Config.cache_ttl_seconds`.
     cache_ttl_seconds: float | None = Field(None, gt=0)
 
 
@@ -306,6 +303,14 @@ class Config(Section):
         """The access/history settings of a chat platform (None for the local channel)."""
         policy = getattr(self, channel, None)
         return policy if isinstance(policy, ChannelPolicyConfig) else None
+
+    @property
+    def cache_ttl_seconds(self) -> float:
+        """How long the prompt cache stays warm: the one source for pruning, flush and
+        compaction timing (pricing reads `anthropic.cache_ttl`, the TTL actually bought)."""
+        if self.scheduler.cache_ttl_seconds is not None:
+            return self.scheduler.cache_ttl_seconds
+        return 3600.0 if self.anthropic.cache_ttl == "1h" else 300.0
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,10 +107,23 @@ def message(
 
 
 class Harness:
-    """`async with Harness(tmp_path, fake_url, config_toml) as h:` -> h.app, h.channel."""
+    """`async with Harness(tmp_path, fake_url, config_toml) as h:` -> h.app, h.channel.
 
-    def __init__(self, directory: Path, base_url: str, toml: str = "", **channel_opts: Any):
+    The app runs as `krill run` does (scheduler and MCP servers included) but without the
+    HTTP server; `clock` is the time its turns, flushes and jobs see.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_url: str,
+        toml: str = "",
+        *,
+        clock: Callable[[], float] = time.time,
+        **channel_opts: Any,
+    ):
         self.directory = directory
+        self.clock = clock
         self.config_path = directory / "krill.toml"
         self.config_path.write_text(
             "[anthropic]\nmax_retries = 0\n[server]\nport = 0\n" + toml, encoding="utf-8"
@@ -120,7 +134,7 @@ class Harness:
 
     async def __aenter__(self) -> Harness:
         config = load_config(str(self.config_path), env=self.env)
-        self.app = App(config, with_server=False)
+        self.app = App(config, with_server=False, background=True, clock=self.clock)
         self.app.add_channel(self.channel)
         await self.app.start()
         return self
@@ -133,9 +147,9 @@ class Harness:
         assert self.app is not None
         if isinstance(msg, str):
             msg = message(msg, **kw)
-        result = await self.app.core.accept(msg)
+        result = await self.app.gateway.accept(msg)
         if wait:
-            await asyncio.wait_for(self.app.core.wait_idle(msg), 20)
+            await asyncio.wait_for(self.app.gateway.wait_idle(msg), 20)
         return result
 
     @property

@@ -21,7 +21,7 @@ def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     config = load_config(None, env={})
     assert config.source is None
     assert config.agent.model == "claude-sonnet-4-6"
-    assert config.anthropic.cache_ttl == "5m" and config.anthropic.cache_ttl_seconds == 300
+    assert config.anthropic.cache_ttl == "5m" and config.cache_ttl_seconds == 300
     assert config.sqlite_path == tmp_path / "data" / "krill.db"
     assert config.workspace_dir == tmp_path / "workspace"
     assert config.server.port == 8787 and config.server.host == "127.0.0.1"
@@ -89,7 +89,7 @@ command = "some-mcp-server"
     assert config.telegram.groups["-100123"].require_mention is False
     assert config.slack.channels["C123"].require_mention is False
     assert config.session.identity_links["alice"] == ["telegram:123", "slack:U1"]
-    assert config.anthropic.cache_ttl_seconds == 3600
+    assert config.cache_ttl_seconds == 3600
     assert config.mcp.servers["example"].command == "some-mcp-server"
 
 

@@ -10,10 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.context.compaction.prompts import SUMMARIZER_SYSTEM
 from bot.context.messages import SUMMARY_HEADER
 from bot.context.overflow import BRANCH_REASON, MAX_OVERFLOW_RECOVERIES
+from bot.context.pipeline import ContextPipeline
 from bot.errors import ContextOverflow
+from bot.gateway.session_commands import COMPACTION_FAILED
 from bot.store.base import EntryType
 from bot.tools.registry import Tool
 from tests.app_harness import Harness
@@ -330,8 +334,7 @@ async def test_warm_cache_keeps_the_prefix_byte_identical_and_a_cold_one_prunes(
         return Reply(content=[{**call, "input": {"name": "f"}}], stop_reason="tool_use")
 
     fake_anthropic.default_handler = router(one_dump)
-    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
-        h.app.runner.clock = lambda: now[0]
+    async with Harness(tmp_path, fake_anthropic.url, TOML, clock=lambda: now[0]) as h:
         h.app.tools.register(dump_tool(6_000))
 
         async def turn(text: str, advance: float) -> None:
@@ -375,19 +378,27 @@ def strip(body: Body) -> Body:
 
 
 async def test_before_compaction_hooks_run_first_and_cannot_block_it(
-    tmp_path: Path, fake_anthropic: FakeAnthropic
+    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_anthropic.default_handler = router(lambda body: "Noted.")
-    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
-        seen: list[int] = []
+    seen: list[int] = []
+    harness = Harness(tmp_path, fake_anthropic.url, TOML)
 
-        async def flush(session: Any) -> None:
-            seen.append(len(await compactions(h)))
+    class Flush:
+        async def before_compaction(self, session: Any) -> None:
+            seen.append(len(await compactions(harness)))
 
-        async def broken(session: Any) -> None:
+    class Broken:
+        async def before_compaction(self, session: Any) -> None:
             raise RuntimeError("flush failed")
 
-        h.app.runner.before_compaction += [flush, broken]
+    class HookedPipeline(ContextPipeline):
+        def __init__(self, **kw: Any) -> None:
+            kw["before_compaction"] = [*kw["before_compaction"], Flush(), Broken()]
+            super().__init__(**kw)
+
+    monkeypatch.setattr("bot.app.ContextPipeline", HookedPipeline)
+    async with harness as h:
         await chat_turns(h, 2)
         await h.send("/compact")
         assert seen == [] and h.channel.finals[-1].startswith("Nothing to compact")
@@ -395,3 +406,16 @@ async def test_before_compaction_hooks_run_first_and_cannot_block_it(
         await h.send("/compact")
         assert seen == [0]  # ran before the compaction entry was written
         assert len(await compactions(h)) == 1
+
+
+async def test_a_failed_compact_tells_the_person_briefly(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: ContextPipeline, key: str, focus: str) -> str:
+        raise RuntimeError("sqlite3.OperationalError: disk I/O error at /srv/secret/path")
+
+    monkeypatch.setattr(ContextPipeline, "compact", broken)
+    fake_anthropic.default_handler = router(lambda body: "Noted.")
+    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
+        await h.send("/compact")
+    assert h.channel.finals == [COMPACTION_FAILED]

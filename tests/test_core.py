@@ -100,7 +100,7 @@ async def test_messages_during_a_turn_are_collected_in_order(
         await fake_anthropic.wait_for_requests(1)
         for text in ("two", "three"):
             await h.send(message(text), wait=False)
-        await asyncio.wait_for(h.app.core.wait_idle(first), 10)
+        await asyncio.wait_for(h.app.gateway.wait_idle(first), 10)
     assert len(fake_anthropic.message_requests) == 2
     follow_up = raw_text(fake_anthropic.message_requests[1].body)
     assert "answer them together" in follow_up
@@ -296,7 +296,7 @@ async def test_stop_cancels_the_turn_and_drops_the_queue(
         await fake_anthropic.wait_for_requests(1)
         await h.send(message("and this"), wait=False)
         await h.send("/stop")
-        await asyncio.wait_for(h.app.core.wait_idle(first), 5)
+        await asyncio.wait_for(h.app.gateway.wait_idle(first), 5)
         fake_anthropic.release()
         assert h.channel.finals == ["⏹ Stopped. 1 queued message(s) dropped."]
         assert await h.app.store.unfinished_inbound() == []
@@ -319,7 +319,7 @@ async def test_session_commands_queue_behind_the_turn_without_blocking_accept(
         assert await asyncio.wait_for(h.send("/reset", wait=False), 2) == AcceptResult.COMMAND
         assert h.channel.finals == []
         fake_anthropic.release()
-        await asyncio.wait_for(h.app.core.wait_idle(first), 10)
+        await asyncio.wait_for(h.app.gateway.wait_idle(first), 10)
     # In order: the turn's reply, then the compaction, then the reset.
     assert len(h.channel.finals) == 3
     assert h.channel.finals[2].startswith("✅ New session started")
@@ -362,8 +362,8 @@ async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
         )
         await store.begin_turn([entry], [inbound_id], "t-crashed")
         await store.start_new_session(key, "local", "krill reset")  # while Krill was down
-        assert await h.app.core.recover() == 1
-        await asyncio.wait_for(h.app.core.queue.wait_idle(key), 10)
+        assert await h.app.gateway.recover() == 1
+        await asyncio.wait_for(h.app.gateway.lanes.wait_idle(key), 10)
         old_entries = await store.transcript(old.session_id)
     assert "the question asked before the crash" in str(fake_anthropic.message_requests[0].body)
     assert h.channel.finals and h.channel.finals[0].startswith("echo:")

@@ -284,3 +284,52 @@ async def test_web_chat_refuses_other_sites_and_needs_a_token_beyond_loopback(
         status, _ = await krill.get("/api/chat")
         assert status == 404
     assert "local web chat is off" in krill.log()
+
+
+FLUSH_MARK = "[Memory flush"
+SHORT_TTL = {
+    "scheduler": {"cache_ttl_seconds": 1.0},
+    "memory": {"flush": {"idle_lead_seconds": 0.5}},
+}
+
+
+def flush_requests(fake: FakeAnthropic) -> list[str]:
+    return [r.last_user_text for r in fake.message_requests if FLUSH_MARK in r.last_user_text]
+
+
+async def test_chat_runs_no_background_jobs(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    """Only `krill run` runs the scheduler: `krill chat` on a database where another
+    session's idle flush is overdue answers its own person and flushes nothing."""
+    fake_anthropic.default_handler = plain_echo
+    cfg = str(write_config(tmp_path, SHORT_TTL))
+    env = model_env(fake_anthropic)
+    code, _, err = await run_cli(
+        tmp_path, "chat", "--name", "ann", "--config", cfg, env=env, stdin=b"the boat is blue\n"
+    )
+    assert code == 0, err
+    # Bob's turn outlasts the moment a scheduler would run ann's overdue flush (start-up
+    # delay 2 s), so one that ran would have reached the model before this reply.
+    fake_anthropic.queue_text("echo: hi", delay=4.0)
+    code, out, err = await run_cli(
+        tmp_path, "chat", "--name", "bob", "--config", cfg, env=env, stdin=b"hi\n"
+    )
+    assert code == 0, err
+    assert out.strip() == "echo: hi"
+    assert flush_requests(fake_anthropic) == []
+
+
+async def test_cli_reset_flushes_memory_first(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    cfg = str(write_config(tmp_path, {}))
+    env = model_env(fake_anthropic)
+    code, _, err = await run_cli(
+        tmp_path, "chat", "--name", "ann", "--config", cfg, env=env, stdin=b"the boat is blue\n"
+    )
+    assert code == 0, err
+    assert flush_requests(fake_anthropic) == []
+    code, out, err = await run_cli(
+        tmp_path, "reset", "agent:main:local:direct:ann", "--config", cfg, env=env
+    )
+    assert code == 0 and "new session" in out, err
+    (flush,) = flush_requests(fake_anthropic)
+    assert "being reset" in flush

@@ -226,7 +226,7 @@ async def test_changed_chunk_size_reindexes_everything(index: MemoryIndex, tmp_p
 
 
 def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import HANDLERS, build_parser
+    from bot.cli import SUBCOMMANDS, build_parser
     from bot.config import load_config
     from tests.krill_process import write_config
 
@@ -239,7 +239,7 @@ def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[st
     def krill(*argv: str) -> int:
         # The CLI's own parser and handler, without main()'s process-wide logging set-up.
         args = build_parser().parse_args([*argv, "--config", path])
-        return HANDLERS[args.command](config, args)
+        return SUBCOMMANDS[args.command](config, args)
 
     assert krill("memory", "reindex") == 0
     assert "indexed 1 file(s)" in capsys.readouterr().out

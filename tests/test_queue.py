@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
-from bot.sessions.queue import SessionQueue, WorkItem
+from bot.sessions.queue import SessionQueue
+
+
+@dataclass
+class WorkItem:
+    kind: str  # "message" items merge; anything else runs alone
+    data: Any
+
+
+def queue(
+    runner: Callable[[str, list[WorkItem]], Awaitable[None]], *, max_concurrent: int, batch_cap: int
+) -> SessionQueue[WorkItem]:
+    return SessionQueue(
+        runner,
+        mergeable=lambda item: item.kind == "message",
+        max_concurrent=max_concurrent,
+        batch_cap=batch_cap,
+    )
 
 
 async def test_one_turn_at_a_time_and_waiting_messages_merge_in_order() -> None:
@@ -16,7 +36,7 @@ async def test_one_turn_at_a_time_and_waiting_messages_merge_in_order() -> None:
         if len(seen) == 1:
             await gate.wait()
 
-    q = SessionQueue(runner, max_concurrent=4, batch_cap=20)
+    q = queue(runner, max_concurrent=4, batch_cap=20)
     q.submit("k", WorkItem("message", "a"))
     await asyncio.sleep(0)
     for text in ("b", "c", "d"):
@@ -35,7 +55,7 @@ async def test_batch_cap_and_solo_items() -> None:
         seen.append([i.data for i in items])
         await gate.wait()
 
-    q = SessionQueue(runner, max_concurrent=4, batch_cap=2)
+    q = queue(runner, max_concurrent=4, batch_cap=2)
     q.submit("k", WorkItem("message", "a"))
     await asyncio.sleep(0)
     for item in ("b", "c", "d"):
@@ -58,7 +78,7 @@ async def test_global_concurrency_cap() -> None:
         await asyncio.sleep(0.02)
         running -= 1
 
-    q = SessionQueue(runner, max_concurrent=3, batch_cap=20)
+    q = queue(runner, max_concurrent=3, batch_cap=20)
     for i in range(10):
         q.submit(f"k{i}", WorkItem("message", i))
     await asyncio.wait_for(q.wait_idle(), 5)
@@ -73,7 +93,7 @@ async def test_a_failing_turn_does_not_stop_the_lane() -> None:
         if items[0].data == "boom":
             raise RuntimeError("boom")
 
-    q = SessionQueue(runner, max_concurrent=1, batch_cap=1)
+    q = queue(runner, max_concurrent=1, batch_cap=1)
     q.submit("k", WorkItem("message", "boom"))
     q.submit("k", WorkItem("message", "next"))
     await asyncio.wait_for(q.wait_idle(), 2)
@@ -90,7 +110,7 @@ async def test_stop_cancels_the_running_turn_and_returns_waiting_items() -> None
             cancelled.set()
             raise
 
-    q = SessionQueue(runner, max_concurrent=1, batch_cap=1)
+    q = queue(runner, max_concurrent=1, batch_cap=1)
     q.submit("k", WorkItem("message", "long"))
     await asyncio.sleep(0.01)
     q.submit("k", WorkItem("message", "waiting"))

@@ -23,7 +23,7 @@ class AcceptsWhileStarting(RecordingChannel):
     async def start(self) -> None:
         await super().start()
         assert self.app is not None
-        await self.app.core.accept(message("arrived during start-up"))
+        await self.app.gateway.accept(message("arrived during start-up"))
 
 
 async def test_unanswered_and_start_up_messages_are_each_answered_once(
@@ -40,13 +40,13 @@ async def test_unanswered_and_start_up_messages_are_each_answered_once(
     )
     await store.close()
 
-    app = App(config, with_server=False)
+    app = App(config, with_server=False, background=True)
     channel = AcceptsWhileStarting()
     channel.app = app
     app.add_channel(channel)
     await app.start()
     try:
-        await app.core.queue.wait_idle()
+        await app.gateway.lanes.wait_idle()
     finally:
         await app.stop()
     answered = "\n".join(channel.finals)

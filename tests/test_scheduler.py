@@ -9,14 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.scheduler import (
-    HEARTBEAT_JOB,
-    STARTUP_DELAY_SECONDS,
-    heartbeat_checklist,
-    heartbeat_message,
-    idle_compaction_due,
-    next_periodic_run,
-)
+import pytest
+
+from bot.context.pipeline import ContextPipeline
+from bot.scheduler.heartbeat import HEARTBEAT_JOB, heartbeat_checklist, heartbeat_message
+from bot.scheduler.idle import idle_compaction_due
+from bot.scheduler.jobs import STARTUP_DELAY_SECONDS, next_periodic_run
 from bot.store.base import SessionRow
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic, Reply
@@ -146,7 +144,7 @@ async def test_restart_keeps_the_scheduled_flush(
 
 
 async def test_large_idle_session_is_compacted_after_its_cache_expires(
-    tmp_path: Path, fake_anthropic: FakeAnthropic
+    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     arrivals: list[float] = []
     flush_script(fake_anthropic, arrivals)
@@ -162,13 +160,13 @@ idle_lead_seconds = 0.5
 [scheduler]
 cache_ttl_seconds = 1.0
 """
+
+    async def compact(self: ContextPipeline, key: str, focus: str) -> str:
+        compacted.append((key, time.time()))
+        return "compacted"
+
+    monkeypatch.setattr(ContextPipeline, "compact", compact)
     async with Harness(tmp_path, fake_anthropic.url, config) as h:
-
-        async def compactor(key: str, focus: str) -> str:
-            compacted.append((key, time.time()))
-            return "compacted"
-
-        h.app.core.compactor = compactor
         await h.send("my notes: " + "alpha beta gamma " * 6000)
         await wait_until(lambda: compacted, within=6)
         last_call = (await h.app.store.current_session(DM_KEY)).last_model_call_at

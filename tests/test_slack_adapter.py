@@ -21,7 +21,7 @@ from tests.fakes.slack import FakeSlack, post_event
 
 
 class StubCore:
-    """What the adapter needs of `bot.gateway.Core`, recording every accepted message."""
+    """What the adapter needs of `GatewayService`, recording every accepted message."""
 
     def __init__(self) -> None:
         self.accepted: list[InboundMessage] = []

@@ -66,7 +66,7 @@ timeout = 10
         encoding="utf-8",
     )
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
-    app = App(load_config(str(config_path), env=env), with_server=False)
+    app = App(load_config(str(config_path), env=env), with_server=False, background=True)
     app.add_channel(TerminalChannel(out=io.StringIO()))
     await app.start()
     try:
@@ -84,8 +84,8 @@ async def say(app: App, text: str) -> str:
     assert isinstance(channel, TerminalChannel) and isinstance(channel.out, io.StringIO)
     start = len(channel.out.getvalue())
     msg = local_message("tester", text)
-    await app.core.accept(msg)
-    await asyncio.wait_for(app.core.wait_idle(msg), 30)
+    await app.gateway.accept(msg)
+    await asyncio.wait_for(app.gateway.wait_idle(msg), 30)
     return channel.out.getvalue()[start:].strip()
 
 

@@ -56,9 +56,8 @@ def mcp_config(tmp_path: Path, servers: dict[str, dict[str, Any]]) -> Config:
 @pytest_asyncio.fixture
 async def started(tmp_path: Path) -> AsyncIterator[tuple[McpManager, ToolRegistry]]:
     config = mcp_config(tmp_path, {"fake": stdio_server(timeout=1.0)})
-    registry = ToolRegistry()
     store = ResultStore(tmp_path, ToolResultsConfig())
-    registry.result_hook = ResultProcessor(store).process
+    registry = ToolRegistry(result_hook=ResultProcessor(store).process)
     manager = McpManager(config, registry)
     manager.start()
     try:

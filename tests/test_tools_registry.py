@@ -8,6 +8,7 @@ from pathlib import Path
 from bot.tools.policy import PolicyLayer, ToolPolicy
 from bot.tools.registry import (
     MAX_IDENTICAL_FAILURES,
+    ResultHook,
     Tool,
     ToolContext,
     ToolError,
@@ -20,8 +21,8 @@ def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext("key", "sid", "local:t", True, tmp_path, turn_id="turn1")
 
 
-def registry_with_tools() -> tuple[ToolRegistry, list[str]]:
-    registry = ToolRegistry()
+def registry_with_tools(result_hook: ResultHook | None = None) -> tuple[ToolRegistry, list[str]]:
+    registry = ToolRegistry(result_hook)
     runs: list[str] = []
 
     async def flaky(args: dict, ctx: ToolContext) -> str:
@@ -82,12 +83,10 @@ async def test_exceptions_and_policy_become_error_results(tmp_path: Path) -> Non
 
 
 async def test_a_failing_result_hook_never_leaks_the_raw_result(tmp_path: Path) -> None:
-    registry, _ = registry_with_tools()
-
     async def hook(tool: Tool, result: ToolResult, ctx: ToolContext) -> ToolResult:
         raise OSError("disk on fire")
 
-    registry.result_hook = hook
+    registry, _ = registry_with_tools(hook)
     result = await registry.run({"id": "s", "name": "slow", "input": {"n": 1}}, ctx(tmp_path))
     assert result.is_error and "could not be processed" in str(result.content)
     assert "slow 1" not in str(result.content)

@@ -35,8 +35,7 @@ def setup(tmp_path: Path, **config: int) -> tuple[ToolRegistry, ResultProcessor]
     processor = ResultProcessor(
         ResultStore(tmp_path, ToolResultsConfig(**config), today=lambda: TODAY)
     )
-    registry = ToolRegistry()
-    registry.result_hook = processor.process
+    registry = ToolRegistry(result_hook=processor.process)
     registry.register(processor.read_tool())
     return registry, processor
 

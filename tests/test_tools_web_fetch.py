@@ -306,9 +306,8 @@ async def test_allow_private_reaches_loopback(site: TestServer, tmp_path) -> Non
 
 
 async def test_output_reaches_the_model_wrapped_as_untrusted(site: TestServer, tmp_path) -> None:
-    registry = ToolRegistry()
     store = ResultStore(tmp_path, ToolResultsConfig())
-    registry.result_hook = ResultProcessor(store).process
+    registry = ToolRegistry(result_hook=ResultProcessor(store).process)
     registry.register(fetch_tool(allow_private=True).tool())
     call = {"id": "toolu_1", "name": "web_fetch", "input": {"url": str(site.make_url("/page"))}}
     result = await registry.run(call, ctx(tmp_path))

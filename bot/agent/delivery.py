@@ -188,8 +188,10 @@ class ReplyStream:
     async def deliver(self, text: str) -> int:
         """Send every chunk of `text` not already in the ledger. Returns chunks sent."""
         if self._preview_task is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self._preview_task
+            except Exception:  # the final reply below replaces whatever the preview showed
+                log.warning("streaming preview of turn %s failed", self.turn_id, exc_info=True)
         if not self.visible or not text:
             return 0
         assert self.channel is not None and self.address is not None
@@ -215,5 +217,9 @@ class ReplyStream:
                 await self._typing
             self._typing = None
             assert self.channel is not None and self.address is not None
-            with contextlib.suppress(Exception):
+            try:
                 await self.channel.done_typing(self.address)
+            except Exception:  # a leftover indicator is cosmetic; the reply went out
+                log.warning(
+                    "could not clear the typing indicator of turn %s", self.turn_id, exc_info=True
+                )

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from anthropic.types import MessageParam, TextBlockParam, ToolResultBlockParam
+from anthropic.types import MessageParam, ToolResultBlockParam
 
 from bot.agent.delivery import ReplyStream
+from bot.agent.hooks import BeforeTurn, ContextManager, TurnRecall
 from bot.agent.model import ModelClient, ModelReply
 from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
@@ -85,19 +86,6 @@ class TurnOutcome:
     model_calls: int = 0
 
 
-# Hooks other parts plug in:
-# - recall (memory) runs before a person's turn is written and returns text to attach to it;
-# - before_turn runs inside the session's lane before a person's turn (e.g. a memory flush);
-# - prepare rewrites the request messages (pruning, compaction) before each model call;
-# - before_compaction runs before history is compacted (e.g. a memory flush);
-# - recover_overflow makes room after "prompt is too long" and says whether to retry.
-RecallHook = Callable[[TurnJob, SessionRow], Awaitable[str | None]]
-BeforeTurnHook = Callable[[TurnJob, SessionRow], Awaitable[None]]
-PrepareHook = Callable[[SessionRow, list[Entry], list[MessageParam]], Awaitable[list[MessageParam]]]
-SessionHook = Callable[[SessionRow], Awaitable[None]]
-OverflowHook = Callable[[SessionRow, ContextOverflow, int], Awaitable[bool]]
-
-
 class AgentRunner:
     def __init__(
         self,
@@ -109,6 +97,10 @@ class AgentRunner:
         tools: ToolRegistry,
         channels: dict[str, Channel],
         metrics: Metrics,
+        recall: TurnRecall | None = None,
+        before_turn: Sequence[BeforeTurn] = (),
+        context: ContextManager | None = None,
+        clock: Callable[[], float] = time.time,
     ):
         self.config = config
         self.store = store
@@ -117,13 +109,11 @@ class AgentRunner:
         self.tools = tools
         self.channels = channels
         self.metrics = metrics
-        self.recall: RecallHook | None = None
-        self.before_turn: list[BeforeTurnHook] = []
-        self.prepare: PrepareHook | None = None
-        self.before_compaction: list[SessionHook] = []
-        self.recover_overflow: OverflowHook | None = None
+        self.recall = recall
+        self.before_turn = tuple(before_turn)
+        self.context = context
         # Time of model calls (and so of prompt-cache expiry); a benchmark may simulate it.
-        self.clock: Callable[[], float] = time.time
+        self.clock = clock
 
     def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
         if job.prompt is not None:
@@ -152,10 +142,6 @@ class AgentRunner:
             session.session_id, EntryType.MESSAGE, payload, role=Role.USER, turn_id=job.turn_id
         )
 
-    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]:
-        prompt = self.workspace.system_prompt(include_memory=is_direct)
-        return [{"type": "text", "text": prompt}]
-
     async def run(self, job: TurnJob) -> TurnOutcome:
         channel_name = job.first.channel if job.first else "local"
         # A resumed turn continues in the session that holds it, even if /reset or
@@ -178,11 +164,13 @@ class AgentRunner:
             if job.prompt is None and not job.resume:
                 for hook in self.before_turn:
                     try:
-                        await hook(job, session)
+                        await hook.before_turn(job, session)
                     except Exception:  # housekeeping must never block a person's turn
                         log.exception("before-turn hook failed for %s", job.session_key)
             if not job.resume:
-                recall = await self.recall(job, session) if self.recall and job.messages else None
+                recall = (
+                    await self.recall.recall(job, session) if self.recall and job.messages else None
+                )
                 entry = self._user_entry(job, session, recall)
                 fields: dict[str, Any] = {"last_activity_at": self.clock()}
                 if job.address:
@@ -255,8 +243,8 @@ class AgentRunner:
                     stream.next_iteration()
                 return outcome
             messages = build_messages(history, self.config.agent.timezone)
-            if self.prepare is not None:
-                messages = await self.prepare(session, history, messages)
+            if self.context is not None:
+                messages = await self.context.prepare(session, history, messages)
             mark = stream.mark()
             try:
                 reply = await self._call_model(job, session, messages, stream)
@@ -289,9 +277,9 @@ class AgentRunner:
     async def _recover_overflow(
         self, session: SessionRow, exc: ContextOverflow, attempt: int
     ) -> bool:
-        if self.recover_overflow is None or attempt > MAX_OVERFLOW_RECOVERIES:
+        if self.context is None or attempt > MAX_OVERFLOW_RECOVERIES:
             return False
-        return await self.recover_overflow(session, exc, attempt)
+        return await self.context.recover_overflow(session, exc, attempt)
 
     async def _call_model(
         self,
@@ -302,7 +290,7 @@ class AgentRunner:
     ) -> ModelReply:
         policy = policy_for_messages(self.config, job.messages)
         reply = await self.model.complete(
-            system=self.system_blocks(is_direct=job.is_direct),
+            system=self.workspace.system_blocks(is_direct=job.is_direct),
             messages=messages,
             tools=self.tools.definitions(policy=policy),
             on_text=stream.on_text,

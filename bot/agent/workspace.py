@@ -9,6 +9,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from anthropic.types import TextBlockParam
+
 import bot
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "MEMORY.md")
@@ -113,6 +115,10 @@ class Workspace:
         )
         self._prompts[include_memory] = (keys, prompt)
         return prompt
+
+    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]:
+        """The system prompt as the model request carries it (see `system_prompt`)."""
+        return [{"type": "text", "text": self.system_prompt(include_memory=is_direct)}]
 
     def _build(self, files: list[tuple[str, str]]) -> str:
         sections: list[str] = []

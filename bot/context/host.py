@@ -1,12 +1,13 @@
-"""What the context pipeline needs from the running service, as narrow protocols.
+"""What the context pipeline needs from the rest of the service, as narrow protocols.
 
-`bot.app.App` provides them. Naming them here keeps `bot.context` below `bot.agent`: the
-pipeline and compaction never import the runner, the model client or the workspace.
+The composition root (`bot.app`) passes the real objects to `ContextPipeline`. Naming them
+here keeps `bot.context` below `bot.agent`: the pipeline and compaction never import the
+model client, the workspace or the runner's hooks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from anthropic.types import MessageParam, TextBlockParam
@@ -40,21 +41,23 @@ class SummaryModel(Protocol):
     ) -> ModelAnswer: ...
 
 
-class TurnRunner(Protocol):
-    """The runner's system prompt, its clock and the hooks that run before a compaction."""
+class BeforeCompaction(Protocol):
+    """Runs before history is compacted (e.g. a memory flush); a failure never blocks it."""
 
-    before_compaction: list[Callable[[SessionRow], Awaitable[None]]]
-    clock: Callable[[], float]
-
-    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]: ...
+    async def before_compaction(self, session: SessionRow) -> None: ...
 
 
 class WorkspaceFiles(Protocol):
+    """The system prompt as requests carry it, and the workspace's files."""
+
+    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]: ...
+
     def read_text(self, name: str) -> str | None: ...
 
 
 class ContextHost(Protocol):
-    """Everything the pipeline and compaction use (read-only: they never replace one)."""
+    """Everything compaction uses (`bot.context.pipeline.ContextPipeline` provides it);
+    read-only: compaction never replaces one."""
 
     @property
     def config(self) -> Config: ...
@@ -67,6 +70,6 @@ class ContextHost(Protocol):
     @property
     def tools(self) -> ToolRegistry: ...
     @property
-    def runner(self) -> TurnRunner: ...
-    @property
     def metrics(self) -> Metrics: ...
+    @property
+    def before_compaction(self) -> Sequence[BeforeCompaction]: ...

@@ -2,14 +2,14 @@
 history turn limit (done by the store when loading) -> single tool-result cap -> cache-TTL
 pruning -> compaction at the threshold; plus overflow recovery and `/compact`.
 
-Registered as an extension (`bot.app.EXTENSIONS`): it fills the runner's `prepare` and
-`recover_overflow` hooks and the core's `compactor`.
+It is the runner's `ContextManager` and the gateway's compactor (`bot.app` wires both).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ from bot.context.compaction import (
     needs_compaction,
     overhead_chars,
 )
-from bot.context.host import ContextHost
+from bot.context.host import BeforeCompaction, SummaryModel, WorkspaceFiles
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,
@@ -37,7 +37,10 @@ from bot.errors import ContextOverflow
 from bot.store.base import Entry, EntryType, SessionRow
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from bot.config import Config
+    from bot.metrics import Metrics
+    from bot.store.base import Store
+    from bot.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +58,34 @@ class _SessionState:
 
 class ContextPipeline:
     """Holds the per-session pruning plans and overflow state; everything else is pure
-    functions in the sibling modules."""
+    functions in the sibling modules. It is also the `ContextHost` compaction runs with."""
 
-    def __init__(self, host: ContextHost) -> None:
-        self.host = host
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: Store,
+        model: SummaryModel,
+        workspace: WorkspaceFiles,
+        tools: ToolRegistry,
+        metrics: Metrics,
+        before_compaction: Sequence[BeforeCompaction] = (),
+        clock: Callable[[], float],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.model = model
+        self.workspace = workspace
+        self.tools = tools
+        self.metrics = metrics
+        self.before_compaction = tuple(before_compaction)
+        # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
+        self.clock = clock
         self._states: OrderedDict[str, _SessionState] = OrderedDict()
         self._overflow: dict[str, OverflowState] = {}
 
     def now(self) -> float:
-        # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
-        return self.host.runner.clock()
+        return self.clock()
 
     def _state(self, session_id: str, history: list[Entry]) -> _SessionState:
         compaction_id = (
@@ -81,8 +102,8 @@ class ContextPipeline:
     async def prepare(
         self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
     ) -> list[MessageParam]:
-        """The runner's `prepare` hook: the messages to send for this model call."""
-        config = self.host.config
+        """The messages to send for this model call (`ContextManager.prepare`)."""
+        config = self.config
         cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
         limit = result_char_limit(window, cfg)
         messages = cap_tool_results(messages, limit)
@@ -91,11 +112,11 @@ class ContextPipeline:
             history,
             messages,
             tz=tz,
-            overhead_chars=overhead_chars(self.host),
+            overhead_chars=overhead_chars(self),
             result_limit=limit,
         )
-        fresh = await self.host.store.get_session(session.session_id) or session
-        if cache_is_cold(fresh.last_model_call_at, self.now(), config.anthropic.cache_ttl_seconds):
+        fresh = await self.store.get_session(session.session_id) or session
+        if cache_is_cold(fresh.last_model_call_at, self.now(), config.cache_ttl_seconds):
             outcome = plan_pruning(
                 messages, tokens=tokens, window=window, config=cfg, plan=state.plan
             )
@@ -112,7 +133,7 @@ class ContextPipeline:
         if not needs_compaction(tokens, window, cfg.reserve_tokens):
             return messages
         result = await compact_session(
-            self.host, fresh, reason="threshold", history=history, tokens_before=tokens
+            self, fresh, reason="threshold", history=history, tokens_before=tokens
         )
         if result.entry is None:
             return messages
@@ -126,18 +147,18 @@ class ContextPipeline:
     async def recover_overflow(
         self, session: SessionRow, error: ContextOverflow, attempt: int
     ) -> bool:
-        """The runner's `recover_overflow` hook: make room and return True to retry, or
-        return False to give up (the person is told to /reset)."""
+        """Make room and return True to retry, or return False to give up (the person is
+        told to /reset)."""
         if attempt == 1:
             self._overflow[session.session_id] = OverflowState()
         state = self._overflow.setdefault(session.session_id, OverflowState())
-        cfg = self.host.config.context
+        cfg = self.config.context
         if state.compactions < OVERFLOW_COMPACTION_ATTEMPTS and not state.compaction_exhausted:
             state.compactions += 1
             # Each further attempt keeps one turn fewer, so attempts differ.
             keep = max(1, cfg.keep_recent_user_turns - (state.compactions - 1))
             result = await compact_session(
-                self.host,
+                self,
                 session,
                 reason="overflow",
                 tokens_before=error.tokens,
@@ -153,9 +174,9 @@ class ContextPipeline:
         return False
 
     async def _truncate(self, session: SessionRow, error: ContextOverflow) -> bool:
-        config = self.host.config
+        config = self.config
         window, reserve = config.agent.context_window, config.context.reserve_tokens
-        history = await self.host.store.load_history(session.session_id)
+        history = await self.store.load_history(session.session_id)
         tokens = error.tokens or window
         # Real token counts convert back to characters with the margin, to cut enough.
         excess = int((tokens - (window - reserve)) * CHARS_PER_TOKEN * SAFETY_MARGIN)
@@ -168,7 +189,7 @@ class ContextPipeline:
         if branch is None:
             log.warning("overflow in %s: no tool result left to shorten", session.session_key)
             return False
-        await self.host.store.append_entries(branch)
+        await self.store.append_entries(branch)
         log.warning(
             "overflow in %s: shortened tool results to %s chars in a new branch",
             session.session_key,
@@ -176,29 +197,21 @@ class ContextPipeline:
         )
         return True
 
-    async def compact_command(self, session_key: str, focus: str) -> str:
-        """The core's `compactor` hook behind `/compact [focus]` (runs in the session's lane)."""
-        session = await self.host.store.current_session(session_key)
+    async def compact(self, session_key: str, focus: str) -> str:
+        """Compact a session now, for `/compact [focus]` and idle compaction; the caller
+        holds the session's lane. Raises on failures other than the model's."""
+        session = await self.store.current_session(session_key)
         if session is None:
             return "Nothing to compact yet: this conversation has no history."
         result = await compact_session(
-            self.host, session, focus=focus[:FOCUS_MAX_CHARS], reason="manual"
+            self, session, focus=focus[:FOCUS_MAX_CHARS], reason="manual"
         )
         return result.message
-
-
-async def extension(app: App) -> None:
-    """Wire the pipeline into a running App."""
-    pipeline = ContextPipeline(app)
-    app.runner.prepare = pipeline.prepare
-    app.runner.recover_overflow = pipeline.recover_overflow
-    app.core.compactor = pipeline.compact_command
 
 
 __all__ = [
     "CompactionResult",
     "ContextPipeline",
     "compact_session",
-    "extension",
     "needs_compaction",
 ]

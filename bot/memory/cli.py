@@ -11,7 +11,7 @@ import sys
 import time
 
 from bot.config import Config
-from bot.memory.extension import open_index
+from bot.memory.index import MemoryIndex
 from bot.memory.tools import format_hits
 from bot.store.sqlite import SQLiteStore
 
@@ -19,7 +19,7 @@ from bot.store.sqlite import SQLiteStore
 async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
     store = SQLiteStore(config.sqlite_path)
     await store.open()  # runs the migrations that create the index tables
-    index = open_index(config)
+    index = MemoryIndex(config.sqlite_path, config.workspace_dir, config.memory)
     await index.open()
     try:
         if args.action == "reindex":

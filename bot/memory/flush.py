@@ -34,18 +34,18 @@ from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow, ModelError
 from bot.memory.notes import daily_note_path
 from bot.pricing import estimate_cost
-from bot.sessions.keys import is_direct_key, parse_session_key
-from bot.sessions.limits import resolve_history_limit
-from bot.sessions.queue import WorkItem
+from bot.sessions.keys import conversation_of_key, is_direct_key
+from bot.sessions.limits import history_limit_for_key
 from bot.store.base import Entry, EntryType, Role, SessionRow, new_id
 from bot.tools.policy import ToolPolicy, policy_for_messages
-from bot.tools.registry import ToolContext, ToolResult
-from bot.types import Address, ChatType, InboundMessage
+from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
+from bot.types import Address, InboundMessage
 
 if TYPE_CHECKING:
-    from bot.agent.runner import AgentRunner, TurnJob
+    from bot.agent.model import ModelClient
+    from bot.agent.runner import TurnJob
+    from bot.agent.workspace import Workspace
     from bot.config import Config
-    from bot.gateway import Core
     from bot.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -140,26 +140,6 @@ def flush_prompt(reason: str, now: dt.datetime, *, is_direct: bool) -> str:
     )
 
 
-def chat_type_of_key(key: str) -> ChatType:
-    kind = parse_session_key(key)["kind"]
-    if kind in ("direct", "main"):
-        return ChatType.DIRECT
-    return ChatType.GROUP if kind == "group" else ChatType.CHANNEL
-
-
-def history_limit_for_key(core: Core, key: str) -> int:
-    """The user-turn limit a person's turn in this session uses, so internal calls send the
-    same history (and read the same cache entries)."""
-    try:
-        parts = parse_session_key(key)
-    except ValueError:
-        return 0
-    policy = core.policy_for(parts["channel"]) if parts["channel"] else None
-    return resolve_history_limit(
-        policy, chat_type_of_key(key), parts["chat_id"] or "", parts["peer"] or ""
-    )
-
-
 def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     """Stand-ins for the messages of the session's latest person turn, so the flush gets
     the tool policy (and tool list, part of the cached prefix) that turn had."""
@@ -169,18 +149,17 @@ def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     )
     if latest is None:
         return []
-    parts = parse_session_key(key)
-    chat_type = chat_type_of_key(key)
+    conversation = conversation_of_key(key)
     senders = []
     for m in latest.payload["messages"]:
         user_id = str(m.get("user_id", ""))
-        chat_id = parts["chat_id"] or user_id
+        chat_id = conversation.chat_id or user_id
         channel = str(m.get("channel", ""))
         senders.append(
             InboundMessage(
                 channel=channel,
                 message_id=str(m.get("message_id", "")),
-                chat_type=chat_type,
+                chat_type=conversation.chat_type,
                 chat_id=chat_id,
                 user_id=user_id,
                 text="",
@@ -212,22 +191,25 @@ class FlushOutcome:
 
 
 class Flusher:
-    """Runs flushes and owns their bookkeeping; its methods double as the core's hooks."""
+    """Runs flushes and owns their bookkeeping: the runner's `BeforeTurn`, compaction's
+    `BeforeCompaction`, and the flush the gateway runs before a reset."""
 
     def __init__(
         self,
         *,
         config: Config,
         store: Store,
-        runner: AgentRunner,
-        core: Core,
-        clock: Callable[[], float] | None = None,
+        model: ModelClient,
+        tools: ToolRegistry,
+        workspace: Workspace,
+        clock: Callable[[], float],
     ) -> None:
         self.config = config
         self.store = store
-        self.runner = runner
-        self.core = core
-        self.clock = clock or runner.clock  # the runner's clock: benchmarks may simulate it
+        self.model = model
+        self.tools = tools
+        self.workspace = workspace
+        self.clock = clock  # the runner's clock: benchmarks may simulate it
         self.zone = ZoneInfo(config.agent.timezone)
         self.threshold = flush_threshold(
             config.agent.context_window,
@@ -252,35 +234,14 @@ class Flusher:
             await self.flush(fresh, reason=Reason.COMPACTION)
 
     async def before_reset(self, key: str) -> None:
-        """Core hook: flush the old session before /reset or /new starts a new one (the
-        core runs those commands in the session's lane, so the flush runs directly)."""
+        """Flush the old session before /reset, /new or `krill reset` starts a new one (the
+        gateway runs those in the session's lane, so the flush runs directly)."""
         session = await self.store.current_session(key)
         if session is None or not has_unflushed_conversation(session):
             return
         await self.flush(session, reason=Reason.RESET)
 
     # --- entry points -------------------------------------------------------------------------
-
-    async def flush_in_lane(
-        self,
-        key: str,
-        session_id: str,
-        reason: str,
-        due: Callable[[SessionRow], bool],
-    ) -> FlushOutcome | None:
-        """Queue a flush on the session's lane (after any running turn) and wait for it.
-        `due` is checked again inside the lane; None when it no longer holds."""
-        result: list[FlushOutcome | None] = [None]
-
-        async def run() -> None:
-            session = await self.store.get_session(session_id)
-            if session is not None and due(session):
-                result[0] = await self.flush(session, reason=reason)
-
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.core.queue.submit(key, WorkItem("call", run, done))
-        await done  # settled even when the lane is stopped
-        return result[0]
 
     async def flush(
         self, session: SessionRow, *, reason: str, history_limit: int | None = None
@@ -292,7 +253,7 @@ class Flusher:
         started = self.clock()
         try:
             limit = (
-                history_limit_for_key(self.core, session.session_key)
+                history_limit_for_key(self.config, session.session_key)
                 if history_limit is None
                 else history_limit
             )
@@ -341,21 +302,21 @@ class Flusher:
         )
         messages = with_flush_prompt(rendered, flush_prompt(reason, now, is_direct=direct))
         # Same system prompt and tools as the session's turns: the cached prefix.
-        system = self.runner.system_blocks(is_direct=direct)
+        system = self.workspace.system_blocks(is_direct=direct)
         policy = policy_for_messages(config, turn_senders(history, session.session_key))
-        tools = self.runner.tools.definitions(policy=policy)
+        tools = self.tools.definitions(policy=policy)
         ctx = ToolContext(
             session_key=session.session_key,
             session_id=session.session_id,
             principal="system",
             is_direct=direct,
-            workspace=self.runner.workspace.path,
+            workspace=self.workspace.path,
             turn_id=f"flush-{new_id()}",
         )
         outcome = FlushOutcome(ok=True)
         texts: list[str] = []
         for _round in range(MAX_TOOL_ROUNDS + 1):
-            reply = await self.runner.model.complete(system=system, messages=messages, tools=tools)
+            reply = await self.model.complete(system=system, messages=messages, tools=tools)
             outcome.model_calls += 1
             await self._account(session, reply.usage, reply.model)
             if reply.text.strip():
@@ -382,7 +343,7 @@ class Flusher:
     ) -> ToolResult:
         if not str(call.get("name", "")).startswith(MEMORY_TOOL_PREFIX):
             return ToolResult(call.get("id", ""), NOT_IN_FLUSH, True)
-        return await self.runner.tools.run(call, ctx, policy=policy)
+        return await self.tools.run(call, ctx, policy=policy)
 
     async def _account(self, session: SessionRow, usage: Any, model: str) -> None:
         # The flush touched the cache (that is the point), so last_model_call_at moves; the

@@ -31,13 +31,13 @@ def fit_budget(hits: list[SearchHit], max_chars: int) -> list[SearchHit]:
 
 
 class Recall:
-    """The runner's `recall` hook."""
+    """The runner's memory recall (`bot.agent.hooks.TurnRecall`)."""
 
     def __init__(self, index: MemoryIndex, config: MemorySearchConfig) -> None:
         self.index = index
         self.config = config
 
-    async def __call__(self, job: TurnJob, session: SessionRow) -> str | None:
+    async def recall(self, job: TurnJob, session: SessionRow) -> str | None:
         query = "\n".join(m.text for m in job.messages)
         try:
             hits = await self.index.search(query, include_private=job.is_direct)

@@ -7,6 +7,7 @@ built, parsed and validated here with pure functions so every caller agrees on o
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from bot.config import SessionConfig
@@ -181,6 +182,35 @@ def is_direct_key(key: str) -> bool:
     Malformed keys are not direct: callers use this to gate private data such as MEMORY.md.
     """
     try:
-        return parse_session_key(key)["kind"] in ("direct", "main")
+        return conversation_of_key(key).chat_type == ChatType.DIRECT
     except ValueError:
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """The conversation a session key names, as policy lookups need it."""
+
+    channel: str  # "" for the DM forms that span channels (per-peer, main)
+    chat_type: ChatType
+    chat_id: str  # "" for DMs
+    peer: str  # DMs: user id or linked identity name; "" otherwise
+
+
+def conversation_of_key(key: str) -> Conversation:
+    """Where a stored session key's conversation happens. Raises ValueError when malformed.
+
+    The one place that reads channel, chat type and chat id back out of a key.
+    """
+    parts = parse_session_key(key)
+    kind = parts["kind"]
+    if kind in ("direct", "main"):
+        chat_type = ChatType.DIRECT
+    else:
+        chat_type = ChatType.GROUP if kind == "group" else ChatType.CHANNEL
+    return Conversation(
+        channel=parts["channel"] or "",
+        chat_type=chat_type,
+        chat_id=parts["chat_id"] or "",
+        peer=parts["peer"] or "",
+    )

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from bot.config import ChannelPolicyConfig, GroupOverride, PeerOverride
+from bot.config import ChannelPolicyConfig, Config, GroupOverride, PeerOverride
+from bot.sessions.keys import conversation_of_key
 from bot.types import ChatType
 
 T = TypeVar("T")
@@ -59,6 +60,21 @@ def resolve_history_limit(
     if group is not None and group.history_limit is not None:
         return group.history_limit
     return policy.history_limit
+
+
+def history_limit_for_key(config: Config, key: str) -> int:
+    """The user-turn limit a person's turn in this stored session uses, so internal calls
+    (flush, heartbeat) send the same history and read the same cache entries."""
+    try:
+        conversation = conversation_of_key(key)
+    except ValueError:
+        return NO_LIMIT
+    return resolve_history_limit(
+        config.channel_policy(conversation.channel) if conversation.channel else None,
+        conversation.chat_type,
+        conversation.chat_id,
+        conversation.peer,
+    )
 
 
 def apply_turn_limit(items: Sequence[T], limit: int, is_user_turn: Callable[[T], bool]) -> list[T]:

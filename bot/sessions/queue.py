@@ -2,7 +2,9 @@
 
 Messages that arrive while a session is busy wait in its lane and are handed to the next
 turn together (up to `batch_cap`), in arrival order; nothing is dropped. Work items that
-must run alone (commands such as /reset) are never merged with messages.
+must run alone (commands such as /reset) are never merged with messages: `mergeable` says
+which items may be. The queue is generic over the work item type (`bot.gateway.lanes`
+defines Krill's).
 """
 
 from __future__ import annotations
@@ -12,41 +14,41 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(slots=True)
-class WorkItem:
-    kind: str  # "message" items may be merged; anything else runs alone
-    data: Any
-    done: asyncio.Future[None] | None = field(default=None)
-
-
-Runner = Callable[[str, list[WorkItem]], Awaitable[None]]
+W = TypeVar("W")
 
 
 @dataclass(slots=True)
-class _Lane:
-    items: deque[WorkItem] = field(default_factory=deque)
+class _Lane(Generic[W]):
+    items: deque[W] = field(default_factory=deque)
     task: asyncio.Task[None] | None = None
-    running: list[WorkItem] = field(default_factory=list)
+    running: list[W] = field(default_factory=list)
 
 
-class SessionQueue:
-    def __init__(self, runner: Runner, *, max_concurrent: int, batch_cap: int):
+class SessionQueue(Generic[W]):
+    def __init__(
+        self,
+        runner: Callable[[str, list[W]], Awaitable[None]],
+        *,
+        mergeable: Callable[[W], bool],
+        max_concurrent: int,
+        batch_cap: int,
+    ):
         self._runner = runner
+        self._mergeable = mergeable
         self._limit = asyncio.Semaphore(max_concurrent)
         self._batch_cap = batch_cap
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, _Lane[W]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._closing = False
 
-    def submit(self, key: str, item: WorkItem) -> None:
-        lane = self._lanes.setdefault(key, _Lane())
+    def submit(self, key: str, item: W) -> None:
+        lane = self._lanes.setdefault(key, _Lane[W]())
         lane.items.append(item)
         self._idle.clear()
         if lane.task is None or lane.task.done():
@@ -63,16 +65,16 @@ class SessionQueue:
     def total_depth(self) -> int:
         return sum(len(lane.items) + len(lane.running) for lane in self._lanes.values())
 
-    def _take_batch(self, lane: _Lane) -> list[WorkItem]:
+    def _take_batch(self, lane: _Lane[W]) -> list[W]:
         first = lane.items.popleft()
         batch = [first]
-        if first.kind != "message":
+        if not self._mergeable(first):
             return batch
-        while lane.items and len(batch) < self._batch_cap and lane.items[0].kind == "message":
+        while lane.items and len(batch) < self._batch_cap and self._mergeable(lane.items[0]):
             batch.append(lane.items.popleft())
         return batch
 
-    async def _drain(self, key: str, lane: _Lane) -> None:
+    async def _drain(self, key: str, lane: _Lane[W]) -> None:
         try:
             while lane.items:
                 batch = self._take_batch(lane)
@@ -89,7 +91,6 @@ class SessionQueue:
                     log.exception("turn for %s failed", key)
                 finally:
                     lane.running = []
-                    _settle(batch)
         finally:
             if not lane.items and self._lanes.get(key) is lane:
                 del self._lanes[key]
@@ -99,7 +100,7 @@ class SessionQueue:
             if not self._lanes:
                 self._idle.set()
 
-    def stop(self, key: str) -> tuple[list[WorkItem], list[WorkItem]]:
+    def stop(self, key: str) -> tuple[list[W], list[W]]:
         """Cancel the running turn of `key`; returns (the running items, the waiting ones)."""
         lane = self._lanes.get(key)
         if lane is None:
@@ -109,7 +110,6 @@ class SessionQueue:
         lane.items.clear()
         if lane.task and not lane.task.done():
             lane.task.cancel()
-        _settle(dropped)
         return running, dropped
 
     async def wait_idle(self, key: str | None = None) -> None:
@@ -131,9 +131,3 @@ class SessionQueue:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._lanes.clear()
         self._idle.set()
-
-
-def _settle(items: list[WorkItem]) -> None:
-    for item in items:
-        if item.done is not None and not item.done.done():
-            item.done.set_result(None)

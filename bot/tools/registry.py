@@ -111,9 +111,9 @@ def call_signature(name: str, args: Any) -> str:
 
 
 class ToolRegistry:
-    def __init__(self) -> None:
+    def __init__(self, result_hook: ResultHook | None = None) -> None:
         self._tools: dict[str, Tool] = {}
-        self.result_hook: ResultHook | None = None
+        self.result_hook = result_hook
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:

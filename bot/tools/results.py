@@ -248,13 +248,9 @@ def _positive_int(args: dict[str, Any], key: str, default: int) -> int:
     return int(value)
 
 
-async def cleanup_forever(store: ResultStore, interval: float = CLEANUP_INTERVAL_SECONDS) -> None:
-    """Remove expired result folders now and then every `interval` seconds, until cancelled."""
-    while True:
-        try:
-            removed = await asyncio.to_thread(store.cleanup)
-            if removed:
-                log.info("removed %d expired tool-result folder(s)", removed)
-        except Exception:  # a failed pass must not end the loop; the next one retries
-            log.exception("cleaning up %s failed", store.root)
-        await asyncio.sleep(interval)
+async def remove_expired(store: ResultStore) -> int:
+    """Remove expired result folders (the scheduler runs this every CLEANUP_INTERVAL_SECONDS)."""
+    removed = await asyncio.to_thread(store.cleanup)
+    if removed:
+        log.info("removed %d expired tool-result folder(s)", removed)
+    return removed

@@ -9,11 +9,11 @@ from channels.slack.adapter import SlackChannel
 
 if TYPE_CHECKING:
     from bot.config import Config
-    from bot.gateway import Core
+    from bot.gateway.service import GatewayService
 
 __all__ = ["SlackChannel", "create"]
 
 
-def create(config: Config, core: Core) -> SlackChannel:
+def create(config: Config, core: GatewayService) -> SlackChannel:
     """The Slack adapter for `config.slack`, handing messages to `core`."""
     return SlackChannel(config.slack, core)

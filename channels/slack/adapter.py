@@ -58,7 +58,7 @@ from channels.slack.transport import (
 )
 
 if TYPE_CHECKING:
-    from bot.gateway import Core
+    from bot.gateway.service import GatewayService
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,11 @@ class SlackChannel:
     typing_interval = TYPING_REFRESH_SECONDS
 
     def __init__(
-        self, config: SlackConfig, core: Core, *, ping_interval: float = DEFAULT_PING_INTERVAL
+        self,
+        config: SlackConfig,
+        core: GatewayService,
+        *,
+        ping_interval: float = DEFAULT_PING_INTERVAL,
     ):
         self.config = config
         self.core = core

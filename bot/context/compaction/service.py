@@ -62,7 +62,7 @@ class CompactionResult:
 
 def overhead_chars(host: ContextHost) -> int:
     """Characters of what precedes the messages: the system prompt and tool definitions."""
-    system = host.runner.system_blocks(is_direct=True)
+    system = host.workspace.system_blocks(is_direct=True)
     tools = host.tools.definitions(host.config.tools.allow, host.config.tools.deny)
     return sum(len(b.get("text", "")) for b in system) + len(json.dumps(tools))
 
@@ -79,7 +79,7 @@ async def compact_session(
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
-    Runs every `runner.before_compaction` hook first (e.g. a memory flush). `history`
+    Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
     for a model failure: the result says "failed" and the history is untouched. Call it in
     the session's lane (the queue), so no turn runs at the same time.
@@ -95,9 +95,9 @@ async def compact_session(
             f"Nothing to compact yet: only the last {keep} turn(s) are in the history, and "
             "those are always kept as they are.",
         )
-    for hook in host.runner.before_compaction:
+    for hook in host.before_compaction:
         try:
-            await hook(session)
+            await hook.before_compaction(session)
         except Exception:  # a failed flush must not stop the compaction that needs room
             log.exception("before-compaction hook failed for %s", session.session_key)
     if history is None:  # a hook may have added entries (a flush turn)

@@ -1,0 +1,112 @@
+"""The `krill` command line: run the service, chat from a terminal, and inspect or fix state.
+
+One module per group of subcommands; this one parses arguments and dispatches. Only
+`krill run` starts background work (scheduler, MCP servers, platform channels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from bot import __version__
+from bot.cli.admin import doctor_command, memory_command, pairing_command
+from bot.cli.service import chat_command, init_command, run_command
+from bot.cli.sessions import reset_command, sessions_command, status_command
+from bot.config import Config, load_config
+from bot.errors import ConfigError, KrillError
+from bot.logs import redact, setup_logging
+
+EXIT_CONFIG = 2
+
+
+def _secrets(config: Config) -> list[str]:
+    return [
+        config.anthropic.api_key,
+        config.telegram.token,
+        config.telegram.webhook_secret,
+        config.slack.bot_token,
+        config.slack.app_token,
+        config.slack.signing_secret,
+    ]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="krill",
+        description="Krill: a self-hosted chat-bot service for Telegram, Slack and local chat.",
+    )
+    parser.add_argument("--version", action="version", version=f"krill {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name != "init":
+            p.add_argument(
+                "--config", help="path to krill.toml (default: $KRILL_CONFIG or ./krill.toml)"
+            )
+        return p
+
+    add("run", "start the service: channels, scheduler and the HTTP server")
+    chat = add("chat", "chat with the agent from this terminal (stdin may be piped)")
+    chat.add_argument("--name", help="your name in the session key (default: the OS user)")
+    init = add("init", "write a krill.toml and copy the bundled workspace into DIR")
+    init.add_argument("dir", nargs="?", metavar="DIR", help="target folder (default: .)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing krill.toml")
+    status = add("status", "print every session's counters from the store")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    reset = add("reset", "start a new session under SESSION_KEY (the old transcript is kept)")
+    reset.add_argument("key", metavar="SESSION_KEY")
+    sessions = add("sessions", "list sessions, show one, or export its transcript as JSONL")
+    sessions.add_argument("action", choices=["list", "show", "export"])
+    sessions.add_argument("key", nargs="?", metavar="SESSION_KEY")
+    sessions.add_argument("--all", action="store_true", help="list: include old sessions")
+    pairing = add("pairing", "list or approve pairing requests from unknown users")
+    pairing.add_argument("action", choices=["list", "approve"])
+    pairing.add_argument("channel", choices=["telegram", "slack"])
+    pairing.add_argument("code", nargs="?", metavar="CODE")
+    memory = add("memory", "search the memory index, or rebuild it from the workspace files")
+    memory.add_argument("action", choices=["search", "reindex"])
+    memory.add_argument("query", nargs="*", metavar="QUERY", help="search: words to look for")
+    memory.add_argument("--limit", type=int, help="search: results to show (memory.search)")
+    add("doctor", "check config, tokens, workspace and store, and say what is wrong")
+    return parser
+
+
+# Subcommands that need the configuration; `init` and `doctor` read it themselves.
+SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
+    "run": run_command,
+    "chat": chat_command,
+    "status": status_command,
+    "reset": reset_command,
+    "sessions": sessions_command,
+    "pairing": pairing_command,
+    "memory": memory_command,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "init":
+        return init_command(args)
+    if args.command == "doctor":
+        return doctor_command(args)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"krill: configuration error:\n{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    quiet = args.command != "run"
+    setup_logging(_secrets(config), level="WARNING" if quiet else None)
+    handler = SUBCOMMANDS[args.command]
+    try:
+        return handler(config, args)
+    except ConfigError as exc:
+        print(f"krill: configuration error:\n{exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KrillError as exc:  # e.g. a platform refused a token: the message says which
+        print(f"krill: {redact(str(exc), _secrets(config))}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130

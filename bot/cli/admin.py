@@ -1,0 +1,61 @@
+"""`krill pairing`, `krill memory` and `krill doctor`: approving people, the memory index
+from the shell, and checking a set-up."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from bot.cli.store_access import with_store
+from bot.config import Config
+from bot.store.base import Store
+
+
+def pairing_command(config: Config, args: argparse.Namespace) -> int:
+    from bot.sessions.access import PAIRING_TTL_SECONDS, normalize_code
+
+    async def run(store: Store) -> int:
+        now = time.time()
+        pending = [
+            p
+            for p in await store.pairing_pending(args.channel)
+            if now - p.created_at < PAIRING_TTL_SECONDS
+        ]
+        if args.action == "list":
+            for p in pending:
+                print(f"{p.code}  {p.channel}:{p.user_id}  {p.user_name}")
+            if not pending:
+                print(f"no pending pairing requests on {args.channel}")
+            return 0
+        if not args.code:
+            print("krill pairing approve: a CODE is required", file=sys.stderr)
+            return 1
+        code = normalize_code(args.code)
+        match = next((p for p in pending if p.code == code), None)
+        if match is None:
+            print(
+                f"krill pairing: no pending request with code {code} on {args.channel} "
+                "(codes expire after 1 hour)",
+                file=sys.stderr,
+            )
+            return 1
+        match.status = "approved"
+        await store.pairing_put(match)
+        print(f"approved {args.channel}:{match.user_id} {match.user_name}".rstrip())
+        return 0
+
+    return asyncio.run(with_store(config, run))
+
+
+def memory_command(config: Config, args: argparse.Namespace) -> int:
+    from bot.memory.cli import run_memory_command
+
+    return asyncio.run(run_memory_command(config, args))
+
+
+def doctor_command(args: argparse.Namespace) -> int:
+    from bot.doctor import run_doctor
+
+    return run_doctor(args.config)

@@ -1,0 +1,73 @@
+"""`krill run`, `krill chat` and `krill init`: start the service, talk to the agent from a
+terminal, and set up a new folder."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+from pathlib import Path
+
+from bot.config import Config
+
+STARTER_CONFIG = """\
+# Krill configuration. Every key is optional; see README.md for the full list.
+[agent]
+model = "claude-sonnet-4-6"
+
+[anthropic]
+# The API key comes from ANTHROPIC_API_KEY.
+cache_ttl = "5m"
+
+[workspace]
+path = "workspace"
+
+[storage]
+url = "sqlite:///data/krill.db"
+
+[server]
+host = "127.0.0.1"
+port = 8787
+
+[admin]
+users = []   # e.g. ["telegram:12345", "slack:U0123ABC"]
+
+[telegram]
+enabled = false   # token from TELEGRAM_BOT_TOKEN
+
+[slack]
+enabled = false   # tokens from SLACK_BOT_TOKEN, SLACK_APP_TOKEN, SLACK_SIGNING_SECRET
+"""
+
+
+def run_command(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import run_service
+
+    asyncio.run(run_service(config))
+    return 0
+
+
+def chat_command(config: Config, args: argparse.Namespace) -> int:
+    from bot.chat import run_chat
+
+    return asyncio.run(run_chat(config, args.name or getpass.getuser()))
+
+
+def init_command(args: argparse.Namespace) -> int:
+    from bot.agent.workspace import ensure_workspace
+
+    target = Path(args.dir or ".").resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    config_path = target / "krill.toml"
+    if config_path.exists() and not args.force:
+        print(f"{config_path} already exists (use --force to overwrite)")
+    else:
+        config_path.write_text(STARTER_CONFIG, encoding="utf-8")
+        print(f"wrote {config_path}")
+    workspace = target / "workspace"
+    if ensure_workspace(workspace):
+        print(f"copied the bundled workspace to {workspace}")
+    else:
+        print(f"{workspace} already exists; left as it is")
+    print(f"next: export ANTHROPIC_API_KEY=... && krill run --config {config_path}")
+    return 0

@@ -1,0 +1,183 @@
+"""`krill status`, `krill reset KEY` and `krill sessions list|show|export`: what the store
+holds about sessions, and starting a fresh one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from bot import __version__
+from bot.cli.store_access import with_store
+from bot.config import Config
+from bot.store.base import Store
+
+
+def session_dict(s: Any) -> dict[str, Any]:
+    return {
+        "session_key": s.session_key,
+        "session_id": s.session_id,
+        "current": s.is_current,
+        "channel": s.channel,
+        "model": s.model,
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+        "turns": s.turns,
+        "errors": s.errors,
+        "input_tokens": s.input_tokens,
+        "output_tokens": s.output_tokens,
+        "cache_read_tokens": s.cache_read_tokens,
+        "cache_write_tokens": s.cache_write_tokens,
+        "cache_hit_ratio": round(s.cache_hit_ratio, 4),
+        "context_tokens": s.context_tokens,
+        "compaction_count": s.compaction_count,
+        "memory_flush_at": s.memory_flush_at,
+        "memory_flush_count": s.memory_flush_count,
+        "memory_flush_error": s.memory_flush_error,
+        "last_model_call_at": s.last_model_call_at,
+        "cost_usd": round(s.cost_usd, 6),
+    }
+
+
+def status_command(config: Config, args: argparse.Namespace) -> int:
+    async def run(store: Store) -> int:
+        sessions = await store.list_sessions(current_only=True)
+        pending = await store.count_inbound("pending") + await store.count_inbound("processing")
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "version": __version__,
+                        "model": config.agent.model,
+                        "database": str(config.sqlite_path),
+                        "unanswered_messages": pending,
+                        "sessions": [session_dict(s) for s in sessions],
+                    },
+                    indent=2,
+                )
+            )
+            return 0
+        print(f"Krill {__version__} · model {config.agent.model} · db {config.sqlite_path}")
+        print(f"{len(sessions)} session(s), {pending} unanswered message(s)")
+        if sessions:
+            header = f"{'SESSION KEY':<48} {'TURNS':>5} {'IN':>9} {'OUT':>8} {'CACHE%':>6} "
+            print(header + f"{'CTX':>8} {'COMP':>4} {'COST $':>8}")
+        for s in sessions:
+            print(
+                f"{s.session_key:<48} {s.turns:>5} {s.input_tokens:>9} {s.output_tokens:>8} "
+                f"{s.cache_hit_ratio:>6.0%} {s.context_tokens:>8} {s.compaction_count:>4} "
+                f"{s.cost_usd:>8.4f}"
+            )
+        return 0
+
+    return asyncio.run(with_store(config, run))
+
+
+def reset_command(config: Config, args: argparse.Namespace) -> int:
+    """Start a new session under the key, after the same memory flush `/reset` runs."""
+    from bot.sessions.keys import validate_session_key
+
+    try:
+        key = validate_session_key(args.key)
+    except ValueError as exc:
+        print(f"krill reset: {exc}", file=sys.stderr)
+        return 1
+    return asyncio.run(_reset(config, key))
+
+
+async def _reset(config: Config, key: str) -> int:
+    from bot.app import App
+    from bot.sessions.keys import conversation_of_key
+
+    app = App(config, with_server=False, recover=False)
+    await app.start()
+    try:
+        current = await app.store.current_session(key)
+        if current is None:
+            print(f"krill reset: no session with key {key}", file=sys.stderr)
+            return 1
+        channel = conversation_of_key(key).channel or current.channel
+        session = await app.gateway.commands.reset(key, channel, reason="krill reset")
+    finally:
+        await app.stop()
+    print(f"reset {key}: new session {session.session_id} (old {current.session_id} kept)")
+    return 0
+
+
+def _entry_dict(e: Any) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "parent_id": e.parent_id,
+        "session_id": e.session_id,
+        "type": e.type,
+        "role": e.role,
+        "turn_id": e.turn_id,
+        "created_at": e.created_at,
+        "usage": e.usage,
+        "payload": e.payload,
+    }
+
+
+def _entry_line(e: Any) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.created_at))
+    payload = e.payload
+    if e.type == "compaction":
+        summary = payload.get("summary", "")
+        return (
+            f"{when} [compaction] kept from {payload.get('first_kept_entry_id')}: {summary[:300]}"
+        )
+    if e.role == "user":
+        if "messages" in payload:
+            text = " | ".join(
+                f"{m.get('user_name') or m.get('user_id')}: {m.get('text')}"
+                for m in payload["messages"]
+            )
+        else:
+            text = payload.get("text", "")
+        return f"{when} user: {text}"
+    if e.role in ("assistant", "tool"):
+        parts = []
+        for block in payload.get("content", []):
+            kind = block.get("type")
+            if kind == "text":
+                parts.append(block["text"])
+            elif kind == "tool_use":
+                parts.append(f"[tool {block['name']} {json.dumps(block.get('input'))[:200]}]")
+            elif kind == "tool_result":
+                content = block.get("content")
+                size = len(content) if isinstance(content, str) else len(json.dumps(content))
+                parts.append(f"[result {size} chars{' error' if block.get('is_error') else ''}]")
+        return f"{when} {e.role}: {' '.join(parts)}"
+    return f"{when} [{e.type}] {json.dumps(payload)[:300]}"
+
+
+def sessions_command(config: Config, args: argparse.Namespace) -> int:
+    async def run(store: Store) -> int:
+        if args.action == "list":
+            for s in await store.list_sessions(current_only=not args.all):
+                mark = "" if s.is_current else " (old)"
+                print(f"{s.session_key}  {s.session_id}  turns={s.turns}{mark}")
+            return 0
+        if not args.key:
+            print(f"krill sessions {args.action}: a SESSION_KEY is required", file=sys.stderr)
+            return 1
+        sessions = await store.sessions_for_key(args.key.strip().lower())
+        if not sessions:
+            print(f"krill sessions: no session with key {args.key}", file=sys.stderr)
+            return 1
+        if args.action == "export":
+            for s in sessions:
+                for e in await store.transcript(s.session_id):
+                    print(json.dumps(_entry_dict(e), ensure_ascii=False))
+            return 0
+        for s in sessions:
+            print(f"== session {s.session_id}{' (current)' if s.is_current else ''} ==")
+            print(json.dumps(session_dict(s), indent=2))
+            for e in await store.transcript(s.session_id):
+                print(_entry_line(e))
+        return 0
+
+    return asyncio.run(with_store(config, run))

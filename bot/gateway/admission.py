@@ -1,0 +1,127 @@
+"""Who gets in: access checks with their refusals and pairing replies, and the buffering of
+unmentioned group chatter that later rides along with the next mention."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from bot.channel_contract import AcceptResult
+from bot.sessions import access
+from bot.sessions.keys import session_key
+from bot.sessions.limits import requires_mention
+from bot.sessions.throttle import ReplyBudget
+from bot.store.base import BufferedLine, Pairing
+from bot.types import ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from bot.gateway.replies import Replies
+    from bot.store.base import Store
+
+log = logging.getLogger(__name__)
+
+DM_REFUSAL = "Sorry, this assistant is private and you are not on its list of allowed users."
+PAIRING_REPLY = (
+    "Hi! This assistant needs the owner's approval first. Your pairing code is {code} "
+    "(valid for 1 hour). Ask the owner to run: krill pairing approve {channel} {code}"
+)
+PAIRING_FULL = "Too many people are waiting for approval right now. Please try again later."
+
+
+def merge_buffer(payload: str, lines: list[BufferedLine]) -> str:
+    """An inbound payload with the buffered group lines put before its own context."""
+    data = json.loads(payload)
+    data["context_lines"] = [f"{line.sender}: {line.text}" for line in lines] + data.get(
+        "context_lines", []
+    )
+    return json.dumps(data, ensure_ascii=False)
+
+
+class Admission:
+    def __init__(self, *, config: Config, store: Store, replies: Replies) -> None:
+        self.config = config
+        self.store = store
+        self.replies = replies
+        # Refusals and pairing codes each sender gets, so DM spam cannot make Krill spam back.
+        self.refusal_replies = ReplyBudget()
+
+    def is_admin(self, msg: InboundMessage) -> bool:
+        return access.is_admin(msg.principal, self.config.admin.users)
+
+    async def refusal(self, msg: InboundMessage, key: str) -> str | None:
+        """None when `msg` may pass; else the `AcceptResult` of refusing it (the refusal or
+        pairing reply, if any, is sent)."""
+        policy = self.config.channel_policy(msg.channel)
+        paired = False
+        if policy and policy.dm_policy == "pairing" and msg.chat_type == ChatType.DIRECT:
+            pairing = await self.store.pairing_get(msg.channel, msg.user_id)
+            paired = pairing is not None and pairing.status == "approved"
+        decision = access.check_access(msg, policy, is_admin=self.is_admin(msg), is_paired=paired)
+        if decision.allowed:
+            return None
+        if not await self.store.mark_seen(msg.channel, msg.message_id, key, "refused"):
+            return AcceptResult.DUPLICATE
+        log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
+        if decision.action == "ignore":
+            return AcceptResult.IGNORED
+        if not self.refusal_replies.take(msg.principal):
+            log.info("not answering %s: its replies to refused messages are used up", msg.principal)
+            return AcceptResult.REFUSED
+        if decision.action == "pair":
+            await self.replies.send_text(msg.address, await self._pairing_reply(msg))
+        elif msg.chat_type == ChatType.DIRECT:
+            await self.replies.send_text(msg.address, DM_REFUSAL)
+        return AcceptResult.REFUSED
+
+    async def _pairing_reply(self, msg: InboundMessage) -> str:
+        now = time.time()
+        existing = await self.store.pairing_get(msg.channel, msg.user_id)
+        if existing and now - existing.created_at < access.PAIRING_TTL_SECONDS:
+            code = existing.code
+        else:
+            pending = [
+                p
+                for p in await self.store.pairing_pending(msg.channel)
+                if now - p.created_at < access.PAIRING_TTL_SECONDS
+            ]
+            if len(pending) >= access.MAX_PENDING_PAIRINGS:
+                return PAIRING_FULL
+            code = access.new_pairing_code()
+            await self.store.pairing_put(
+                Pairing(msg.channel, msg.user_id, code, "pending", now, msg.user_name)
+            )
+        return PAIRING_REPLY.format(code=code, channel=msg.channel)
+
+    async def buffered(self, msg: InboundMessage, key: str) -> str | None:
+        """Keep unmentioned chatter in a group that needs a mention as context for later:
+        the `AcceptResult` when `msg` was buffered (or was a duplicate), else None."""
+        policy = self.config.channel_policy(msg.channel)
+        if msg.chat_type == ChatType.DIRECT or msg.mentioned:
+            return None
+        if not requires_mention(policy, msg.chat_id):
+            return None
+        line = None
+        if msg.text.strip():
+            line = BufferedLine(msg.user_name or msg.user_id, msg.text, time.time())
+        limit = policy.group_buffer_limit if policy is not None else 0
+        if not await self.store.buffer_message(msg.channel, msg.message_id, key, line, limit=limit):
+            return AcceptResult.DUPLICATE
+        return AcceptResult.BUFFERED
+
+    async def buffer_key(self, msg: InboundMessage, key: str) -> str:
+        """Whose buffered chatter a message takes: its own session's, except that a new
+        channel thread (e.g. a Slack thread opened by a mention) starts with the chatter of
+        the channel it was opened from, which is where unmentioned messages are kept."""
+        if msg.chat_type != ChatType.CHANNEL or not msg.thread_id:
+            return key
+        if await self.session_exists(key):
+            return key
+        return session_key(dataclasses.replace(msg, thread_id=None), self.config.session)
+
+    async def session_exists(self, key: str) -> bool:
+        session = await self.store.current_session(key)
+        return session is not None and session.turns > 0

@@ -1,0 +1,151 @@
+"""The session lanes: typed work items and what runs them, one at a time per session key.
+
+A person's messages (`MessageWork`) merge into one turn; a turn interrupted by a restart
+(`ResumeWork`) and anything else that must not overlap a turn (`CallWork`: commands, memory
+flushes, compaction, heartbeats) run alone. `Lanes.run_in_lane` is the one way to run code
+in a session's lane, waiting for it or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bot.agent.runner import TurnJob, new_turn_id
+from bot.sessions.limits import resolve_history_limit
+from bot.sessions.queue import SessionQueue
+from bot.types import InboundMessage
+
+if TYPE_CHECKING:
+    from bot.agent.runner import AgentRunner
+    from bot.config import Config
+    from bot.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageWork:
+    """An accepted message waiting for its turn; merges with the messages queued after it."""
+
+    inbound_id: int
+    message: InboundMessage
+
+
+@dataclass(slots=True)
+class ResumeWork:
+    """A turn that was running when the process stopped, with every message it answers."""
+
+    turn_id: str
+    inbound_ids: list[int] = field(default_factory=list)
+    messages: list[InboundMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CallWork:
+    """Code that must run in the lane; `done` gets its result, or None when it was dropped,
+    stopped or failed (the failure is logged)."""
+
+    run: Callable[[], Awaitable[Any]]
+    done: asyncio.Future[Any]
+
+
+Work = MessageWork | ResumeWork | CallWork
+
+
+def inbound_ids(items: list[Work]) -> list[int]:
+    """The inbound rows a batch of work answers."""
+    ids: list[int] = []
+    for item in items:
+        if isinstance(item, MessageWork):
+            ids.append(item.inbound_id)
+        elif isinstance(item, ResumeWork):
+            ids.extend(item.inbound_ids)
+    return ids
+
+
+class Lanes:
+    """Owns the per-session queue and runs what it hands over."""
+
+    def __init__(self, *, config: Config, runner: AgentRunner, metrics: Metrics) -> None:
+        self.config = config
+        self.runner = runner
+        self.metrics = metrics
+        self.queue: SessionQueue[Work] = SessionQueue(
+            self._run_batch,
+            mergeable=lambda item: isinstance(item, MessageWork),
+            max_concurrent=config.agent.max_concurrent_turns,
+            batch_cap=config.agent.queue_cap,
+        )
+
+    def submit(self, key: str, work: Work) -> None:
+        self.queue.submit(key, work)
+        self.metrics.queue_depth.set(self.queue.total_depth())
+
+    def run_in_lane(self, key: str, run: Callable[[], Awaitable[T]]) -> asyncio.Future[T | None]:
+        """Queue `run` behind the work already in `key`'s lane. Await the returned future to
+        wait for its result (None when /stop dropped it or it failed), or ignore it."""
+        done: asyncio.Future[T | None] = asyncio.get_running_loop().create_future()
+        self.submit(key, CallWork(run, done))
+        return done
+
+    def busy(self, key: str) -> bool:
+        """Something is running or waiting in `key`'s lane."""
+        return self.queue.busy(key) or self.queue.depth(key) > 0
+
+    def stop(self, key: str) -> tuple[list[Work], list[Work]]:
+        """Cancel `key`'s running work and drop what waits: (the running, the dropped)."""
+        running, dropped = self.queue.stop(key)
+        _settle(dropped)
+        return running, dropped
+
+    async def wait_idle(self, key: str | None = None) -> None:
+        await self.queue.wait_idle(key)
+
+    async def close(self) -> None:
+        await self.queue.close()
+
+    def _history_limit(self, msg: InboundMessage) -> int:
+        return resolve_history_limit(
+            self.config.channel_policy(msg.channel), msg.chat_type, msg.chat_id, msg.user_id
+        )
+
+    async def _run_batch(self, key: str, items: list[Work]) -> None:
+        self.metrics.queue_depth.set(self.queue.total_depth())
+        try:
+            first = items[0]
+            if isinstance(first, CallWork):
+                await _call(key, first)
+                return
+            if isinstance(first, ResumeWork):
+                job = TurnJob(key, first.turn_id, first.messages, first.inbound_ids, resume=True)
+            else:
+                messages = [item.message for item in items if isinstance(item, MessageWork)]
+                job = TurnJob(key, new_turn_id(), messages, inbound_ids(items))
+            if job.first is not None:
+                job.history_limit = self._history_limit(job.first)
+            await self.runner.run(job)
+        finally:
+            _settle(items)  # /stop cancelled the batch before its calls finished
+            self.metrics.queue_depth.set(self.queue.total_depth() - len(items))
+
+
+async def _call(key: str, work: CallWork) -> None:
+    try:
+        result = await work.run()
+    except Exception:
+        log.exception("work in the lane of %s failed", key)
+        result = None
+    if not work.done.done():
+        work.done.set_result(result)
+
+
+def _settle(items: list[Work]) -> None:
+    for item in items:
+        if isinstance(item, CallWork) and not item.done.done():
+            item.done.set_result(None)

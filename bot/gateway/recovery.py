@@ -1,0 +1,44 @@
+"""After a restart: queue every accepted message that was not answered before the stop,
+resuming the turns that were running and starting turns for the messages still waiting."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Container
+
+from bot.gateway.lanes import Lanes, MessageWork, ResumeWork
+from bot.store.base import InboundRow, InboundStatus, Store
+from bot.types import InboundMessage
+
+log = logging.getLogger(__name__)
+
+
+async def recover(
+    store: Store, lanes: Lanes, channels: Container[str], rows: list[InboundRow]
+) -> int:
+    """Queue `rows` (as read from the store before this process began accepting) whose
+    channel runs in this process; returns how many messages were queued."""
+    resumed: dict[str, ResumeWork] = {}
+    count = 0
+    for row in rows:
+        if row.channel not in channels:
+            continue  # another process (e.g. `krill run`) owns that channel
+        try:
+            msg = InboundMessage.from_json(row.payload)
+        except (ValueError, TypeError, KeyError):
+            log.error("inbound %d has an unreadable payload; marking it failed", row.id)
+            await store.set_inbound_status([row.id], InboundStatus.FAILED)
+            continue
+        count += 1
+        if row.status == InboundStatus.PROCESSING and row.turn_id:
+            turn = resumed.get(row.turn_id)
+            if turn is None:
+                turn = resumed[row.turn_id] = ResumeWork(row.turn_id)
+                lanes.submit(row.session_key, turn)
+            turn.inbound_ids.append(row.id)
+            turn.messages.append(msg)
+        else:
+            lanes.submit(row.session_key, MessageWork(row.id, msg))
+    if count:
+        log.info("recovering %d accepted message(s) that were not answered", count)
+    return count

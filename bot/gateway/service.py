@@ -1,0 +1,136 @@
+"""`GatewayService`, the core as channel adapters meet it (`bot.channel_contract.Gateway`):
+`accept` an inbound message, decide what it is (duplicate, refused, command, buffered group
+chatter, or a message for the agent), record it durably, and queue it on its session's lane.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from bot.channel_contract import AcceptResult
+from bot.commands import LANE_COMMANDS, REFUSAL, REPLIES, Command, authorized, parse_command
+from bot.gateway.admission import merge_buffer
+from bot.gateway.lanes import MessageWork
+from bot.gateway.recovery import recover
+from bot.inbound import sanitize_inbound
+from bot.sessions.keys import session_key
+from bot.types import ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from bot.gateway.admission import Admission
+    from bot.gateway.lanes import Lanes
+    from bot.gateway.replies import Replies
+    from bot.gateway.session_commands import SessionCommands
+    from bot.metrics import Metrics
+    from bot.store.base import InboundRow, Store
+
+log = logging.getLogger(__name__)
+
+
+class ActivityObserver(Protocol):
+    def note_activity(self, key: str) -> None:
+        """A person's message was queued in `key` (the scheduler re-times its idle work)."""
+        ...
+
+
+class GatewayService:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: Store,
+        lanes: Lanes,
+        admission: Admission,
+        commands: SessionCommands,
+        replies: Replies,
+        activity: ActivityObserver,
+        metrics: Metrics,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.lanes = lanes
+        self.admission = admission
+        self.commands = commands
+        self.replies = replies
+        self.activity = activity
+        self.metrics = metrics
+        self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
+
+    async def accept(self, msg: InboundMessage) -> str:
+        result = await self._accept(sanitize_inbound(msg))
+        self.metrics.inbound_results.labels(msg.channel, result).inc()
+        return result
+
+    async def _accept(self, msg: InboundMessage) -> str:
+        key = session_key(msg, self.config.session)
+        refused = await self.admission.refusal(msg, key)
+        if refused is not None:
+            return refused
+        command = parse_command(msg.text, self.bot_usernames.get(msg.channel, ""))
+        if command is not None:
+            return await self._command(command, msg, key)
+        buffered = await self.admission.buffered(msg, key)
+        if buffered is not None:
+            return buffered
+        is_group = msg.chat_type != ChatType.DIRECT
+        inbound_id, lines = await self.store.accept_inbound(
+            msg.channel,
+            msg.message_id,
+            key,
+            msg.to_json(),
+            take_buffer=is_group,
+            merge=merge_buffer,
+            buffer_key=await self.admission.buffer_key(msg, key),
+        )
+        if inbound_id is None:
+            return AcceptResult.DUPLICATE
+        if lines:
+            msg.context_lines = [f"{x.sender}: {x.text}" for x in lines] + msg.context_lines
+        self.metrics.messages_in.labels(msg.channel).inc()
+        self.lanes.submit(key, MessageWork(inbound_id, msg))
+        self.activity.note_activity(key)
+        return AcceptResult.ACCEPTED
+
+    async def _command(self, command: Command, msg: InboundMessage, key: str) -> str:
+        if not await self.store.mark_seen(msg.channel, msg.message_id, key, "command"):
+            return AcceptResult.DUPLICATE
+        if not authorized(command, msg, admin=self.admission.is_admin(msg)):
+            log.info("refused /%s from %s in %s", command.name, msg.principal, key)
+            await self.replies.send_text(msg.address, REFUSAL.format(name=command.name))
+            return AcceptResult.COMMAND
+        reply = REPLIES[command.name]
+
+        async def answer() -> None:
+            try:
+                text = await reply(self.commands, command, msg, key)
+            except Exception as exc:
+                log.exception("/%s in %s failed", command.name, key)
+                text = f"Sorry, that failed: {type(exc).__name__}."
+            await self.replies.send_text(msg.address, text)
+
+        if command.name in LANE_COMMANDS:
+            # Queued behind the running turn, in order with later messages; the adapter
+            # (e.g. a poller handling updates one by one) is not held up meanwhile.
+            self.lanes.run_in_lane(key, answer)
+        else:
+            await answer()
+        return AcceptResult.COMMAND
+
+    async def recover(self, rows: list[InboundRow] | None = None) -> int:
+        """Queue every accepted message that was not answered before the last stop: `rows`
+        as read from the store before this process began accepting, else read now."""
+        if rows is None:
+            rows = await self.store.unfinished_inbound()
+        return await recover(self.store, self.lanes, self.replies.channels, rows)
+
+    async def session_exists(self, msg: InboundMessage) -> bool:
+        """Whether `msg`'s session has any history yet (e.g. to seed a new Slack thread)."""
+        return await self.admission.session_exists(session_key(msg, self.config.session))
+
+    async def wait_idle(self, msg: InboundMessage) -> None:
+        await self.lanes.wait_idle(session_key(msg, self.config.session))
+
+    async def close(self) -> None:
+        await self.lanes.close()

@@ -1,0 +1,198 @@
+"""Idle work on quiet sessions: the memory flush shortly before a session's prompt cache
+expires, and compaction of a large session once it has expired.
+
+Jobs keep no state of their own: they are derived from the session rows at start-up and
+re-derived from fresh rows whenever they fire, so a restart loses none and a stale
+schedule corrects itself. Both run on the session's lane, after any turn in progress.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from bot.memory.flush import Reason, flush_threshold, has_unflushed_conversation, idle_flush_at
+from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
+from bot.store.base import SessionRow
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from bot.gateway.lanes import Lanes
+    from bot.gateway.session_commands import Compactor
+    from bot.memory.flush import Flusher
+    from bot.scheduler.jobs import Jobs, KeyJob
+    from bot.store.base import Store
+
+log = logging.getLogger(__name__)
+
+# A fired job finding the session busy looks again this much later.
+BUSY_RETRY_SECONDS = 5.0
+# A fired job whose moment is still this far off (its session moved on) is rescheduled.
+EARLY_SLACK_SECONDS = 0.5
+# Maintenance waits this long past the TTL, so the cache has expired for certain.
+EXPIRY_MARGIN_SECONDS = 1.0
+# Overdue work found at start-up is spread out.
+STARTUP_STAGGER_SECONDS = 0.5
+# At start-up, overdue idle flushes are caught up only for sessions this recent; older ones
+# wait for their next turn, /reset, or compaction rather than waking a whole fleet at once.
+CATCH_UP_WINDOW_SECONDS = 24 * 3600
+MAX_TRACKED_KEYS = 10_000
+
+
+def cache_expires_at(session: SessionRow, ttl_seconds: float) -> float | None:
+    if session.last_model_call_at is None:
+        return None
+    return session.last_model_call_at + ttl_seconds
+
+
+def idle_compaction_due(
+    session: SessionRow, *, threshold: int, ttl_seconds: float, now: float
+) -> bool:
+    """A session worth compacting in the background: large, and its cache already cold (so
+    compacting costs no cache the next turn could have read)."""
+    expires = cache_expires_at(session, ttl_seconds)
+    return expires is not None and expires <= now and session.context_tokens >= threshold
+
+
+def _remember(seen: dict[str, float | None], key: str, value: float | None) -> None:
+    """Record one attempt per key, forgetting the oldest keys past MAX_TRACKED_KEYS (a
+    forgotten key costs at most one more attempt)."""
+    seen.pop(key, None)
+    seen[key] = value
+    while len(seen) > MAX_TRACKED_KEYS:
+        del seen[next(iter(seen))]
+
+
+class IdleWork:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: Store,
+        jobs: Jobs,
+        lanes: Lanes,
+        flusher: Flusher | None,
+        compactor: Compactor,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.jobs = jobs
+        self.lanes = lanes
+        self.flusher = flusher
+        self.compactor = compactor
+        self.ttl = config.cache_ttl_seconds
+        self.lead = config.memory.flush.idle_lead_seconds
+        self.threshold = flush_threshold(
+            config.agent.context_window,
+            config.context.reserve_tokens,
+            config.memory.flush.soft_threshold_tokens,
+        )
+        # The activity (last_activity_at) whose idle flush was already tried, per key, and
+        # the model call whose cold cache was already compacted: one attempt each.
+        self._flush_tried: dict[str, float | None] = {}
+        self._compacted: dict[str, float | None] = {}
+
+    @property
+    def flush_enabled(self) -> bool:
+        flush = self.config.memory.flush
+        return self.flusher is not None and flush.enabled and flush.idle
+
+    @property
+    def compaction_enabled(self) -> bool:
+        return self.config.scheduler.idle_compaction
+
+    def rebuild(self, sessions: list[SessionRow]) -> None:
+        """Recreate the per-session jobs from the store, so a restart keeps every one."""
+        now = self.jobs.clock()
+        soon = now + STARTUP_DELAY_SECONDS
+        overdue = 0
+        for session in sessions:
+            key = session.session_key
+            if self.flush_enabled:
+                at = idle_flush_at(session, self.ttl, self.lead)
+                last_call = session.last_model_call_at or 0.0
+                if at is not None and (at > now or now - last_call <= CATCH_UP_WINDOW_SECONDS):
+                    if at <= now:
+                        at = soon + overdue * STARTUP_STAGGER_SECONDS
+                        overdue += 1
+                    self.jobs.at(f"flush:{key}", self.idle_flush, key, at)
+            expires = cache_expires_at(session, self.ttl)
+            if (
+                self.compaction_enabled
+                and expires is not None
+                and session.context_tokens >= self.threshold
+            ):
+                when = max(expires + EXPIRY_MARGIN_SECONDS, soon)
+                self.jobs.at(f"idle:{key}", self.idle_maintenance, key, when)
+
+    def note_activity(self, key: str) -> None:
+        """A person wrote in `key`: (re)schedule its timed work. The times are estimates (the
+        turn has not called the model yet); the jobs correct them when they fire."""
+        now = self.jobs.clock()
+        if self.flush_enabled:
+            self.jobs.at(f"flush:{key}", self.idle_flush, key, now + max(0.0, self.ttl - self.lead))
+        if self.compaction_enabled:
+            when = now + self.ttl + EXPIRY_MARGIN_SECONDS
+            self.jobs.at(f"idle:{key}", self.idle_maintenance, key, when)
+
+    def next_flush(self, key: str) -> float | None:
+        return self.jobs.next_run(f"flush:{key}")
+
+    def _retry_later(self, func: KeyJob, kind: str, key: str) -> None:
+        self.jobs.at(f"{kind}:{key}", func, key, self.jobs.clock() + BUSY_RETRY_SECONDS)
+
+    async def idle_flush(self, key: str) -> None:
+        async def body() -> None:
+            session = await self.store.current_session(key)
+            flusher = self.flusher
+            if session is None or flusher is None:
+                return
+            at = idle_flush_at(session, self.ttl, self.lead)
+            if at is None or self._flush_tried.get(key) == session.last_activity_at:
+                return
+            if at > self.jobs.clock() + EARLY_SLACK_SECONDS:
+                self.jobs.at(f"flush:{key}", self.idle_flush, key, at)
+                return
+            if self.lanes.busy(key):
+                self._retry_later(self.idle_flush, "flush", key)
+                return
+            _remember(self._flush_tried, key, session.last_activity_at)
+            session_id = session.session_id
+
+            async def flush_if_due() -> None:
+                fresh = await self.store.get_session(session_id)  # checked again in the lane
+                if fresh is not None and has_unflushed_conversation(fresh):
+                    await flusher.flush(fresh, reason=Reason.IDLE)
+
+            await self.lanes.run_in_lane(key, flush_if_due)
+
+        await self.jobs.guarded(
+            f"flush:{key}", body, lambda: self._retry_later(self.idle_flush, "flush", key)
+        )
+
+    async def idle_maintenance(self, key: str) -> None:
+        async def body() -> None:
+            session = await self.store.current_session(key)
+            expires = cache_expires_at(session, self.ttl) if session else None
+            if session is None or expires is None:
+                return
+            now = self.jobs.clock()
+            if expires + EXPIRY_MARGIN_SECONDS > now + EARLY_SLACK_SECONDS:
+                when = expires + EXPIRY_MARGIN_SECONDS
+                self.jobs.at(f"idle:{key}", self.idle_maintenance, key, when)
+                return
+            due = idle_compaction_due(
+                session, threshold=self.threshold, ttl_seconds=self.ttl, now=now
+            )
+            if not due or self._compacted.get(key) == session.last_model_call_at:
+                return
+            if self.lanes.busy(key):
+                self._retry_later(self.idle_maintenance, "idle", key)
+                return
+            _remember(self._compacted, key, session.last_model_call_at)
+            result = await self.lanes.run_in_lane(key, lambda: self.compactor.compact(key, ""))
+            log.info("idle compaction of %s: %s", key, result)
+
+        await self.jobs.guarded(
+            f"idle:{key}", body, lambda: self._retry_later(self.idle_maintenance, "idle", key)
+        )

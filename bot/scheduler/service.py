@@ -1,0 +1,116 @@
+"""The scheduler `krill run` starts: per-session idle work rebuilt from the store, periodic
+memory reindexing, the removal of expired stored tool results, and the heartbeat."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from bot.scheduler.heartbeat import HEARTBEAT_JOB
+from bot.scheduler.jobs import next_periodic_run
+from bot.tools.results import CLEANUP_INTERVAL_SECONDS, remove_expired
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from bot.memory.index import MemoryIndex
+    from bot.scheduler.heartbeat import Heartbeat
+    from bot.scheduler.idle import IdleWork
+    from bot.scheduler.jobs import Jobs
+    from bot.store.base import Store
+    from bot.tools.results import ResultStore
+
+log = logging.getLogger(__name__)
+
+REINDEX_JOB = "memory-reindex"
+RESULTS_CLEANUP_JOB = "tool-results-cleanup"
+
+
+class Scheduler:
+    """The gateway tells it about activity (`note_activity`); /status asks it for a line."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: Store,
+        jobs: Jobs,
+        idle: IdleWork,
+        heartbeat: Heartbeat,
+        index: MemoryIndex | None,
+        results: ResultStore,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.jobs = jobs
+        self.idle = idle
+        self.heartbeat = heartbeat
+        self.index = index
+        self.results = results
+        self.index_stats: tuple[int, int] | None = None
+
+    async def start(self) -> None:
+        self.jobs.start()
+        now = self.jobs.clock()
+        self.idle.rebuild(await self.store.list_sessions(current_only=True))
+        log.info("scheduler: %d job(s) rebuilt from the store", self.jobs.count())
+        self.jobs.every(
+            RESULTS_CLEANUP_JOB,
+            self._cleanup,
+            CLEANUP_INTERVAL_SECONDS,
+            first=now,
+            misfire_grace=int(CLEANUP_INTERVAL_SECONDS),
+        )
+        if self.index is not None:
+            interval = self.config.memory.reindex_interval_seconds
+            self.jobs.every(
+                REINDEX_JOB,
+                self._reindex,
+                interval,
+                first=now,  # index once at start-up, in the background
+                # Missed runs are worthless: the next interval (and every search) catches up.
+                misfire_grace=max(1, int(interval)) if interval > 0 else None,
+            )
+        minutes = self.config.scheduler.heartbeat_minutes
+        if minutes > 0:
+            interval = minutes * 60
+            last = await self.store.job_last_run(HEARTBEAT_JOB)
+            self.jobs.every(
+                HEARTBEAT_JOB,
+                self.heartbeat.run,
+                interval,
+                first=next_periodic_run(last, interval, now),
+                # A beat more than one interval late is dropped; the next is already due.
+                misfire_grace=max(1, int(interval)),
+            )
+
+    async def stop(self) -> None:
+        await self.jobs.stop()
+
+    def note_activity(self, key: str) -> None:
+        self.idle.note_activity(key)
+
+    def status_line(self, key: str) -> str | None:
+        """A /status line: index size and when this session's idle flush is due."""
+        parts: list[str] = []
+        if self.index_stats is not None:
+            files, chunks = self.index_stats
+            parts.append(f"{chunks} chunks from {files} file(s) indexed")
+        at = self.idle.next_flush(key)
+        if at is not None:
+            parts.append(f"idle flush in {max(0, int(at - self.jobs.clock()))}s")
+        return "Memory: " + " · ".join(parts) if parts else None
+
+    async def _reindex(self) -> None:
+        async def body() -> None:
+            if self.index is None:
+                return
+            await self.index.refresh()
+            self.index_stats = await self.index.stats()
+
+        await self.jobs.guarded(REINDEX_JOB, body)
+
+    async def _cleanup(self) -> None:
+        async def body() -> None:
+            await remove_expired(self.results)
+
+        await self.jobs.guarded(RESULTS_CLEANUP_JOB, body)
