@@ -20,6 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.agent.accounting import UsageAccountant
+from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace, ensure_workspace
@@ -31,7 +33,7 @@ from bot.gateway.lanes import Lanes
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
-from bot.memory.flush import Flusher
+from bot.memory.flush_service import FlushService
 from bot.memory.index import MemoryIndex
 from bot.memory.recall import Recall
 from bot.memory.tools import MemoryTools
@@ -85,21 +87,32 @@ class App:
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
         self.mcp = McpManager(config, self.tools)
 
+        # Every model call goes through the one loop (turns, heartbeats, flushes) and is
+        # counted by the one accountant (those and compaction's summaries).
+        self.accountant = UsageAccountant(
+            store=self.store,
+            metrics=self.metrics,
+            cache_ttl=config.anthropic.cache_ttl,
+            clock=clock,
+        )
+        self.loop = AgentLoop(model=self.model, tools=self.tools)
+
         # Memory: the index and its tools, per-turn recall, and the flush.
         memory = config.memory
         self.index: MemoryIndex | None = None
         recall: Recall | None = None
-        self.flusher: Flusher | None = None
+        self.flusher: FlushService | None = None
         if memory.enabled:
             self.index = MemoryIndex(config.sqlite_path, config.workspace_dir, memory)
             MemoryTools(self.index, memory, config.agent.timezone).register(self.tools)
             if memory.search.recall:
                 recall = Recall(self.index, memory.search)
             if memory.flush.enabled:
-                self.flusher = Flusher(
+                self.flusher = FlushService(
                     config=config,
                     store=self.store,
-                    model=self.model,
+                    loop=self.loop,
+                    accountant=self.accountant,
                     tools=self.tools,
                     workspace=self.workspace,
                     clock=clock,
@@ -112,14 +125,15 @@ class App:
             model=self.model,
             workspace=self.workspace,
             tools=self.tools,
-            metrics=self.metrics,
+            accountant=self.accountant,
             before_compaction=flushers,
             clock=clock,
         )
         self.runner = AgentRunner(
             config=config,
             store=self.store,
-            model=self.model,
+            loop=self.loop,
+            accountant=self.accountant,
             workspace=self.workspace,
             tools=self.tools,
             channels=self.channels,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anthropic
+import httpx2
 from anthropic.types import (
     ContentBlockParam,
     MessageParam,
@@ -41,6 +42,10 @@ from bot.types import Usage
 log = logging.getLogger(__name__)
 
 OVERFLOW_RE = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+
+# What a failed call raises: the API's answers and the network under it. Anything else (a
+# TypeError in Krill's own callbacks, say) is a bug and reaches the caller as it is.
+MODEL_FAILURES = (anthropic.APIError, httpx2.HTTPError, OSError)
 
 TextCallback = Callable[[str], Awaitable[None]]
 ToolStartCallback = Callable[[str], Awaitable[None]]
@@ -70,7 +75,7 @@ def _usage_from(raw: Any) -> Usage:
     )
 
 
-def map_error(exc: Exception) -> ModelError:
+def map_error(exc: BaseException) -> ModelError:
     """Translate an SDK exception into the matching Krill exception."""
     if isinstance(exc, ModelError):
         return exc
@@ -180,7 +185,7 @@ class ModelClient:
                         if block.type == "tool_use":
                             await on_tool_start(block.name)
                 final = await stream.get_final_message()
-        except Exception as exc:  # every failure path ends in a Krill ModelError
+        except MODEL_FAILURES as exc:  # only these mean "the model could not be reached"
             mapped = interrupted(map_error(exc)) if began else map_error(exc)
             log.warning("model call failed: %s", mapped)
             raise mapped from exc

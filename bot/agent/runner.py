@@ -1,5 +1,5 @@
-"""One agent turn: record the person's message, call the model (with tools, in a bounded
-loop), persist every step, and deliver the reply.
+"""One agent turn: record the person's message, run the agent loop over the session's
+transcript (every step persisted as it happens), and deliver the reply.
 
 A turn is resumable: after a crash it is run again from what the store holds, continuing
 the model loop or just delivering an already-written reply, and the ledger keeps sent
@@ -8,25 +8,18 @@ chunks from going out twice.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from anthropic.types import MessageParam, ToolResultBlockParam
-
 from bot.agent.delivery import ReplyStream
-from bot.agent.hooks import BeforeTurn, ContextManager, TurnRecall
-from bot.agent.model import ModelClient, ModelReply
+from bot.agent.loop import AgentLoop, Exchange, TranscriptConversation
 from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
 from bot.config import Config
-from bot.context.messages import build_messages
-from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
-from bot.pricing import estimate_cost
 from bot.sessions.keys import is_direct_key
 from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
 from bot.tools.policy import policy_for_messages
@@ -34,18 +27,15 @@ from bot.tools.registry import ToolContext, ToolRegistry
 from bot.types import Address, ChatType, InboundMessage
 
 if TYPE_CHECKING:
+    from bot.agent.accounting import UsageAccountant
+    from bot.agent.hooks import BeforeTurn, ContextManager, TurnRecall
     from bot.channel_contract import Channel
     from bot.metrics import Metrics
     from bot.store.base import Store
 
 log = logging.getLogger(__name__)
 
-TOOL_LIMIT_NOTE = "(I stopped after {n} tool calls in one turn; ask me to continue if needed.)"
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side while answering. Please try again."
-# A model reply that broke off mid-stream (which the SDK does not retry) is asked for again
-# this often per turn, after a short pause, but only while none of its text was shown.
-STREAM_RETRIES = 1
-STREAM_RETRY_DELAY = 1.0
 
 
 @dataclass(slots=True)
@@ -92,7 +82,8 @@ class AgentRunner:
         *,
         config: Config,
         store: Store,
-        model: ModelClient,
+        loop: AgentLoop,
+        accountant: UsageAccountant,
         workspace: Workspace,
         tools: ToolRegistry,
         channels: dict[str, Channel],
@@ -104,7 +95,8 @@ class AgentRunner:
     ):
         self.config = config
         self.store = store
-        self.model = model
+        self.loop = loop
+        self.accountant = accountant
         self.workspace = workspace
         self.tools = tools
         self.channels = channels
@@ -162,14 +154,16 @@ class AgentRunner:
         outcome = TurnOutcome()
         try:
             if job.prompt is None and not job.resume:
-                for hook in self.before_turn:
+                for work in self.before_turn:
                     try:
-                        await hook.before_turn(job, session)
+                        await work.before_turn(job, session)
                     except Exception:  # housekeeping must never block a person's turn
-                        log.exception("before-turn hook failed for %s", job.session_key)
+                        log.exception("before-turn work failed for %s", job.session_key)
             if not job.resume:
                 recall = (
-                    await self.recall.recall(job, session) if self.recall and job.messages else None
+                    await self.recall.recall(job, session)
+                    if self.recall is not None and job.messages
+                    else None
                 )
                 entry = self._user_entry(job, session, recall)
                 fields: dict[str, Any] = {"last_activity_at": self.clock()}
@@ -178,7 +172,8 @@ class AgentRunner:
                 await self.store.begin_turn(
                     [entry], job.inbound_ids, job.turn_id, session_fields=fields
                 )
-            outcome = await self._loop(job, session, stream)
+            if not await self._replay_written_reply(job, session, stream):
+                outcome.model_calls = await self._converse(job, session, stream)
             text = stream.finish_text()
             outcome.silent = not text or is_silent(text)
             outcome.text = "" if outcome.silent else text
@@ -217,10 +212,27 @@ class AgentRunner:
             await stream.close()
         return outcome
 
-    async def _loop(self, job: TurnJob, session: SessionRow, stream: ReplyStream) -> TurnOutcome:
-        outcome = TurnOutcome()
-        max_iterations = self.config.agent.max_tool_iterations
-        ctx = ToolContext(
+    async def _replay_written_reply(
+        self, job: TurnJob, session: SessionRow, stream: ReplyStream
+    ) -> bool:
+        """A turn resumed after its reply was written: feed that text to the stream for
+        delivery (the ledger skips chunks already sent) instead of calling the model."""
+        if not job.resume:
+            return False
+        history = await self.store.load_history(
+            session.session_id, max_user_turns=job.history_limit
+        )
+        if not _reply_written(history, job.turn_id):
+            return False
+        for entry in history:
+            if entry.turn_id == job.turn_id and entry.role == Role.ASSISTANT:
+                await stream.on_text(_entry_text(entry))
+                stream.next_iteration()
+        return True
+
+    async def _converse(self, job: TurnJob, session: SessionRow, stream: ReplyStream) -> int:
+        policy = policy_for_messages(self.config, job.messages)
+        context = ToolContext(
             session_key=job.session_key,
             session_id=session.session_id,
             principal=job.first.principal if job.first else "system",
@@ -228,135 +240,33 @@ class AgentRunner:
             workspace=self.workspace.path,
             turn_id=job.turn_id,
         )
-        tool_rounds = 0
-        overflows = 0  # bounded by MAX_OVERFLOW_RECOVERIES, so a turn's model calls are too
-        stream_retries = 0  # bounded by STREAM_RETRIES
-        while True:
-            history = await self.store.load_history(
-                session.session_id, max_user_turns=job.history_limit
-            )
-            if _reply_written(history, job.turn_id):
-                # Resumed after the reply was written: replay its text for delivery.
-                mine = [e for e in history if e.turn_id == job.turn_id and e.role == Role.ASSISTANT]
-                for entry in mine:
-                    await stream.on_text(_entry_text(entry))
-                    stream.next_iteration()
-                return outcome
-            messages = build_messages(history, self.config.agent.timezone)
-            if self.context is not None:
-                messages = await self.context.prepare(session, history, messages)
-            mark = stream.mark()
-            try:
-                reply = await self._call_model(job, session, messages, stream)
-            except ContextOverflow as exc:
-                overflows += 1
-                if not await self._recover_overflow(session, exc, overflows):
-                    raise
-                continue
-            except ModelError as exc:
-                shown = stream.shown_since(mark)
-                if not exc.retryable or shown or stream_retries >= STREAM_RETRIES:
-                    raise
-                stream_retries += 1
-                stream.rewind(mark)  # nothing of it was shown, so the retry starts clean
-                log.warning("model reply in turn %s broke off (%s); asking again", job.turn_id, exc)
-                await asyncio.sleep(STREAM_RETRY_DELAY)
-                continue
-            outcome.model_calls += 1
-            if not reply.tool_uses:
-                return outcome
-            if tool_rounds >= max_iterations:
-                log.warning("turn %s hit the tool-call limit (%d)", job.turn_id, max_iterations)
-                await stream.on_text(TOOL_LIMIT_NOTE.format(n=max_iterations))
-                await self._record_tool_results(job, session, reply, ctx, skip=True)
-                return outcome
-            await self._record_tool_results(job, session, reply, ctx)
-            tool_rounds += 1
-            stream.next_iteration()
+        context_manager = self.context
 
-    async def _recover_overflow(
-        self, session: SessionRow, exc: ContextOverflow, attempt: int
-    ) -> bool:
-        if self.context is None or attempt > MAX_OVERFLOW_RECOVERIES:
-            return False
-        return await self.context.recover_overflow(session, exc, attempt)
+        async def recover(error: ContextOverflow, attempt: int) -> bool:
+            assert context_manager is not None
+            return await context_manager.recover_overflow(session, error, attempt)
 
-    async def _call_model(
-        self,
-        job: TurnJob,
-        session: SessionRow,
-        messages: list[MessageParam],
-        stream: ReplyStream,
-    ) -> ModelReply:
-        policy = policy_for_messages(self.config, job.messages)
-        reply = await self.model.complete(
-            system=self.workspace.system_blocks(is_direct=job.is_direct),
-            messages=messages,
-            tools=self.tools.definitions(policy=policy),
-            on_text=stream.on_text,
-            on_tool_start=stream.on_tool_start,
-        )
-        usage = reply.usage
-        now = self.clock()
-        self.metrics.model_latency.observe(reply.latency)
-        for kind, value in usage.to_dict().items():
-            self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
-        entry = Entry(
-            session.session_id,
-            EntryType.MESSAGE,
-            {"content": reply.content, "stop_reason": reply.stop_reason, "model": reply.model},
-            role=Role.ASSISTANT,
+        conversation = TranscriptConversation(
+            store=self.store,
+            accountant=self.accountant,
+            session=session,
             turn_id=job.turn_id,
-            usage=usage.to_dict(),
-            created_at=now,
+            timezone=self.config.agent.timezone,
+            clock=self.clock,
+            history_limit=job.history_limit,
+            prepare=self.context.prepare if self.context is not None else None,
         )
-        await self.store.record_model_call(
-            entry,
-            usage.to_dict(),
-            context_tokens=usage.prompt_tokens + usage.output_tokens,
-            cost_usd=estimate_cost(reply.model, usage, self.config.anthropic.cache_ttl),
-            model=reply.model,
+        exchange = Exchange(
+            system=self.workspace.system_blocks(is_direct=job.is_direct),
+            tools=self.tools.definitions(policy=policy),
+            policy=policy,
+            context=context,
+            max_tool_rounds=self.config.agent.max_tool_iterations,
+            stream=stream,
+            recover=recover if context_manager is not None else None,
         )
-        session.model = reply.model
-        return reply
-
-    async def _record_tool_results(
-        self,
-        job: TurnJob,
-        session: SessionRow,
-        reply: ModelReply,
-        ctx: ToolContext,
-        *,
-        skip: bool = False,
-    ) -> None:
-        policy = policy_for_messages(self.config, job.messages)
-        blocks: list[ToolResultBlockParam]
-        if skip:
-            blocks = [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": call["id"],
-                    "content": "Not run: the tool-call limit for this turn was reached.",
-                    "is_error": True,
-                }
-                for call in reply.tool_uses
-            ]
-        else:
-            results = await asyncio.gather(
-                *(self.tools.run(call, ctx, policy=policy) for call in reply.tool_uses)
-            )
-            blocks = [r.block() for r in results]
-        await self.store.append_entries(
-            [
-                Entry(
-                    session.session_id,
-                    EntryType.MESSAGE,
-                    {"content": blocks},
-                    role=Role.TOOL,
-                    turn_id=job.turn_id,
-                )
-            ]
-        )
+        outcome = await self.loop.run(conversation, exchange)
+        return outcome.model_calls
 
 
 def _failure_reply(stream: ReplyStream, exc: ModelError) -> str:

@@ -16,7 +16,6 @@ from bot.types import Usage
 
 if TYPE_CHECKING:
     from bot.config import Config
-    from bot.metrics import Metrics
     from bot.store.base import SessionRow, Store
     from bot.tools.registry import ToolRegistry
 
@@ -39,6 +38,21 @@ class SummaryModel(Protocol):
         messages: list[MessageParam],
         max_tokens: int | None = None,
     ) -> ModelAnswer: ...
+
+
+class UsageCharger(Protocol):
+    """Counts a model call outside the conversation (`bot.agent.accounting.UsageAccountant`)."""
+
+    async def charge(
+        self,
+        session_id: str,
+        usage: Usage,
+        model: str,
+        *,
+        latency: float | None = None,
+        read_cache: bool,
+        context_tokens: int | None = None,
+    ) -> None: ...
 
 
 class BeforeCompaction(Protocol):
@@ -70,6 +84,6 @@ class ContextHost(Protocol):
     @property
     def tools(self) -> ToolRegistry: ...
     @property
-    def metrics(self) -> Metrics: ...
+    def accountant(self) -> UsageCharger: ...
     @property
     def before_compaction(self) -> Sequence[BeforeCompaction]: ...

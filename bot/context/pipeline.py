@@ -22,7 +22,7 @@ from bot.context.compaction import (
     needs_compaction,
     overhead_chars,
 )
-from bot.context.host import BeforeCompaction, SummaryModel, WorkspaceFiles
+from bot.context.host import BeforeCompaction, SummaryModel, UsageCharger, WorkspaceFiles
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,
@@ -38,7 +38,6 @@ from bot.store.base import Entry, EntryType, SessionRow
 
 if TYPE_CHECKING:
     from bot.config import Config
-    from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -68,7 +67,7 @@ class ContextPipeline:
         model: SummaryModel,
         workspace: WorkspaceFiles,
         tools: ToolRegistry,
-        metrics: Metrics,
+        accountant: UsageCharger,
         before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float],
     ) -> None:
@@ -77,7 +76,7 @@ class ContextPipeline:
         self.model = model
         self.workspace = workspace
         self.tools = tools
-        self.metrics = metrics
+        self.accountant = accountant
         self.before_compaction = tuple(before_compaction)
         # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
         self.clock = clock

@@ -11,7 +11,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from bot.memory.flush import Reason, flush_threshold, has_unflushed_conversation, idle_flush_at
+from bot.memory.flush_policy import (
+    Reason,
+    flush_threshold,
+    has_unflushed_conversation,
+    idle_flush_at,
+)
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
 from bot.store.base import SessionRow
 
@@ -19,7 +24,7 @@ if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway.lanes import Lanes
     from bot.gateway.session_commands import Compactor
-    from bot.memory.flush import Flusher
+    from bot.memory.flush_service import FlushService
     from bot.scheduler.jobs import Jobs, KeyJob
     from bot.store.base import Store
 
@@ -71,7 +76,7 @@ class IdleWork:
         store: Store,
         jobs: Jobs,
         lanes: Lanes,
-        flusher: Flusher | None,
+        flusher: FlushService | None,
         compactor: Compactor,
     ) -> None:
         self.config = config

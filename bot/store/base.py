@@ -139,10 +139,11 @@ class Store(Protocol):
         session_id: str,
         usage: dict[str, int],
         *,
-        context_tokens: int,
+        context_tokens: int | None,
         cost_usd: float,
-        at: float,
-    ) -> None: ...
+        at: float | None,
+    ) -> None:
+        """Add `usage` to the counters atomically; None keeps context size / call time."""
 
     # transcript and turns
     async def append_entries(self, entries: list[Entry]) -> None: ...

@@ -244,9 +244,9 @@ class SQLiteStore:
         session_id: str,
         usage: dict[str, int],
         *,
-        context_tokens: int,
+        context_tokens: int | None,
         cost_usd: float,
-        at: float,
+        at: float | None,
     ) -> None:
         async with self.transaction() as db:
             await self._add_usage(db, session_id, usage, context_tokens, cost_usd, at)
@@ -256,15 +256,18 @@ class SQLiteStore:
         db: aiosqlite.Connection,
         session_id: str,
         usage: dict[str, int],
-        context_tokens: int,
+        context_tokens: int | None,
         cost_usd: float,
-        at: float,
+        at: float | None,
     ) -> None:
+        # None leaves the context size or the last model call time as they are: one
+        # statement, so concurrent callers never lose each other's increments.
         await db.execute(
             "UPDATE sessions SET input_tokens = input_tokens + ?,"
             " output_tokens = output_tokens + ?, cache_read_tokens = cache_read_tokens + ?,"
-            " cache_write_tokens = cache_write_tokens + ?, context_tokens = ?,"
-            " cost_usd = cost_usd + ?, last_model_call_at = ?, updated_at = ?"
+            " cache_write_tokens = cache_write_tokens + ?,"
+            " context_tokens = COALESCE(?, context_tokens), cost_usd = cost_usd + ?,"
+            " last_model_call_at = COALESCE(?, last_model_call_at), updated_at = ?"
             " WHERE session_id = ?",
             (
                 usage.get("input_tokens", 0),
@@ -274,7 +277,7 @@ class SQLiteStore:
                 context_tokens,
                 cost_usd,
                 at,
-                at,
+                time.time() if at is None else at,
                 session_id,
             ),
         )

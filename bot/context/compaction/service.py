@@ -23,7 +23,6 @@ from bot.context.size import context_tokens
 from bot.context.tokens import messages_tokens, tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ModelError
-from bot.pricing import estimate_cost
 from bot.store.base import Entry, EntryType, SessionRow, new_id
 from bot.untrusted import marker_id_for
 
@@ -163,7 +162,15 @@ async def compact_session(
     entry.payload["tokens_after"] = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
-    await _record_usage(host, session, summarizer, after)
+    # Leaves the time of the last model call alone: that one tracks the conversation's own
+    # prompt cache, which the summarizer's requests do not touch.
+    await host.accountant.charge(
+        session.session_id,
+        summarizer.usage,
+        summarizer.model_id or config.agent.model,
+        read_cache=False,
+        context_tokens=after,
+    )
     log.info(
         "compacted %s (%s): ~%d -> ~%d tokens, %d messages summarized in %d call(s)",
         session.session_key,
@@ -186,29 +193,4 @@ async def compact_session(
         kept_turns=kept_turns,
         model_calls=summarizer.calls,
         problems=tuple(problems),
-    )
-
-
-async def _record_usage(
-    host: ContextHost, session: SessionRow, summarizer: Summarizer, context_after: int
-) -> None:
-    """Count the summarizer's tokens and cost in the session, leaving the time of its last
-    model call alone: that one tracks the conversation's own prompt cache, which the
-    summarizer's requests do not touch. Runs in the session's lane, so reading and
-    writing the counters cannot race a turn."""
-    usage = summarizer.usage
-    for kind, value in usage.to_dict().items():
-        host.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
-    fresh = await host.store.get_session(session.session_id)
-    if fresh is None:
-        return
-    model = summarizer.model_id or host.config.agent.model
-    await host.store.update_session(
-        session.session_id,
-        input_tokens=fresh.input_tokens + usage.input_tokens,
-        output_tokens=fresh.output_tokens + usage.output_tokens,
-        cache_read_tokens=fresh.cache_read_tokens + usage.cache_read_tokens,
-        cache_write_tokens=fresh.cache_write_tokens + usage.cache_write_tokens,
-        cost_usd=fresh.cost_usd + estimate_cost(model, usage, host.config.anthropic.cache_ttl),
-        context_tokens=context_after,
     )

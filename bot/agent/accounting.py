@@ -1,0 +1,75 @@
+"""The usage accountant: the one place a model call's tokens and cost are counted, in the
+transcript (when the call is part of it), the session's counters (one atomic increment)
+and the Prometheus metrics. Person turns, heartbeats, memory flushes and compaction's
+summarizer calls all go through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bot.agent.pricing import estimate_cost
+from bot.types import Usage
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
+    from bot.store.base import Entry, Store
+
+
+class UsageAccountant:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        metrics: Metrics,
+        cache_ttl: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.cache_ttl = cache_ttl
+        self.clock = clock
+
+    def _observe(self, usage: Usage, latency: float | None) -> None:
+        if latency is not None:
+            self.metrics.model_latency.observe(latency)
+        for kind, value in usage.to_dict().items():
+            self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
+
+    async def record_reply(self, entry: Entry, usage: Usage, model: str, latency: float) -> None:
+        """A call that is part of the conversation: its reply `entry` is appended and the
+        session's counters, context size, model and last call time move with it, in one
+        transaction."""
+        self._observe(usage, latency)
+        await self.store.record_model_call(
+            entry,
+            usage.to_dict(),
+            context_tokens=usage.prompt_tokens + usage.output_tokens,
+            cost_usd=estimate_cost(model, usage, self.cache_ttl),
+            model=model,
+        )
+
+    async def charge(
+        self,
+        session_id: str,
+        usage: Usage,
+        model: str,
+        *,
+        latency: float | None = None,
+        read_cache: bool,
+        context_tokens: int | None = None,
+    ) -> None:
+        """A call outside the conversation (a flush, a summary): only the counters move.
+
+        `read_cache` says whether it read the conversation's prompt cache (a flush does, so
+        the cache's expiry moves; the summarizer's own prompts do not). `context_tokens`,
+        when given, is the conversation's new size (after a compaction)."""
+        self._observe(usage, latency)
+        await self.store.add_usage(
+            session_id,
+            usage.to_dict(),
+            context_tokens=context_tokens,
+            cost_usd=estimate_cost(model, usage, self.cache_ttl),
+            at=self.clock() if read_cache else None,
+        )

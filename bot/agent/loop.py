@@ -1,0 +1,235 @@
+"""The one model⇄tools loop: call the model, run the tools it asks for, repeat until it
+answers without tools or the tool-round limit is reached.
+
+Person turns, heartbeats and memory flushes all run through it. What differs is given per
+run: where the messages come from and where each step goes (a `Conversation`: the session's
+transcript, or an ephemeral list that only the usage accountant hears of), the request
+pieces (an `Exchange`), and which tools may actually run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from anthropic.types import (
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
+)
+
+from bot.agent.model import ModelClient, ModelReply
+from bot.context.messages import build_messages, clean_block
+from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
+from bot.errors import ContextOverflow, ModelError
+from bot.store.base import Entry, EntryType, Role
+from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
+
+if TYPE_CHECKING:
+    from bot.agent.accounting import UsageAccountant
+    from bot.agent.delivery import ReplyStream
+    from bot.store.base import SessionRow, Store
+    from bot.tools.policy import ToolPolicy
+
+log = logging.getLogger(__name__)
+
+TOOL_LIMIT_NOTE = "(I stopped after {n} tool calls in one turn; ask me to continue if needed.)"
+LIMIT_RESULT = "Not run: the tool-call limit for this turn was reached."
+# A model reply that broke off mid-stream (which the SDK does not retry) is asked for again
+# this often per run, after a short pause, but only while none of its text was shown.
+STREAM_RETRIES = 1
+STREAM_RETRY_DELAY = 1.0
+
+Messages = list[MessageParam]
+# Makes room after "prompt is too long" (attempt 1, 2, ...) and says whether to retry.
+Recover = Callable[[ContextOverflow, int], Awaitable[bool]]
+# Says why a tool may not run in this exchange, or None when it may.
+ToolGate = Callable[[str], str | None]
+
+
+class Conversation(Protocol):
+    """Where an exchange's messages come from and where its steps are kept."""
+
+    async def messages(self) -> Messages: ...
+    async def add_reply(self, reply: ModelReply) -> None: ...
+    async def add_results(self, blocks: list[ToolResultBlockParam]) -> None: ...
+
+
+@dataclass(slots=True)
+class Exchange:
+    """The request pieces of one run besides its messages."""
+
+    system: list[TextBlockParam]
+    tools: list[ToolParam]
+    policy: ToolPolicy
+    context: ToolContext
+    max_tool_rounds: int
+    gate: ToolGate | None = None
+    stream: ReplyStream | None = None  # where text shows as it arrives; None: nowhere
+    recover: Recover | None = None  # None: an overflow reaches the caller
+
+
+@dataclass(slots=True)
+class LoopOutcome:
+    model_calls: int = 0
+    texts: list[str] = field(default_factory=list)  # each reply's text, in order
+    ran: list[tuple[str, ToolResult]] = field(default_factory=list)  # (tool name, result)
+    hit_limit: bool = False
+
+
+class AgentLoop:
+    def __init__(self, *, model: ModelClient, tools: ToolRegistry) -> None:
+        self.model = model
+        self.tools = tools
+
+    async def run(self, conversation: Conversation, exchange: Exchange) -> LoopOutcome:
+        outcome = LoopOutcome()
+        stream = exchange.stream
+        rounds = 0
+        overflows = 0  # bounded by MAX_OVERFLOW_RECOVERIES, so the model calls are too
+        stream_retries = 0  # bounded by STREAM_RETRIES
+        while True:
+            messages = await conversation.messages()
+            mark = stream.mark() if stream else None
+            try:
+                reply = await self.model.complete(
+                    system=exchange.system,
+                    messages=messages,
+                    tools=exchange.tools,
+                    on_text=stream.on_text if stream else None,
+                    on_tool_start=stream.on_tool_start if stream else None,
+                )
+            except ContextOverflow as exc:
+                overflows += 1
+                if (
+                    exchange.recover is None
+                    or overflows > MAX_OVERFLOW_RECOVERIES
+                    or not await exchange.recover(exc, overflows)
+                ):
+                    raise
+                continue
+            except ModelError as exc:
+                shown = stream is not None and mark is not None and stream.shown_since(mark)
+                if not exc.retryable or shown or stream_retries >= STREAM_RETRIES:
+                    raise
+                stream_retries += 1
+                if stream is not None and mark is not None:
+                    stream.rewind(mark)  # nothing of it was shown, so the retry starts clean
+                log.warning("model reply broke off (%s); asking again", exc)
+                await asyncio.sleep(STREAM_RETRY_DELAY)
+                continue
+            outcome.model_calls += 1
+            await conversation.add_reply(reply)
+            if reply.text.strip():
+                outcome.texts.append(reply.text)
+            if not reply.tool_uses:
+                return outcome
+            if rounds >= exchange.max_tool_rounds:
+                log.warning("tool-call limit (%d) reached", exchange.max_tool_rounds)
+                outcome.hit_limit = True
+                if stream is not None:
+                    await stream.on_text(TOOL_LIMIT_NOTE.format(n=exchange.max_tool_rounds))
+                await conversation.add_results([_not_run(call) for call in reply.tool_uses])
+                return outcome
+            results = await asyncio.gather(*(self._tool(c, exchange) for c in reply.tool_uses))
+            outcome.ran += [(c["name"], r) for c, r in zip(reply.tool_uses, results, strict=True)]
+            await conversation.add_results([r.block() for r in results])
+            rounds += 1
+            if stream is not None:
+                stream.next_iteration()
+
+    async def _tool(self, call: ToolUseBlockParam, exchange: Exchange) -> ToolResult:
+        refusal = exchange.gate(call["name"]) if exchange.gate else None
+        if refusal is not None:
+            return ToolResult(call["id"], refusal, True)
+        return await self.tools.run(call, exchange.context, policy=exchange.policy)
+
+
+def _not_run(call: ToolUseBlockParam) -> ToolResultBlockParam:
+    return {
+        "type": "tool_result",
+        "tool_use_id": call["id"],
+        "content": LIMIT_RESULT,
+        "is_error": True,
+    }
+
+
+# --------------------------------------------------------------------------- conversations
+
+# Rewrites the request messages (pruning, compaction) before each model call.
+Prepare = Callable[["SessionRow", list[Entry], Messages], Awaitable[Messages]]
+
+
+@dataclass(slots=True)
+class TranscriptConversation:
+    """A turn's exchange: read from the session's transcript before every call (so pruning
+    and compaction see it whole), every step appended to it as it happens."""
+
+    store: Store
+    accountant: UsageAccountant
+    session: SessionRow
+    turn_id: str
+    timezone: str
+    clock: Callable[[], float]
+    history_limit: int = 0
+    prepare: Prepare | None = None
+
+    async def messages(self) -> Messages:
+        history = await self.store.load_history(
+            self.session.session_id, max_user_turns=self.history_limit
+        )
+        messages = build_messages(history, self.timezone)
+        if self.prepare is not None:
+            messages = await self.prepare(self.session, history, messages)
+        return messages
+
+    async def add_reply(self, reply: ModelReply) -> None:
+        entry = Entry(
+            self.session.session_id,
+            EntryType.MESSAGE,
+            {"content": reply.content, "stop_reason": reply.stop_reason, "model": reply.model},
+            role=Role.ASSISTANT,
+            turn_id=self.turn_id,
+            usage=reply.usage.to_dict(),
+            created_at=self.clock(),
+        )
+        await self.accountant.record_reply(entry, reply.usage, reply.model, reply.latency)
+        self.session.model = reply.model
+
+    async def add_results(self, blocks: list[ToolResultBlockParam]) -> None:
+        entry = Entry(
+            self.session.session_id,
+            EntryType.MESSAGE,
+            {"content": blocks},
+            role=Role.TOOL,
+            turn_id=self.turn_id,
+        )
+        await self.store.append_entries([entry])
+
+
+@dataclass(slots=True)
+class EphemeralConversation:
+    """An exchange kept only in memory (a memory flush): its calls are still paid for, and
+    they read the conversation's prompt cache, but nothing is added to the transcript."""
+
+    accountant: UsageAccountant
+    session_id: str
+    history: Messages
+
+    async def messages(self) -> Messages:
+        return self.history
+
+    async def add_reply(self, reply: ModelReply) -> None:
+        await self.accountant.charge(
+            self.session_id, reply.usage, reply.model, latency=reply.latency, read_cache=True
+        )
+        content = [clean_block(b) for b in reply.content]
+        self.history = [*self.history, {"role": "assistant", "content": content}]
+
+    async def add_results(self, blocks: list[ToolResultBlockParam]) -> None:
+        self.history = [*self.history, {"role": "user", "content": list(blocks)}]

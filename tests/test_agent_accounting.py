@@ -1,0 +1,85 @@
+"""Tests for bot.agent.accounting: every model call is counted once in the session's counters
+and in /metrics, flushes included, and concurrent calls never lose each other's tokens."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bot.agent.accounting import UsageAccountant
+from bot.metrics import Metrics
+from bot.store.sqlite import SQLiteStore
+from bot.types import Usage
+from tests.app_harness import Harness
+from tests.fakes.anthropic import FakeAnthropic
+
+KEY = "agent:main:local:direct:alice"
+FLUSH_MARK = "[Memory flush"
+
+
+def metric(metrics: Metrics, kind: str) -> float:
+    for line in metrics.render().decode().splitlines():
+        if line.startswith(f'krill_tokens_total{{kind="{kind}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_concurrent_charges_are_all_counted(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "krill.db")
+    await store.open()
+    try:
+        session = await store.get_or_create_session(KEY, "local")
+        metrics = Metrics()
+        accountant = UsageAccountant(
+            store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0
+        )
+        usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
+        await asyncio.gather(
+            *(
+                accountant.charge(session.session_id, usage, "claude-x", read_cache=i % 2 == 0)
+                for i in range(40)
+            )
+        )
+        row = await store.get_session(session.session_id)
+    finally:
+        await store.close()
+    assert row is not None
+    assert (row.input_tokens, row.output_tokens) == (120, 200)
+    assert (row.cache_read_tokens, row.cache_write_tokens) == (280, 440)
+    assert row.cost_usd > 0 and row.last_model_call_at == 1000.0
+    assert row.context_tokens == 0  # a charge outside the conversation leaves its size alone
+    assert metric(metrics, "input") == 120 and metric(metrics, "cache_write") == 440
+
+
+async def test_flush_tokens_reach_the_session_and_metrics(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.queue_text("Hello!")
+    fake_anthropic.queue_text("NO_REPLY")  # the flush before /new
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        assert h.app is not None
+        await h.send("hi there")
+        old = await h.app.store.current_session(KEY)
+        assert old is not None
+        await h.send("/new")
+        row = await h.app.store.get_session(old.session_id)
+        metrics = h.app.metrics
+    requests = fake_anthropic.message_requests
+    assert len(requests) == 2 and FLUSH_MARK in requests[1].last_user_text
+    flush = requests[1].usage
+    assert flush is not None and flush["cache_read_input_tokens"] > 0  # read the warm cache
+    totals = {
+        kind: sum((r.usage or {}).get(field, 0) for r in requests)
+        for kind, field in [
+            ("input", "input_tokens"),
+            ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_write", "cache_creation_input_tokens"),
+        ]
+    }
+    assert row is not None and row.memory_flush_count == 1
+    assert row.input_tokens == totals["input"] and row.output_tokens == totals["output"]
+    assert row.cache_read_tokens == totals["cache_read"]
+    assert row.cache_write_tokens == totals["cache_write"]
+    for kind, total in totals.items():
+        assert metric(metrics, kind) == total
