@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -49,10 +47,9 @@ from bot.tools.mcp import McpManager
 from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
+from channels.registry import CHANNELS
 
 log = logging.getLogger(__name__)
-
-PLATFORM_CHANNELS = {"telegram": "channels.telegram", "slack": "channels.slack"}
 
 
 class App:
@@ -197,12 +194,16 @@ class App:
         self.channels[channel.name] = channel
         self._ready[channel.name] = False
 
-    def _platform_channels(self) -> list[Channel]:
+    def _enabled_channels(self) -> list[Channel]:
         found = []
-        for name, module_name in PLATFORM_CHANNELS.items():
-            if getattr(self.config, name).enabled:
-                module: Any = importlib.import_module(module_name)
-                found.append(module.create(self.config, self.gateway))
+        for spec in CHANNELS:
+            wanted = (self.with_server or not spec.needs_server) and (
+                self.background or not spec.background
+            )
+            if wanted and spec.settings(self.config).enabled:
+                channel = spec.create(self.config, self.gateway)
+                if channel is not None:
+                    found.append(channel)
         return found
 
     async def start(self) -> None:
@@ -217,21 +218,9 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
-        if self.with_server and self.config.local.enabled:
-            from channels.local.web import WebChannel, is_loopback_host
-
-            token = self.config.local.token
-            if token or is_loopback_host(self.config.server.host):
-                self.add_channel(WebChannel(self.gateway, self.gateway.wait_idle, token=token))
-            else:
-                log.warning(
-                    "the local web chat is off: server.host %s is reachable from the network "
-                    "and local.token is not set",
-                    self.config.server.host,
-                )
+        for channel in self._enabled_channels():
+            self.add_channel(channel)
         if self.background:
-            for channel in self._platform_channels():
-                self.add_channel(channel)
             self.mcp.start()  # connects in the background; never holds up start-up
             await self.scheduler.start()
         # Read before any channel can accept a message: one accepted during start-up is

@@ -7,15 +7,20 @@ and the core never imports a platform library.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from bot.checks import Check
+    from bot.config import Config
     from bot.types import Address, InboundMessage, OutboundMessage
 
 
-class AcceptResult:
+class AcceptResult(StrEnum):
     """What `Gateway.accept` decided, so an adapter can answer its platform accordingly."""
 
     ACCEPTED = "accepted"  # durably queued for a turn
@@ -27,15 +32,31 @@ class AcceptResult:
 
 
 class Gateway(Protocol):
-    """The core as an adapter sees it."""
+    """The core as an adapter sees it: the only part of `bot` an adapter calls."""
 
-    async def accept(self, msg: InboundMessage) -> str:
-        """Record the message durably, then route it. Returns an `AcceptResult` value.
+    async def accept(self, msg: InboundMessage) -> AcceptResult:
+        """Record the message durably, then route it.
 
         Returns only after the message is committed to the store, so an adapter may
         acknowledge the platform as soon as this returns.
         """
         ...
+
+    def register_bot_username(self, channel: str, username: str) -> None:
+        """The bot's own username on `channel`, once signed in, so `/cmd@username` is
+        recognised as addressed to it."""
+
+    def requires_mention(self, msg: InboundMessage) -> bool:
+        """Whether a group message like `msg` must address the bot (mention, reply, its
+        thread) to be answered, by the conversation's policy."""
+        ...
+
+    async def session_exists(self, msg: InboundMessage) -> bool:
+        """Whether `msg`'s session has any history yet (e.g. the bot is part of a thread)."""
+        ...
+
+    async def wait_idle(self, msg: InboundMessage) -> None:
+        """Return once `msg`'s session has no turn queued or running."""
 
 
 class Channel(Protocol):
@@ -76,3 +97,28 @@ class Channel(Protocol):
 
     async def done_typing(self, address: Address) -> None:
         """Clear any indicator that does not expire by itself (e.g. a reaction)."""
+
+
+class ChannelSettings(Protocol):
+    """What every channel's config section has in common."""
+
+    enabled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    """One channel package's entry in `channels.registry`: everything the composition root
+    and `krill doctor` need to know about it, without importing its platform library."""
+
+    name: str
+    # Its section of the typed config (e.g. `config.telegram`).
+    settings: Callable[[Config], ChannelSettings]
+    # The adapter for `config`, handing messages to the gateway; None when it must stay off
+    # (the reason is logged). Raises ConfigError for settings the platform would refuse.
+    create: Callable[[Config, Gateway], Channel | None]
+    # `krill doctor`'s check of its tokens and reachability.
+    check: Callable[[Config], Awaitable[list[Check]]] | None = None
+    # Whether it only works beside Krill's HTTP server (`krill chat` runs without one).
+    needs_server: bool = False
+    # Whether it is background work (polling, a socket): started only by `krill run`.
+    background: bool = True

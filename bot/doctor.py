@@ -5,21 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import Config, load_config
 from bot.errors import ConfigError
-
-OK, WARN, FAIL = "ok", "warn", "FAIL"
-NETWORK_TIMEOUT = 10.0
-
-
-@dataclass(slots=True)
-class Check:
-    name: str
-    status: str
-    detail: str
+from bot.tools.mcp import check_servers
+from channels.registry import CHANNELS
 
 
 def check_workspace(config: Config) -> list[Check]:
@@ -101,60 +93,17 @@ async def check_anthropic(config: Config) -> list[Check]:
     return [Check("anthropic", OK, f"key accepted; model {config.agent.model}")]
 
 
-async def check_telegram(config: Config) -> list[Check]:
-    if not config.telegram.enabled:
-        return [Check("telegram", OK, "disabled")]
-    from telegram import Bot
-    from telegram.error import InvalidToken, TelegramError
-
-    base = config.telegram.api_base_url.rstrip("/")
-    bot = Bot(config.telegram.token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot")
-    try:
-        async with asyncio.timeout(NETWORK_TIMEOUT):
-            me = await bot.get_me()
-    except InvalidToken:
-        return [Check("telegram", FAIL, "the bot token was rejected; check TELEGRAM_BOT_TOKEN")]
-    except (TelegramError, TimeoutError, OSError) as exc:
-        return [Check("telegram", WARN, f"could not reach {base}: {exc}")]
-    return [Check("telegram", OK, f"token works for @{me.username} ({config.telegram.mode} mode)")]
-
-
-async def check_slack(config: Config) -> list[Check]:
-    if not config.slack.enabled:
-        return [Check("slack", OK, "disabled")]
-    from slack_sdk.errors import SlackApiError
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    client = AsyncWebClient(
-        token=config.slack.bot_token,
-        base_url=config.slack.api_base_url,
-        timeout=int(NETWORK_TIMEOUT),
-    )
-    try:
-        auth = await client.auth_test()
-    except SlackApiError as exc:
-        return [Check("slack", FAIL, f"auth.test failed: {exc.response.get('error')}")]
-    except Exception as exc:
-        return [Check("slack", WARN, f"could not reach {config.slack.api_base_url}: {exc}")]
-    return [
-        Check("slack", OK, f"bot token works for {auth.get('user')} ({config.slack.mode} mode)")
-    ]
-
-
-async def check_mcp(config: Config) -> list[Check]:
-    from bot.tools.mcp import check_servers  # the MCP SDK is imported only when checking
-
-    return await check_servers(config)
-
-
-# Checks other modules add (e.g. MCP servers); each takes the config and returns results.
-EXTRA_CHECKS: list[Callable[[Config], Awaitable[list[Check]]]] = [check_mcp]
-
-
 async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
     checks += check_workspace(config)
-    for fn in (check_store, check_anthropic, check_telegram, check_slack, *EXTRA_CHECKS):
+    channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]
+    remote: list[Callable[[Config], Awaitable[list[Check]]]] = [
+        check_store,
+        check_anthropic,
+        *channel_checks,
+        check_servers,
+    ]
+    for fn in remote:
         checks += await fn(config)
     return checks
 

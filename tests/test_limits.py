@@ -199,28 +199,32 @@ def test_negative_limit_is_rejected() -> None:
 
 
 def test_requires_mention_default_true() -> None:
-    assert requires_mention(telegram(), "-999") is True
+    assert requires_mention(telegram(), ChatType.GROUP, "-999") is True
 
 
 def test_requires_mention_group_override() -> None:
-    assert requires_mention(telegram(), "-200") is False
-    assert requires_mention(telegram(require_mention=False), "-300") is True
+    assert requires_mention(telegram(), ChatType.GROUP, "-200") is False
+    assert requires_mention(telegram(require_mention=False), ChatType.GROUP, "-300") is True
 
 
 def test_requires_mention_override_without_value_falls_back() -> None:
-    assert requires_mention(telegram(require_mention=False), "-100") is False
-    assert requires_mention(telegram(), "-100") is True
+    assert requires_mention(telegram(require_mention=False), ChatType.GROUP, "-100") is False
+    assert requires_mention(telegram(), ChatType.GROUP, "-100") is True
 
 
 def test_requires_mention_policy_default_false() -> None:
-    assert requires_mention(telegram(require_mention=False), "-999") is False
+    assert requires_mention(telegram(require_mention=False), ChatType.GROUP, "-999") is False
 
 
 def test_requires_mention_slack_channels() -> None:
     cfg = SlackConfig(channels={"C1": GroupOverride(require_mention=False)})
-    assert requires_mention(cfg, "C1") is False
-    assert requires_mention(cfg, "C2") is True
+    assert requires_mention(cfg, ChatType.CHANNEL, "C1") is False
+    assert requires_mention(cfg, ChatType.CHANNEL, "C2") is True
 
 
 def test_requires_mention_local_channel() -> None:
-    assert requires_mention(None, "anything") is False
+    assert requires_mention(None, ChatType.GROUP, "anything") is False
+
+
+def test_a_direct_message_never_requires_a_mention() -> None:
+    assert requires_mention(telegram(), ChatType.DIRECT, "111") is False

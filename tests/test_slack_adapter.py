@@ -5,6 +5,7 @@ concurrent duplicates, fallbacks when Slack refuses a feature, reconnects)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -12,36 +13,13 @@ import pytest
 from aiohttp import web
 
 from bot.channel_contract import AcceptResult
-from bot.config import SessionConfig, SlackConfig
-from bot.sessions.keys import session_key
+from bot.config import SlackConfig
 from bot.types import Address, InboundMessage, OutboundMessage
-from channels.slack.adapter import THINKING_STATUS, TYPING_REACTION, SlackChannel
-from channels.slack.transport import SlackSetupError, backoff_delay
+from channels.slack.adapter import SlackChannel
+from channels.slack.indicators import THINKING_STATUS, TYPING_REACTION
+from channels.slack.transport import SlackSetupError
 from tests.fakes.slack import FakeSlack, post_event
-
-
-class StubCore:
-    """What the adapter needs of `GatewayService`, recording every accepted message."""
-
-    def __init__(self) -> None:
-        self.accepted: list[InboundMessage] = []
-        self.result = AcceptResult.ACCEPTED
-        self.gate: asyncio.Event | None = None
-        self.sessions: set[str] = set()
-        self.bot_usernames: dict[str, str] = {}
-        self.on_accept: Callable[[InboundMessage], Any] | None = None
-
-    async def accept(self, msg: InboundMessage) -> str:
-        if self.gate is not None:
-            await self.gate.wait()
-        self.accepted.append(msg)
-        if self.on_accept is not None:
-            await self.on_accept(msg)
-        return self.result
-
-    async def session_exists(self, msg: InboundMessage) -> bool:
-        return session_key(msg, SessionConfig()) in self.sessions
-
+from tests.stub_gateway import StubGateway
 
 Factory = Callable[..., Any]
 
@@ -50,7 +28,7 @@ Factory = Callable[..., Any]
 async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
     started: list[tuple[SlackChannel, web.AppRunner | None]] = []
 
-    async def make(mode: str = "socket", **settings: Any) -> tuple[SlackChannel, StubCore, str]:
+    async def make(mode: str = "socket", **settings: Any) -> tuple[SlackChannel, StubGateway, str]:
         config = SlackConfig(
             enabled=True,
             bot_token=settings.pop("bot_token", fake_slack.bot_token),
@@ -60,8 +38,8 @@ async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
             api_base_url=fake_slack.api_url,
             **settings,
         )
-        core = StubCore()
-        channel = SlackChannel(config, core, ping_interval=0.5)  # type: ignore[arg-type]
+        core = StubGateway(config)
+        channel = SlackChannel(config, core, ping_interval=0.5)
         url = ""
         runner = None
         if mode == "http":
@@ -105,6 +83,20 @@ async def test_socket_ack_waits_until_the_event_is_accepted(
     core.gate.set()
     await fake_slack.wait_for_ack(envelope)
     assert [m.text for m in core.accepted] == ["hi"]
+
+
+async def test_http_body_that_is_not_utf8_is_a_bad_request(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    _, core, url = await make_channel("http")
+    body = json.dumps(fake_slack.im_message("U1", "PLACEHOLDER")).encode()
+    broken = body.replace(b"PLACEHOLDER", b"bad \xff bytes")
+    # Signed correctly over the raw bytes: only the encoding is wrong, so not a 401.
+    status, text = await post_event(None, url, None, fake_slack.signing_secret, raw_body=broken)
+    assert status == 400 and "UTF-8" in text
+    status, _ = await post_event(None, url, None, fake_slack.signing_secret, raw_body=body)
+    assert status == 200
+    assert [m.text for m in core.accepted] == ["PLACEHOLDER"]
 
 
 async def test_http_response_waits_until_the_event_is_accepted(
@@ -385,8 +377,3 @@ async def test_refused_tokens_stop_start_up(make_channel: Factory) -> None:
         await make_channel("http", bot_token="xoxb-wrong")
     with pytest.raises(SlackSetupError, match=r"slack\.app_token"):
         await make_channel("socket", app_token="xapp-wrong")
-
-
-def test_backoff_doubles_up_to_a_cap() -> None:
-    assert [backoff_delay(n) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
-    assert backoff_delay(10_000) == 30

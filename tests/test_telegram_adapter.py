@@ -3,7 +3,6 @@ start-up, polling resilience, and how replies are sent, edited and retried."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -15,38 +14,14 @@ from telegram.error import RetryAfter
 
 from bot.config import Config, TelegramConfig
 from bot.errors import ConfigError
-from bot.types import Address, InboundMessage, OutboundMessage
+from bot.types import Address, OutboundMessage
 from channels import telegram as telegram_channel
 from channels.telegram import polling
 from channels.telegram.adapter import WEBHOOK_PATH, TelegramChannel
 from tests.fakes.telegram import FakeTelegram
+from tests.stub_gateway import StubGateway
 
 GROUP = -100500
-
-
-class StubCore:
-    """Records what the adapter hands to the core; can be told to fail."""
-
-    def __init__(self) -> None:
-        self.bot_usernames: dict[str, str] = {}
-        self.accepted: list[InboundMessage] = []
-        self.failures = 0
-        self.arrived = asyncio.Event()
-
-    async def accept(self, msg: InboundMessage) -> str:
-        if self.failures:
-            self.failures -= 1
-            raise OSError("disk full")
-        self.accepted.append(msg)
-        self.arrived.set()
-        return "accepted"
-
-    async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
-        async with asyncio.timeout(timeout):
-            while len(self.accepted) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-        return self.accepted
 
 
 def tg_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
@@ -54,12 +29,12 @@ def tg_config(fake: FakeTelegram, **overrides: Any) -> TelegramConfig:
 
 
 @pytest.fixture
-def core() -> StubCore:
-    return StubCore()
+def core() -> StubGateway:
+    return StubGateway()
 
 
 @pytest.fixture
-async def channel(fake_telegram: FakeTelegram, core: StubCore) -> AsyncIterator[TelegramChannel]:
+async def channel(fake_telegram: FakeTelegram, core: StubGateway) -> AsyncIterator[TelegramChannel]:
     channel = TelegramChannel(tg_config(fake_telegram), core)
     await channel.start()
     try:
@@ -77,7 +52,7 @@ def out(
 
 
 async def test_start_connects_registers_commands_and_polls(
-    fake_telegram: FakeTelegram, core: StubCore, channel: TelegramChannel
+    fake_telegram: FakeTelegram, core: StubGateway, channel: TelegramChannel
 ) -> None:
     assert core.bot_usernames == {"telegram": "krill_bot"}
     methods = [c.method for c in fake_telegram.calls]
@@ -95,7 +70,7 @@ async def test_start_connects_registers_commands_and_polls(
 
 
 async def test_stop_confirms_the_handled_offset(
-    fake_telegram: FakeTelegram, core: StubCore
+    fake_telegram: FakeTelegram, core: StubGateway
 ) -> None:
     channel = TelegramChannel(tg_config(fake_telegram), core)
     await channel.start()
@@ -108,7 +83,7 @@ async def test_stop_confirms_the_handled_offset(
 
 async def test_polling_recovers_from_conflict_and_network_errors(
     fake_telegram: FakeTelegram,
-    core: StubCore,
+    core: StubGateway,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -131,7 +106,7 @@ async def test_polling_recovers_from_conflict_and_network_errors(
 
 
 async def test_update_is_fetched_again_until_the_core_records_it(
-    fake_telegram: FakeTelegram, core: StubCore, monkeypatch: pytest.MonkeyPatch
+    fake_telegram: FakeTelegram, core: StubGateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(polling, "FIRST_BACKOFF", 0.05)
     core.failures = 2
@@ -238,14 +213,14 @@ async def test_typing_goes_to_the_topic(
 
 async def test_rejected_token_is_a_config_error(fake_telegram: FakeTelegram) -> None:
     config = TelegramConfig(enabled=True, token="123:WRONG", api_base_url=fake_telegram.url)
-    channel = TelegramChannel(config, StubCore())
+    channel = TelegramChannel(config, StubGateway())
     with pytest.raises(ConfigError, match=r"telegram\.token: Telegram rejected the bot token"):
         await channel.start()
     await channel.stop()
 
 
 async def test_webhook_mode_registers_the_webhook(
-    fake_telegram: FakeTelegram, core: StubCore
+    fake_telegram: FakeTelegram, core: StubGateway
 ) -> None:
     config = tg_config(
         fake_telegram,
@@ -276,12 +251,12 @@ def test_create_refuses_a_secret_telegram_would_refuse(tmp_path: Path) -> None:
         base_dir=tmp_path,
     )
     with pytest.raises(ConfigError, match=r"telegram\.webhook_secret"):
-        telegram_channel.create(config, StubCore())
+        telegram_channel.create(config, StubGateway())
 
 
 def test_create_reads_the_name_from_identity_md(tmp_path: Path) -> None:
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "IDENTITY.md").write_text("- Name: Shrimpy\n")
     config = Config(telegram=TelegramConfig(enabled=True, token="1:x"), base_dir=tmp_path)
-    channel = telegram_channel.create(config, StubCore())
+    channel = telegram_channel.create(config, StubGateway())
     assert channel._names == ("Shrimpy",)

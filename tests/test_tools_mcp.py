@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from bot.checks import FAIL, OK
 from bot.config import Config, ToolResultsConfig, load_config
-from bot.doctor import FAIL, OK
 from bot.errors import ConfigError
 from bot.tools.mcp import (
     McpManager,

@@ -8,12 +8,13 @@ It is the runner's `ContextManager` and the gateway's compactor (`bot.app` wires
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from anthropic.types import MessageParam
+
+from cachetools import LRUCache
 
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
@@ -80,7 +81,7 @@ class ContextPipeline:
         self.before_compaction = tuple(before_compaction)
         # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
         self.clock = clock
-        self._states: OrderedDict[str, _SessionState] = OrderedDict()
+        self._states: LRUCache[str, _SessionState] = LRUCache(MAX_TRACKED_SESSIONS)
         self._overflow: dict[str, OverflowState] = {}
 
     def now(self) -> float:
@@ -90,12 +91,10 @@ class ContextPipeline:
         compaction_id = (
             history[0].id if history and history[0].type == EntryType.COMPACTION else None
         )
-        state = self._states.pop(session_id, None)
+        state = self._states.get(session_id)
         if state is None or state.compaction_id != compaction_id:
             state = _SessionState(compaction_id)  # compaction replaced what the plan covered
-        self._states[session_id] = state
-        while len(self._states) > MAX_TRACKED_SESSIONS:
-            self._states.popitem(last=False)
+            self._states[session_id] = state
         return state
 
     async def prepare(

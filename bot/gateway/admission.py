@@ -52,7 +52,7 @@ class Admission:
     def is_admin(self, msg: InboundMessage) -> bool:
         return access.is_admin(msg.principal, self.config.admin.users)
 
-    async def refusal(self, msg: InboundMessage, key: str) -> str | None:
+    async def refusal(self, msg: InboundMessage, key: str) -> AcceptResult | None:
         """None when `msg` may pass; else the `AcceptResult` of refusing it (the refusal or
         pairing reply, if any, is sent)."""
         policy = self.config.channel_policy(msg.channel)
@@ -96,14 +96,15 @@ class Admission:
             )
         return PAIRING_REPLY.format(code=code, channel=msg.channel)
 
-    async def buffered(self, msg: InboundMessage, key: str) -> str | None:
+    def requires_mention(self, msg: InboundMessage) -> bool:
+        return requires_mention(self.config.channel_policy(msg.channel), msg.chat_type, msg.chat_id)
+
+    async def buffered(self, msg: InboundMessage, key: str) -> AcceptResult | None:
         """Keep unmentioned chatter in a group that needs a mention as context for later:
         the `AcceptResult` when `msg` was buffered (or was a duplicate), else None."""
+        if msg.mentioned or not self.requires_mention(msg):
+            return None
         policy = self.config.channel_policy(msg.channel)
-        if msg.chat_type == ChatType.DIRECT or msg.mentioned:
-            return None
-        if not requires_mention(policy, msg.chat_id):
-            return None
         line = None
         if msg.text.strip():
             line = BufferedLine(msg.user_name or msg.user_id, msg.text, time.time())

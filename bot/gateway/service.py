@@ -58,12 +58,12 @@ class GatewayService:
         self.metrics = metrics
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
 
-    async def accept(self, msg: InboundMessage) -> str:
+    async def accept(self, msg: InboundMessage) -> AcceptResult:
         result = await self._accept(sanitize_inbound(msg))
         self.metrics.inbound_results.labels(msg.channel, result).inc()
         return result
 
-    async def _accept(self, msg: InboundMessage) -> str:
+    async def _accept(self, msg: InboundMessage) -> AcceptResult:
         key = session_key(msg, self.config.session)
         refused = await self.admission.refusal(msg, key)
         if refused is not None:
@@ -93,7 +93,7 @@ class GatewayService:
         self.activity.note_activity(key)
         return AcceptResult.ACCEPTED
 
-    async def _command(self, command: Command, msg: InboundMessage, key: str) -> str:
+    async def _command(self, command: Command, msg: InboundMessage, key: str) -> AcceptResult:
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, "command"):
             return AcceptResult.DUPLICATE
         if not authorized(command, msg, admin=self.admission.is_admin(msg)):
@@ -124,6 +124,12 @@ class GatewayService:
         if rows is None:
             rows = await self.store.unfinished_inbound()
         return await recover(self.store, self.lanes, self.replies.channels, rows)
+
+    def register_bot_username(self, channel: str, username: str) -> None:
+        self.bot_usernames[channel] = username
+
+    def requires_mention(self, msg: InboundMessage) -> bool:
+        return self.admission.requires_mention(msg)
 
     async def session_exists(self, msg: InboundMessage) -> bool:
         """Whether `msg`'s session has any history yet (e.g. to seed a new Slack thread)."""

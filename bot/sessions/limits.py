@@ -100,9 +100,9 @@ def apply_turn_limit(items: Sequence[T], limit: int, is_user_turn: Callable[[T],
     return list(items[start:])
 
 
-def requires_mention(policy: ChannelPolicyConfig | None, chat_id: str) -> bool:
-    """Whether the bot answers in this group/channel only when addressed."""
-    if policy is None:
+def requires_mention(policy: ChannelPolicyConfig | None, chat_type: ChatType, chat_id: str) -> bool:
+    """Whether the bot answers in this conversation only when addressed (never in a DM)."""
+    if policy is None or chat_type == ChatType.DIRECT:
         return False
     group = group_override(policy, chat_id)
     if group is not None and group.require_mention is not None:

@@ -9,8 +9,10 @@ most a few more replies, never access.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
+
+from cachetools import TTLCache
 
 REFUSAL_REPLIES = 3  # answers per sender and window
 REFUSAL_WINDOW_SECONDS = 600.0
@@ -30,20 +32,19 @@ class ReplyBudget:
     ):
         self.replies = replies
         self.window = window
-        self.max_senders = max_senders
         self.clock = clock
-        self._sent: OrderedDict[str, deque[float]] = OrderedDict()
+        # A sender's entry expires a window after its last reply, when all of it is stale;
+        # beyond max_senders the least recently seen are forgotten.
+        self._sent: TTLCache[str, deque[float]] = TTLCache(max_senders, window, timer=clock)
 
     def take(self, sender: str) -> bool:
         """Use one reply of `sender`'s budget; False when it is used up for now."""
         now = self.clock()
-        times = self._sent.pop(sender, None) or deque()
+        times = self._sent.get(sender) or deque()
         while times and now - times[0] >= self.window:
             times.popleft()
         allowed = len(times) < self.replies
         if allowed:
             times.append(now)
-        self._sent[sender] = times  # re-inserted last: the most recently seen sender
-        while len(self._sent) > self.max_senders:
-            self._sent.popitem(last=False)
+        self._sent[sender] = times
         return allowed

@@ -39,8 +39,9 @@ from mcp.types import (
 from mcp.types import Tool as McpTool
 from yarl import URL
 
+from bot.backoff import Backoff
+from bot.checks import FAIL, OK, Check
 from bot.config import Config, McpConfig, McpServerConfig
-from bot.doctor import FAIL, OK, Check
 from bot.tools.policy import MCP_SEPARATOR
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 from bot.untrusted import marker_id_for, wrap_untrusted
@@ -204,11 +205,12 @@ class McpServer:
     # --- supervision --------------------------------------------------------------------
 
     async def _supervise(self) -> None:
-        delay = self.settings.retry_initial
+        backoff = Backoff(self.settings.retry_initial, self.settings.retry_max)
         while True:
             connected_at, reason = await self._run_once()
             if connected_at is not None and self.clock() - connected_at >= STABLE_SECONDS:
-                delay = self.settings.retry_initial
+                backoff.reset()
+            delay = backoff.next()
             self.state = ServerState.DOWN
             self.error = redact(reason, self._secrets)
             self.next_retry_at = self.clock() + delay
@@ -220,7 +222,6 @@ class McpServer:
                 delay,
             )
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self.settings.retry_max)
 
     async def _run_once(self) -> tuple[float | None, str]:
         """Connect and serve until the connection fails: (when it connected, why it ended)."""

@@ -1,6 +1,38 @@
-"""The local channel: a terminal chat (`krill chat`) and a small web chat served at `/`."""
+"""The local channel: a terminal chat (`krill chat`) and a small web chat served at `/`.
+`SPEC` (the web chat) is its entry in `channels.registry`; `krill chat` adds the terminal."""
 
+from __future__ import annotations
+
+import logging
+
+from bot.channel_contract import ChannelSpec, Gateway
+from bot.config import Config
 from channels.local.terminal import TerminalChannel
-from channels.local.web import WebChannel
+from channels.local.web import WebChannel, is_loopback_host
 
-__all__ = ["TerminalChannel", "WebChannel"]
+log = logging.getLogger(__name__)
+
+__all__ = ["SPEC", "TerminalChannel", "WebChannel"]
+
+
+def create(config: Config, gateway: Gateway) -> WebChannel | None:
+    """The web chat, unless the server is reachable from the network without a token: its
+    sessions are DMs that see private memory."""
+    token = config.local.token
+    if token or is_loopback_host(config.server.host):
+        return WebChannel(gateway, token=token)
+    log.warning(
+        "the local web chat is off: server.host %s is reachable from the network "
+        "and local.token is not set",
+        config.server.host,
+    )
+    return None
+
+
+SPEC = ChannelSpec(
+    name="local",
+    settings=lambda config: config.local,
+    create=create,
+    needs_server=True,
+    background=False,
+)

@@ -64,11 +64,9 @@ class WebChannel:
     stream_interval = 0.2
     typing_interval = 3.0
 
-    def __init__(self, gateway: Gateway, wait_idle: Any = None, *, token: str = ""):
+    def __init__(self, gateway: Gateway, *, token: str = ""):
         self.gateway = gateway
         self.token = token
-        # wait_idle(session chat id) lets /api/chat return once the turn is answered.
-        self._wait_idle = wait_idle
         self._sockets: dict[str, set[web.WebSocketResponse]] = defaultdict(set)
         self._listeners: dict[str, list[asyncio.Queue[dict[str, Any]]]] = defaultdict(list)
         self._ids = itertools.count(1)
@@ -181,8 +179,9 @@ class WebChannel:
         try:
             msg = local_message(name, text, data.get("message_id"))
             result = await self.gateway.accept(msg)
-            if result == AcceptResult.ACCEPTED and self._wait_idle is not None:
-                await asyncio.wait_for(self._wait_idle(msg), REPLY_WAIT_SECONDS)
+            if result == AcceptResult.ACCEPTED:
+                # /api/chat returns once the turn is answered.
+                await asyncio.wait_for(self.gateway.wait_idle(msg), REPLY_WAIT_SECONDS)
             replies = [e["text"] for e in _drain(queue) if e["type"] == "message"]
         finally:
             self._listeners[name].remove(queue)

@@ -1,19 +1,25 @@
 """The Slack channel: DMs, channels and threads over Socket Mode or the Events API, on
-slack-bolt's `AsyncApp`. `bot.app` calls `create` when `[slack] enabled = true`."""
+slack-bolt's `AsyncApp`. `SPEC` is its entry in `channels.registry`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from channels.slack.adapter import SlackChannel
+from bot.channel_contract import ChannelSpec
+from bot.config import Config
+from channels.slack.doctor import check
 
 if TYPE_CHECKING:
-    from bot.config import Config
-    from bot.gateway.service import GatewayService
-
-__all__ = ["SlackChannel", "create"]
+    from bot.channel_contract import Gateway
+    from channels.slack.adapter import SlackChannel
 
 
-def create(config: Config, core: GatewayService) -> SlackChannel:
-    """The Slack adapter for `config.slack`, handing messages to `core`."""
-    return SlackChannel(config.slack, core)
+def create(config: Config, gateway: Gateway) -> SlackChannel:
+    """The Slack adapter for `config.slack`, handing messages to `gateway`."""
+    # Imported here, so the platform library loads only when the channel is enabled.
+    from channels.slack.adapter import SlackChannel
+
+    return SlackChannel(config.slack, gateway)
+
+
+SPEC = ChannelSpec(name="slack", settings=lambda config: config.slack, create=create, check=check)

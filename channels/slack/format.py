@@ -8,10 +8,11 @@ accepted. Everything here is pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from markdown_to_mrkdwn import SlackMarkdownConverter
+
+from channels.chunking import Fits, hard_split, pack
 
 # `markdown_text` takes at most 12,000 characters; Slack advises messages of about 4,000.
 # 8,000 keeps a long answer to a few messages while leaving room below the hard cap.
@@ -76,44 +77,15 @@ def _blocks(markdown: str) -> list[_Block]:
     return blocks
 
 
-def _hard_split(text: str, limit: int) -> list[str]:
-    """Split one over-long line, preferring the last space before the limit."""
-    pieces = []
-    while len(text) > limit:
-        cut = text.rfind(" ", limit // 2, limit)
-        cut = cut if cut > 0 else limit
-        pieces.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    if text:
-        pieces.append(text)
-    return pieces
-
-
-def _pack(pieces: Iterable[str], sep: str, limit: int) -> list[str]:
-    """Join pieces with `sep`, greedily, into chunks of at most `limit` characters."""
-    chunks: list[str] = []
-    current = ""
-    for piece in pieces:
-        candidate = f"{current}{sep}{piece}" if current else piece
-        if len(candidate) <= limit:
-            current = candidate
-        else:
-            if current:
-                chunks.append(current)
-            current = piece
-    if current:
-        chunks.append(current)
-    return chunks
+def _within(limit: int) -> Fits:
+    return lambda text: len(text) <= limit
 
 
 def _split_lines(text: str, limit: int) -> list[str]:
     """Pack whole lines into pieces of at most `limit` characters."""
-    parts = (
-        part
-        for line in text.split("\n")
-        for part in (_hard_split(line, limit) if len(line) > limit else [line])
-    )
-    return _pack(parts, "\n", limit)
+    fits = _within(limit)
+    parts = (part for line in text.split("\n") for part in hard_split(line, fits))
+    return pack(parts, "\n", fits)
 
 
 def _split_code(block: _Block, limit: int) -> list[str]:
@@ -140,8 +112,10 @@ def split_markdown(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
             return [block.text]
         return _split_code(block, limit) if block.is_code else _split_lines(block.text, limit)
 
-    return _pack(
-        (piece for block in _blocks(markdown.strip()) for piece in pieces(block)), "\n\n", limit
+    return pack(
+        (piece for block in _blocks(markdown.strip()) for piece in pieces(block)),
+        "\n\n",
+        _within(limit),
     )
 
 

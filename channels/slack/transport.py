@@ -20,6 +20,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
+from bot.backoff import Backoff
 from bot.errors import KrillError
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,6 @@ class SlackSetupError(KrillError):
     """Slack refused Krill's credentials; the message says which setting to fix."""
 
 
-def backoff_delay(attempt: int) -> float:
-    """Seconds to wait before reconnect attempt `attempt + 1` (0-based): 1, 2, 4, ... 30."""
-    return min(BACKOFF_CAP_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** min(attempt, 16))
-
-
 def signature_ok(verifier: SignatureVerifier, body: bytes, headers: Mapping[str, str]) -> bool:
     """Slack's v0 request signature check that never raises (a garbled timestamp is invalid)."""
     try:
@@ -72,6 +68,15 @@ class HttpEvents:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         # request.read() honours the server's client_max_size and raises 413 above it.
         body = await request.read()
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            # Slack sends UTF-8 only; the signature check would fail on it too, but the
+            # fault is the body, not a forged request.
+            log.warning("slack: refused a request to %s whose body is not UTF-8", EVENTS_PATH)
+            return web.json_response(
+                {"error": "body is not UTF-8"}, status=400, headers={"X-Slack-No-Retry": "1"}
+            )
         if not signature_ok(self.verifier, body, request.headers):
             log.warning(
                 "slack: refused a request to %s with a bad signature or stale timestamp",
@@ -125,7 +130,7 @@ class SocketTransport:
             self.app, self.app_token, ping_interval=self.ping_interval
         )
         self.handler.client.default_auto_reconnect_enabled = False
-        attempt = 0
+        backoff = Backoff(BACKOFF_FIRST_SECONDS, BACKOFF_CAP_SECONDS)
         while True:
             try:
                 await self._connect()
@@ -138,16 +143,15 @@ class SocketTransport:
                         f"Slack refused slack.app_token ({error}); it must be an app-level "
                         "token (xapp-...) with the connections:write scope"
                     ) from exc
-                delay = self._failed(exc, attempt)
+                delay = self._failed(exc, backoff)
             except (OSError, TimeoutError) as exc:
-                delay = self._failed(exc, attempt)
-            attempt += 1
+                delay = self._failed(exc, backoff)
             await asyncio.sleep(delay)
         log.info("slack: connected over Socket Mode")
         self._watcher = asyncio.create_task(self._watch(), name="slack-socket-watch")
 
-    def _failed(self, exc: BaseException, attempt: int) -> float:
-        delay = backoff_delay(attempt)
+    def _failed(self, exc: BaseException, backoff: Backoff) -> float:
+        delay = backoff.next()
         log.warning("slack: Socket Mode connection failed (%s); retrying in %.0fs", exc, delay)
         return delay
 
@@ -164,22 +168,20 @@ class SocketTransport:
     async def _watch(self) -> None:
         assert self.handler is not None
         client = self.handler.client
-        attempt = 0
+        backoff = Backoff(BACKOFF_FIRST_SECONDS, BACKOFF_CAP_SECONDS)
         while not self._closing:
             await asyncio.sleep(WATCH_INTERVAL_SECONDS)
             if await client.is_connected():
-                attempt = 0
+                backoff.reset()
                 continue
             log.warning("slack: Socket Mode connection lost; reconnecting")
             try:
                 await self._connect()
             except Exception as exc:  # keep trying whatever failed; the log says what
-                delay = self._failed(exc, attempt)
-                attempt += 1
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self._failed(exc, backoff))
             else:
                 log.info("slack: reconnected over Socket Mode")
-                attempt = 0
+                backoff.reset()
 
     async def stop(self) -> None:
         self._closing = True

@@ -1,22 +1,31 @@
 """Telegram channel for Krill: DMs, groups and forum topics over long polling or a webhook,
-built on python-telegram-bot. `create` is what `bot.app` calls when `telegram.enabled`."""
+built on python-telegram-bot. `SPEC` is its entry in `channels.registry`."""
 
 from __future__ import annotations
 
 import logging
+import re
+from typing import TYPE_CHECKING
 
+from bot.channel_contract import ChannelSpec
 from bot.config import Config
 from bot.errors import ConfigError
-from channels.telegram.adapter import SECRET_RE, TelegramChannel, TelegramCore
-from channels.telegram.mapping import identity_name
+from channels.telegram.doctor import check
+
+if TYPE_CHECKING:
+    from bot.channel_contract import Gateway
+    from channels.telegram.adapter import TelegramChannel
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TelegramChannel", "create"]
+# Telegram's own rule for secret_token; anything else makes setWebhook fail.
+SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 def _workspace_name(config: Config) -> str | None:
     """The bot's name from the workspace's IDENTITY.md, which people may call it by."""
+    from channels.telegram.mapping import identity_name
+
     path = config.workspace_dir / "IDENTITY.md"
     try:
         return identity_name(path.read_text(encoding="utf-8"))
@@ -27,9 +36,12 @@ def _workspace_name(config: Config) -> str | None:
         return None
 
 
-def create(config: Config, core: TelegramCore) -> TelegramChannel:
+def create(config: Config, gateway: Gateway) -> TelegramChannel:
     """Build the channel from `[telegram]`; raises ConfigError for settings Telegram would
     refuse later."""
+    # Imported here, so the platform library loads only when the channel is enabled.
+    from channels.telegram.adapter import TelegramChannel
+
     telegram = config.telegram
     if telegram.mode == "webhook" and not SECRET_RE.fullmatch(telegram.webhook_secret):
         raise ConfigError(
@@ -37,4 +49,9 @@ def create(config: Config, core: TelegramCore) -> TelegramChannel:
             "(Telegram refuses any other secret_token)"
         )
     name = _workspace_name(config)
-    return TelegramChannel(telegram, core, names=(name,) if name else ())
+    return TelegramChannel(telegram, gateway, names=(name,) if name else ())
+
+
+SPEC = ChannelSpec(
+    name="telegram", settings=lambda config: config.telegram, create=create, check=check
+)

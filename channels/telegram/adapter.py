@@ -13,28 +13,26 @@ import asyncio
 import hmac
 import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
 
 from aiohttp import web
 from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction
-from telegram.error import (
-    BadRequest,
-    ChatMigrated,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-    TimedOut,
-)
+from telegram.error import BadRequest, ChatMigrated, InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
+from bot.backoff import Backoff
+from bot.channel_contract import AcceptResult, Gateway
 from bot.commands import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import ConfigError
-from bot.types import Address, InboundMessage, OutboundMessage
+from bot.types import Address, OutboundMessage
+from channels.telegram.calls import (
+    call_with_retries,
+    is_edit_target_gone,
+    is_not_modified,
+    is_parse_error,
+)
 from channels.telegram.format import plain_fallback, split_markdown, to_telegram
 from channels.telegram.mapping import (
     ALLOWED_UPDATES,
@@ -43,50 +41,18 @@ from channels.telegram.mapping import (
     names_from,
     update_to_inbound,
 )
-from channels.telegram.polling import Poller, retry_after_seconds
+from channels.telegram.polling import Poller
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_PATH = "/telegram/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-# Telegram's own rule for secret_token; anything else makes setWebhook fail.
-SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 TYPING_INTERVAL = 4.5  # Telegram shows "typing…" for about 5 s per sendChatAction
 CONNECT_ATTEMPTS = 5  # getMe tries at start-up before giving up
 CONNECT_BACKOFF = 1.0  # seconds, doubled per attempt
+CONNECT_BACKOFF_CAP = 30.0
 SEND_RETRIES = 3  # extra tries for a final reply chunk after 429 or a server/network error
-SEND_RETRY_DELAY = 1.0  # seconds before retrying a network failure (times the attempt number)
-MAX_FLOOD_WAIT = 60.0  # a longer retry_after is not waited out; the chunk fails instead
-
-T = TypeVar("T")
-
-
-class TelegramCore(Protocol):
-    """The parts of the core the adapter uses."""
-
-    bot_usernames: dict[str, str]
-
-    async def accept(self, msg: InboundMessage) -> str: ...
-
-
-def _contains(exc: TelegramError, *needles: str) -> bool:
-    text = exc.message.lower()
-    return any(needle in text for needle in needles)
-
-
-def is_not_modified(exc: TelegramError) -> bool:
-    return isinstance(exc, BadRequest) and _contains(exc, "message is not modified")
-
-
-def is_parse_error(exc: TelegramError) -> bool:
-    return isinstance(exc, BadRequest) and _contains(exc, "can't parse", "entit")
-
-
-def is_edit_target_gone(exc: TelegramError) -> bool:
-    return isinstance(exc, BadRequest) and _contains(
-        exc, "message to edit not found", "message_id_invalid", "message can't be edited"
-    )
 
 
 def build_application(config: TelegramConfig) -> Application:
@@ -116,7 +82,7 @@ class TelegramChannel:
     def __init__(
         self,
         config: TelegramConfig,
-        core: TelegramCore,
+        core: Gateway,
         *,
         names: tuple[str, ...] = (),
     ):
@@ -167,7 +133,7 @@ class TelegramChannel:
 
     async def _connect(self) -> None:
         """getMe, retried briefly if the Bot API is unreachable; a rejected token is fatal."""
-        delay = CONNECT_BACKOFF
+        backoff = Backoff(CONNECT_BACKOFF, CONNECT_BACKOFF_CAP)
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
             try:
                 await self._app.initialize()
@@ -186,6 +152,7 @@ class TelegramChannel:
                         f"{self.config.api_base_url} after {attempt} attempts "
                         f"({self._redact(exc)}); check the address and the network."
                     ) from None
+                delay = backoff.next()
                 log.warning(
                     "cannot reach the Telegram Bot API at %s (%s); retrying in %.0fs "
                     "(attempt %d of %d)",
@@ -196,12 +163,11 @@ class TelegramChannel:
                     CONNECT_ATTEMPTS,
                 )
                 await asyncio.sleep(delay)
-                delay *= 2
         bot = self.bot
         self.identity = BotIdentity(
             bot.id, bot.username, names_from([bot.first_name, *self._names])
         )
-        self._core.bot_usernames[CHANNEL] = bot.username
+        self._core.register_bot_username(CHANNEL, bot.username)
         log.info("Telegram: connected as @%s (id %d)", bot.username, bot.id)
         if not bot.can_read_all_group_messages:
             log.info(
@@ -242,7 +208,7 @@ class TelegramChannel:
 
     # --- inbound ----------------------------------------------------------------------
 
-    async def handle_update(self, update: Update) -> str | None:
+    async def handle_update(self, update: Update) -> AcceptResult | None:
         """Map one update and hand it to the core; returns the core's AcceptResult, or None
         when the update is not a message for the core. Raises if the core could not record
         it, so the caller lets Telegram deliver it again."""
@@ -356,13 +322,15 @@ class TelegramChannel:
             )
 
         try:
-            sent = await self._call("sendMessage", send(text, entities), retries)
+            sent = await call_with_retries(
+                "sendMessage", send(text, entities), retries, self._redact
+            )
         except BadRequest as exc:
             if not is_parse_error(exc):
                 raise
             log.warning("Telegram refused a reply's formatting (%s); sending plain text", exc)
-            sent = await self._call(
-                "sendMessage", send(plain_fallback(out.text, text), None), retries
+            sent = await call_with_retries(
+                "sendMessage", send(plain_fallback(out.text, text), None), retries, self._redact
             )
         return str(sent.message_id)
 
@@ -384,7 +352,7 @@ class TelegramChannel:
             )
 
         try:
-            await self._call("editMessageText", edit(text, entities), retries)
+            await call_with_retries("editMessageText", edit(text, entities), retries, self._redact)
         except BadRequest as exc:
             if is_not_modified(exc):
                 return  # the message already shows exactly this
@@ -393,46 +361,10 @@ class TelegramChannel:
             log.warning("Telegram refused an edit's formatting (%s); using plain text", exc)
             try:
                 plain = plain_fallback(markdown, text)
-                await self._call("editMessageText", edit(plain, None), retries)
+                await call_with_retries("editMessageText", edit(plain, None), retries, self._redact)
             except BadRequest as again:
                 if not is_not_modified(again):
                     raise
-
-    async def _call(self, what: str, call: Callable[[], Awaitable[T]], retries: int) -> T:
-        """Run one API call, retrying up to `retries` times after flood control (waiting as
-        long as Telegram asks, up to MAX_FLOOD_WAIT) or a transient server/network error.
-
-        Never retried: a 400 (the same request would fail again) and a timeout (the message
-        may have gone out, and sending it twice is worse than the turn failing).
-        """
-        attempt = 0
-        while True:
-            try:
-                return await call()
-            except RetryAfter as exc:
-                wait = retry_after_seconds(exc)
-                if attempt >= retries or wait > MAX_FLOOD_WAIT:
-                    log.warning("Telegram flood control on %s (retry after %.0fs)", what, wait)
-                    raise
-                log.warning(
-                    "Telegram flood control on %s: waiting %.0fs as asked (retry %d of %d)",
-                    what,
-                    wait,
-                    attempt + 1,
-                    retries,
-                )
-                await asyncio.sleep(wait)
-            except (BadRequest, TimedOut):
-                raise
-            except NetworkError as exc:
-                if attempt >= retries:
-                    raise
-                delay = SEND_RETRY_DELAY * (attempt + 1)
-                log.warning(
-                    "Telegram %s failed (%s); retrying in %.0fs", what, self._redact(exc), delay
-                )
-                await asyncio.sleep(delay)
-            attempt += 1
 
     async def typing(self, address: Address) -> None:
         thread = int(address.thread_id) if address.thread_id else None

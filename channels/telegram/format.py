@@ -9,7 +9,7 @@ so nothing ever needs escaping.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyromark
 from telegram import MessageEntity
@@ -17,6 +17,8 @@ from telegram.constants import MessageLimit
 from telegramify_markdown.converter import STANDARD_OPTIONS, convert
 from telegramify_markdown.entity import MessageEntity as ConvertedEntity
 from telegramify_markdown.entity import utf16_len
+
+from channels.chunking import hard_split, pack
 
 # Telegram counts the limit after entity parsing, in UTF-16 code units.
 MAX_MESSAGE_UNITS: int = MessageLimit.MAX_TEXT_LENGTH
@@ -126,29 +128,6 @@ def split_blocks(markdown: str) -> list[str]:
     return blocks
 
 
-def _hard_split(line: str, fits: Callable[[str], bool]) -> Iterator[str]:
-    """Cut one overlong line into pieces that fit, preferring to cut at whitespace."""
-    rest = line
-    while rest:
-        if fits(rest):
-            yield rest
-            return
-        # Largest prefix that fits, by bisection (fits is monotonic in the prefix length).
-        low, high = 1, len(rest)
-        while low < high:
-            mid = (low + high + 1) // 2
-            if fits(rest[:mid]):
-                low = mid
-            else:
-                high = mid - 1
-        cut = low
-        space = rest.rfind(" ", 0, cut)
-        if space > cut // 2:
-            cut = space + 1
-        yield rest[:cut].rstrip()
-        rest = rest[cut:].lstrip()
-
-
 def _has_content(lines: list[str]) -> bool:
     """Whether `lines` hold anything besides blank lines and code fences."""
     return any(line.strip() and _fence_marker(line) is None for line in lines)
@@ -192,7 +171,7 @@ def _split_lines(block: str, fits: Callable[[str], bool]) -> list[str]:
                 return fits(_with_close([*wrap, part], fence))
 
             pieces.extend(
-                _with_close([*prefix, part], opener) for part in _hard_split(line, fits_part)
+                _with_close([*prefix, part], opener) for part in hard_split(line, fits_part)
             )
             current = list(prefix)
         open_line, opener = after_line, after
@@ -215,23 +194,9 @@ def split_markdown(
     def fits(text: str) -> bool:
         return measure(text) <= limit
 
-    chunks: list[str] = []
-    current = ""
-    for block in split_blocks(markdown.strip()):
-        candidate = f"{current}\n\n{block}" if current else block
-        if fits(candidate):
-            current = candidate
-            continue
-        if current:
-            chunks.append(current)
-            current = ""
-        if fits(block):
-            current = block
-            continue
-        pieces = _split_lines(block, fits)
-        if pieces:
-            chunks.extend(pieces[:-1])
-            current = pieces[-1]
-    if current:
-        chunks.append(current)
-    return chunks
+    pieces = (
+        piece
+        for block in split_blocks(markdown.strip())
+        for piece in ([block] if fits(block) else _split_lines(block, fits))
+    )
+    return pack(pieces, "\n\n", fits)

@@ -26,6 +26,8 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
+from bot.backoff import Backoff, backoff_delay
+
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 25  # seconds Telegram may hold a getUpdates request open
@@ -47,10 +49,6 @@ def retry_after_seconds(exc: RetryAfter) -> float:
     return value if isinstance(value, int | float) else value.total_seconds()
 
 
-def next_backoff(current: float) -> float:
-    return FIRST_BACKOFF if current <= 0 else min(MAX_BACKOFF, current * 2)
-
-
 class Poller:
     """Runs getUpdates in a loop on the current event loop until `stop()`."""
 
@@ -69,8 +67,7 @@ class Poller:
         self._offset: int | None = None
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._failures = 0
-        self._backoff = 0.0
+        self._backoff = Backoff(FIRST_BACKOFF, MAX_BACKOFF)
         self._handle_failures: dict[int, int] = {}
 
     def start(self) -> None:
@@ -129,7 +126,7 @@ class Poller:
                     tries,
                     MAX_HANDLE_ATTEMPTS,
                 )
-                await self._pause(min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (tries - 1)))
+                await self._pause(backoff_delay(tries, FIRST_BACKOFF, MAX_BACKOFF))
                 return False
             log.exception(
                 "giving up on Telegram update %d after %d attempts; skipping it",
@@ -184,10 +181,11 @@ class Poller:
         except TelegramError as exc:
             await self._failed(f"unexpected error: {exc.message}")
             return None
-        if self._failures:
-            log.info("Telegram polling recovered after %d failed attempt(s)", self._failures)
-        self._failures = 0
-        self._backoff = 0.0
+        if self._backoff.failures:
+            log.info(
+                "Telegram polling recovered after %d failed attempt(s)", self._backoff.failures
+            )
+        self._backoff.reset()
         return updates
 
     async def _fetch_leniently(self) -> list[Update] | None:
@@ -216,9 +214,8 @@ class Poller:
         return updates
 
     async def _failed(self, reason: str, wait: float | None = None) -> None:
-        self._failures += 1
-        self._backoff = next_backoff(self._backoff)
-        delay = self._backoff if wait is None else wait
+        backoff = self._backoff.next()
+        delay = backoff if wait is None else wait
         log.warning("Telegram polling failed: %s; retrying in %.1fs", reason, delay)
         await self._pause(delay)
 

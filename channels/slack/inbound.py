@@ -1,0 +1,139 @@
+"""Slack events in: each message or app_mention event becomes one `InboundMessage` for the
+gateway, once, however many times and ways Slack delivers it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cachetools import LRUCache
+from slack_bolt.request.async_request import AsyncBoltRequest
+
+from bot.channel_contract import AcceptResult, Gateway
+from bot.config import SlackConfig
+from bot.types import ChatType, InboundMessage
+from channels.slack.api import MEMORY_ITEMS
+from channels.slack.history import ThreadHistory
+from channels.slack.mapping import BotIdentity, SlackPost, parse_event, to_inbound
+from channels.slack.people import People
+from channels.slack.streams import Streams
+
+log = logging.getLogger(__name__)
+
+
+def _header(request: AsyncBoltRequest, name: str) -> str | None:
+    values = request.headers.get(name)
+    return values[0] if values else None
+
+
+async def _nothing() -> list[str]:
+    return []
+
+
+class Inbound:
+    def __init__(
+        self,
+        config: SlackConfig,
+        gateway: Gateway,
+        identity: Callable[[], BotIdentity],
+        people: People,
+        history: ThreadHistory,
+        streams: Streams,
+    ):
+        self.config = config
+        self.gateway = gateway
+        self.identity = identity  # the bot as signed in (known once the adapter started)
+        self.people = people
+        self.history = history
+        self.streams = streams
+        self._handled_events: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
+        self._handled_posts: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
+        self._inflight: dict[str, asyncio.Future[None]] = {}
+        self._threads: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)  # Krill's
+
+    async def on_message_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> None:
+        event_id = str(body.get("event_id", ""))
+        if event_id and event_id in self._handled_events:
+            log.debug(
+                "slack: event %s already handled (retry %s)",
+                event_id,
+                _header(request, "x-slack-retry-num") or "-",
+            )
+            return
+        parsed = parse_event(
+            body.get("event") or {},
+            self.identity(),
+            allow_bots=self.config.allow_bots,
+            team_id=str(body.get("team_id", "")),
+            names=self.people.names,
+        )
+        if isinstance(parsed, SlackPost):
+            await self._ingest_once(parsed)
+        else:
+            log.debug("slack: ignoring event %s: %s", event_id or "-", parsed.reason)
+        if event_id:
+            self._handled_events[event_id] = True
+
+    async def on_other_event(self, body: dict[str, Any]) -> None:
+        event = body.get("event") or {}
+        log.debug("slack: ignoring %r event %s", event.get("type"), body.get("event_id", "-"))
+
+    async def _ingest_once(self, post: SlackPost) -> None:
+        """Run `_ingest` once per post even when Slack delivers it twice at the same time
+        (app_mention + message, or a retry): the second delivery waits for the first."""
+        if post.message_id in self._handled_posts:
+            log.debug("slack: %s already handled", post.message_id)
+            return
+        pending = self._inflight.get(post.message_id)
+        if pending is None:
+            pending = asyncio.ensure_future(self._ingest(post))
+            self._inflight[post.message_id] = pending
+            pending.add_done_callback(lambda _: self._inflight.pop(post.message_id, None))
+        # shield: if this delivery's request is dropped, the post is still recorded.
+        await asyncio.shield(pending)
+        self._handled_posts[post.message_id] = True
+
+    async def _ingest(self, post: SlackPost) -> None:
+        msg = to_inbound(post, mentioned=post.mentioned)
+        fetch_history = False
+        if post.chat_type == ChatType.CHANNEL and post.thread_ts is not None:
+            joined = await self._takes_part(post, msg)
+            if not joined and not post.mentioned and self.gateway.requires_mention(msg):
+                # Chatter in someone else's thread: not stored, because the thread's history
+                # is fetched from Slack if the bot is ever called into it.
+                log.debug("slack: %s is chatter in a thread Krill is not in", post.message_id)
+                return
+            # A reply in a thread Krill takes part in is addressed to it.
+            msg.mentioned = post.mentioned or joined
+            fetch_history = not joined
+        user_name, context = await asyncio.gather(
+            self.people.name_of(post),
+            self.history.context_lines(post) if fetch_history else _nothing(),
+        )
+        msg.user_name = user_name
+        msg.context_lines = context
+        thread = msg.address.thread_id
+        if thread and post.chat_type == ChatType.CHANNEL:
+            # Native streams in channels must name who they are for.
+            self.streams.remember_recipient(post.channel, thread, post.team, post.user)
+        result = await self.gateway.accept(msg)
+        if result == AcceptResult.ACCEPTED and thread and post.chat_type == ChatType.CHANNEL:
+            self._threads[(post.channel, thread)] = True
+        log.info(
+            "slack: %s %s from %s in %s%s%s",
+            result,
+            msg.message_id,
+            post.user,
+            post.channel,
+            f" thread {thread}" if thread else "",
+            f" (+{len(context)} thread messages)" if context else "",
+        )
+
+    async def _takes_part(self, post: SlackPost, msg: InboundMessage) -> bool:
+        """Whether the bot is already part of the thread `post` replies in."""
+        assert post.thread_ts is not None
+        if post.parent_is_bot or (post.channel, post.thread_ts) in self._threads:
+            return True
+        return await self.gateway.session_exists(msg)

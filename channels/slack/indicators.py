@@ -1,0 +1,70 @@
+"""The typing indicator on Slack: "is thinking…" under a thread where Slack offers thread
+status, else an hourglass reaction on the message being answered."""
+
+from __future__ import annotations
+
+import logging
+
+from cachetools import LRUCache
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.types import Address
+from channels.slack.api import FEATURE_UNAVAILABLE, MEMORY_ITEMS, api_error
+
+log = logging.getLogger(__name__)
+
+THINKING_STATUS = "is thinking…"
+TYPING_REACTION = "hourglass_flowing_sand"
+# setStatus lasts two minutes unless a message clears it; refresh well inside that.
+TYPING_REFRESH_SECONDS = 60.0
+ALL_CHANNELS = "*"
+
+
+class Indicators:
+    def __init__(self, client: AsyncWebClient):
+        self.client = client
+        # Where an indicator is showing, so done_typing clears only what typing set.
+        self._statuses: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)
+        self._reactions: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)
+        self._status_off: set[str] = set()  # channels where setStatus failed (or ALL_CHANNELS)
+
+    def _status_allowed(self, channel: str) -> bool:
+        return ALL_CHANNELS not in self._status_off and channel not in self._status_off
+
+    async def typing(self, address: Address) -> None:
+        if address.private_to:
+            return
+        if address.thread_id and self._status_allowed(address.chat_id):
+            try:
+                await self.client.assistant_threads_setStatus(
+                    channel_id=address.chat_id, thread_ts=address.thread_id, status=THINKING_STATUS
+                )
+                self._statuses[(address.chat_id, address.thread_id)] = True
+                return
+            except SlackApiError as exc:
+                error = api_error(exc)
+                off = ALL_CHANNELS if error in FEATURE_UNAVAILABLE else address.chat_id
+                self._status_off.add(off)
+                log.info("slack: no thread status in %s (%s); using a reaction", off, error)
+        target = (address.chat_id, address.reply_to or "")
+        if not address.reply_to or target in self._reactions:
+            return
+        try:
+            await self.client.reactions_add(
+                channel=address.chat_id, timestamp=address.reply_to, name=TYPING_REACTION
+            )
+        except SlackApiError as exc:
+            if api_error(exc) != "already_reacted":
+                raise
+        self._reactions[target] = True
+
+    async def done_typing(self, address: Address) -> None:
+        if address.thread_id and self._statuses.pop((address.chat_id, address.thread_id), None):
+            await self.client.assistant_threads_setStatus(
+                channel_id=address.chat_id, thread_ts=address.thread_id, status=""
+            )
+        if address.reply_to and self._reactions.pop((address.chat_id, address.reply_to), None):
+            await self.client.reactions_remove(
+                channel=address.chat_id, timestamp=address.reply_to, name=TYPING_REACTION
+            )

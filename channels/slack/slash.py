@@ -1,0 +1,98 @@
+"""Slash commands (`/krill <command>`) and the answers only their asker sees: through the
+command's response_url while it is valid, else chat.postEphemeral."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+from cachetools import TTLCache
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from bot.channel_contract import AcceptResult, Gateway
+from bot.types import InboundMessage, OutboundMessage
+from channels.slack.api import MEMORY_ITEMS
+from channels.slack.format import to_mrkdwn
+from channels.slack.mapping import slash_message, slash_text
+from channels.slack.outbound import Poster
+
+log = logging.getLogger(__name__)
+
+RESPONSE_URL_SECONDS = 1_500.0  # Slack honours a response_url for 30 minutes
+NOT_ENABLED_HERE = "Krill is not enabled in this conversation."
+
+
+class SlashCommands:
+    def __init__(self, gateway: Gateway, client: AsyncWebClient, poster: Poster):
+        self.gateway = gateway
+        self.client = client
+        self.poster = poster
+        # (channel, user) -> the response_url of that person's latest command there.
+        self._response_urls: TTLCache[tuple[str, str], str] = TTLCache(
+            MEMORY_ITEMS, RESPONSE_URL_SECONDS, timer=time.monotonic
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ephemeral_ids = itertools.count(1)
+
+    async def on_command(self, ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+        command = str(body.get("command") or "/krill")
+        text = slash_text(str(body.get("text") or ""))
+        if text is None:
+            await ack(response_type="ephemeral", text=f"Unknown command. Try `{command} help`.")
+            return
+        msg = slash_message(body, text)
+        if body.get("response_url"):
+            self._response_urls[(msg.chat_id, msg.user_id)] = body["response_url"]
+        await ack()
+        # Commands run after the ack: /compact can take longer than Slack's 3 s, and Slack
+        # never retries a slash command, so there is nothing to record first.
+        task = asyncio.create_task(self._run(msg), name=f"slack-command:{text}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, msg: InboundMessage) -> None:
+        try:
+            result = await self.gateway.accept(msg)
+            log.info("slack: %s %r from %s in %s", result, msg.text, msg.user_id, msg.chat_id)
+            if result == AcceptResult.IGNORED:
+                await self.send_private(OutboundMessage(msg.address, NOT_ENABLED_HERE, "", 0))
+        except Exception:
+            log.exception("slack: command %r from %s failed", msg.text, msg.user_id)
+
+    async def send_private(self, out: OutboundMessage) -> str:
+        """An answer only its asker sees: via the slash command's response_url while it is
+        valid (it works even where the bot is not a member), else chat.postEphemeral."""
+        address = out.address
+        assert address.private_to is not None
+        url = self._response_urls.get((address.chat_id, address.private_to))
+        if url is not None:
+            webhook = AsyncWebhookClient(url, session=self.client.session)
+            try:
+                response = await webhook.send(text=to_mrkdwn(out.text), response_type="ephemeral")
+                status: object = response.status_code
+            except (OSError, aiohttp.ClientError, TimeoutError) as exc:
+                status = exc
+            if status == 200:
+                return f"ephemeral:{next(self._ephemeral_ids)}"
+            log.warning("slack: response_url failed (%s); using chat.postEphemeral", status)
+        thread = {"thread_ts": address.thread_id} if address.thread_id else {}
+        reply = await self.poster.with_markdown(
+            self.client.chat_postEphemeral,
+            out.text,
+            channel=address.chat_id,
+            user=address.private_to,
+            **thread,
+        )
+        return str(reply.get("message_ts") or f"ephemeral:{next(self._ephemeral_ids)}")
+
+    async def stop(self) -> None:
+        """Cancel the commands still running."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,27 @@
+"""`krill doctor`'s check of the Telegram channel: does the bot token work at `api_base_url`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
+from bot.config import Config
+
+
+async def check(config: Config) -> list[Check]:
+    if not config.telegram.enabled:
+        return [Check("telegram", OK, "disabled")]
+    # Imported here: `krill doctor` loads the platform library only when the channel is on.
+    from telegram import Bot
+    from telegram.error import InvalidToken, TelegramError
+
+    base = config.telegram.api_base_url.rstrip("/")
+    bot = Bot(config.telegram.token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot")
+    try:
+        async with asyncio.timeout(NETWORK_TIMEOUT):
+            me = await bot.get_me()
+    except InvalidToken:
+        return [Check("telegram", FAIL, "the bot token was rejected; check TELEGRAM_BOT_TOKEN")]
+    except (TelegramError, TimeoutError, OSError) as exc:
+        return [Check("telegram", WARN, f"could not reach {base}: {exc}")]
+    return [Check("telegram", OK, f"token works for @{me.username} ({config.telegram.mode} mode)")]

@@ -1,0 +1,58 @@
+"""A stand-in for the core as adapters see it (`bot.channel_contract.Gateway`): it records
+what an adapter hands over, for adapter tests against the platform fakes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from bot.channel_contract import AcceptResult
+from bot.config import ChannelPolicyConfig, SessionConfig
+from bot.sessions.keys import session_key
+from bot.sessions.limits import requires_mention
+from bot.types import InboundMessage
+
+
+class StubGateway:
+    def __init__(self, policy: ChannelPolicyConfig | None = None) -> None:
+        self.policy = policy  # the adapter's config section: decides mention gating
+        self.accepted: list[InboundMessage] = []
+        self.result = AcceptResult.ACCEPTED
+        self.failures = 0  # accepts that raise, as if the store failed
+        self.gate: asyncio.Event | None = None  # accept waits for it when set
+        self.on_accept: Callable[[InboundMessage], Awaitable[object]] | None = None
+        self.sessions: set[str] = set()  # session keys that have history
+        self.bot_usernames: dict[str, str] = {}
+        self.arrived = asyncio.Event()
+
+    async def accept(self, msg: InboundMessage) -> AcceptResult:
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        self.accepted.append(msg)
+        self.arrived.set()
+        if self.on_accept is not None:
+            await self.on_accept(msg)
+        return self.result
+
+    def register_bot_username(self, channel: str, username: str) -> None:
+        self.bot_usernames[channel] = username
+
+    def requires_mention(self, msg: InboundMessage) -> bool:
+        return requires_mention(self.policy, msg.chat_type, msg.chat_id)
+
+    async def session_exists(self, msg: InboundMessage) -> bool:
+        return session_key(msg, SessionConfig()) in self.sessions
+
+    async def wait_idle(self, msg: InboundMessage) -> None:
+        return None
+
+    async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
+        """The accepted messages, once there are at least `count`."""
+        async with asyncio.timeout(timeout):
+            while len(self.accepted) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return self.accepted

@@ -1,0 +1,29 @@
+"""The shared chunk packer, with the measures the platforms pass."""
+
+from __future__ import annotations
+
+from channels.chunking import hard_split, pack
+
+
+def within(limit: int):
+    return lambda text: len(text) <= limit
+
+
+def test_pack_joins_greedily_and_keeps_order() -> None:
+    assert pack(["aa", "bb", "cc", "dd"], "\n", within(5)) == ["aa\nbb", "cc\ndd"]
+    assert pack([], "\n", within(5)) == []
+
+
+def test_a_piece_too_big_for_any_chunk_stands_alone() -> None:
+    assert pack(["a", "toolong", "b"], " ", within(3)) == ["a", "toolong", "b"]
+
+
+def test_the_measure_decides_what_fits() -> None:
+    two_units = lambda text: len(text.encode("utf-16-le")) // 2 <= 4  # noqa: E731
+    assert pack(["😀", "😀", "😀"], "", two_units) == ["😀😀", "😀"]
+
+
+def test_hard_split_cuts_at_whitespace_when_it_can() -> None:
+    assert list(hard_split("alpha beta gamma", within(11))) == ["alpha beta", "gamma"]
+    assert list(hard_split("abcdefgh", within(3))) == ["abc", "def", "gh"]
+    assert list(hard_split("short", within(10))) == ["short"]
