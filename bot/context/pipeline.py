@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from anthropic.types import MessageParam
-
 from cachetools import LRUCache
 
 from bot.context.compaction import (
