@@ -89,7 +89,7 @@ async def run(chunks: int, queries: int, seed: int) -> bool:
         store = SQLiteStore(root / "krill.db")
         await store.open()
         config = MemoryConfig(chunk_tokens=CHUNK_TOKENS, chunk_overlap_tokens=OVERLAP_TOKENS)
-        index = MemoryIndex(root / "krill.db", workspace, config)
+        index = MemoryIndex(store, workspace, config)
         await index.open()
         try:
             started = time.perf_counter()
@@ -117,7 +117,6 @@ async def run(chunks: int, queries: int, seed: int) -> bool:
                 latencies.append((time.perf_counter() - started) * 1000)
                 hits += bool(found)
         finally:
-            await index.close()
             await store.close()
 
     search_p95 = percentile(latencies, 0.95)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.store.base import Entry, EntryType, Role
+from bot.sessions.keys import conversation_of_key
+from bot.transcript import AssistantReply, ChatLine, Compaction, Entry, PersonTurn
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -31,37 +32,20 @@ KEPT_ENTRIES = 20  # what a compacted session keeps verbatim
 
 async def prefill(h: Harness, user: str, entries: int) -> None:
     store = h.app.store
-    session = await store.get_or_create_session(f"agent:main:local:direct:{user}", "local")
+    key = f"agent:main:local:direct:{user}"
+    session = await store.get_or_create_session(key, conversation_of_key(key, "local"))
     batch: list[Entry] = []
     for i in range(entries // 2):
-        batch.append(
-            Entry(
-                session.session_id,
-                EntryType.MESSAGE,
-                {"messages": [{"text": f"old question {i}", "user_id": user, "timestamp": 0}]},
-                role=Role.USER,
-            )
-        )
-        batch.append(
-            Entry(
-                session.session_id,
-                EntryType.MESSAGE,
-                {"content": [{"type": "text", "text": f"old answer {i} " * 5}]},
-                role=Role.ASSISTANT,
-            )
-        )
+        line = ChatLine(f"m{i}", "local", user, f"old question {i}", timestamp=0)
+        batch.append(Entry(session.session_id, PersonTurn([line])))
+        answer = AssistantReply([{"type": "text", "text": f"old answer {i} " * 5}])
+        batch.append(Entry(session.session_id, answer))
     for start in range(0, len(batch), 2000):
         await store.append_entries(batch[start : start + 2000])
     if len(batch) > KEPT_ENTRIES:
         first_kept = batch[-KEPT_ENTRIES].id
         await store.append_entries(
-            [
-                Entry(
-                    session.session_id,
-                    EntryType.COMPACTION,
-                    {"summary": "## Decisions\n- none", "first_kept_entry_id": first_kept},
-                )
-            ]
+            [Entry(session.session_id, Compaction("## Decisions\n- none", first_kept, "bench"))]
         )
     # Prefill is not part of the steady state: fold its WAL into the database and keep its
     # objects out of the garbage collector's way.

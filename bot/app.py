@@ -100,7 +100,7 @@ class App:
         recall: Recall | None = None
         self.flusher: FlushService | None = None
         if memory.enabled:
-            self.index = MemoryIndex(config.sqlite_path, config.workspace_dir, memory)
+            self.index = MemoryIndex(self.store, config.workspace_dir, memory)
             MemoryTools(self.index, memory, config.agent.timezone).register(self.tools)
             if memory.search.recall:
                 recall = Recall(self.index, memory.search)
@@ -211,7 +211,7 @@ class App:
             log.info("created workspace %s from the bundled template", self.workspace.path)
         await self.store.open()
         if self.index is not None:
-            await self.index.open()  # after the store, whose migrations create its tables
+            await self.index.open()  # reads what is indexed, so after the store opens
         if not self.model.configured:
             log.warning(
                 "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "
@@ -249,6 +249,7 @@ class App:
             ready=self._health,
             routes=routes,
             max_body_bytes=self.config.server.max_body_bytes,
+            allowed_hosts=self.config.server.allowed_hosts,
         )
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -271,8 +272,6 @@ class App:
                 await stop()
             except Exception:
                 log.exception("the %s did not stop cleanly", what)
-        if self.index is not None:
-            await self.index.close()
         if self._runner is not None:
             await self._runner.cleanup()
         await self.model.close()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
 from bot.tools.policy import describe_tools, policy_for_messages
-from bot.types import ChatType, InboundMessage
+from bot.types import ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -85,7 +85,7 @@ class CommandHost(Protocol):
     def running(self, key: str) -> bool: ...
     def tool_names(self) -> list[str]: ...
     def status_lines(self, key: str) -> list[str]: ...
-    async def reset(self, key: str, channel: str, *, reason: str) -> SessionRow: ...
+    async def reset(self, key: str, origin: SessionOrigin, *, reason: str) -> SessionRow: ...
     async def stop(self, key: str) -> int: ...
     async def compact(self, key: str, focus: str) -> str: ...
 
@@ -157,7 +157,7 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
 
 
 async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
-    session = await host.reset(key, msg.channel, reason=f"/{command.name}")
+    session = await host.reset(key, SessionOrigin.of(msg), reason=f"/{command.name}")
     model = host.config.agent.model
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
 

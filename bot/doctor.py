@@ -38,7 +38,7 @@ async def check_store(config: Config) -> list[Check]:
     """Read-only: doctor must not create or migrate the database it is checking."""
     import sqlite3
 
-    from bot.store.migrations import MIGRATIONS
+    from bot.store.sqlite.migrations import MIGRATIONS
 
     path = config.sqlite_path
     if not path.exists():

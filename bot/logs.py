@@ -1,13 +1,17 @@
-"""Logging set-up with a redaction filter, so tokens and keys never reach a log line."""
+"""Logging set-up with a redaction filter, so tokens and keys never reach a log line, and
+a redacting pipe for what child processes write to stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from types import TracebackType
+from typing import TextIO
 
 # Shapes of secrets Krill handles: Anthropic keys, Slack tokens, Telegram bot tokens,
 # bearer headers, and secret-looking key=value pairs.
@@ -39,6 +43,31 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         else:
             text = pattern.sub(lambda m: mask(m.group(0)), text)
     return text
+
+
+@contextlib.contextmanager
+def redacted_stderr(
+    logger: logging.Logger, prefix: str, secrets: Iterable[str]
+) -> Iterator[TextIO]:
+    """A file to hand a child process as its stderr: each line it writes is logged at INFO
+    through `redact`, so a server that prints its environment leaks no token.
+
+    The child's own stderr would otherwise go straight to Krill's stderr (and to the
+    terminal running `krill doctor`), past the logging filter. A thread reads the pipe until
+    every writer has closed it: this context's copy on exit, the child's when it ends.
+    """
+    secrets = [s for s in secrets if s]
+    read_fd, write_fd = os.pipe()
+
+    def pump() -> None:
+        with os.fdopen(read_fd, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.strip():
+                    logger.info("%s%s", prefix, redact(line.rstrip(), secrets))
+
+    threading.Thread(target=pump, name=f"stderr {prefix}", daemon=True).start()
+    with os.fdopen(write_fd, "w") as writer:
+        yield writer
 
 
 class RedactingFilter(logging.Filter):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from aiohttp import web
 
+from bot.http_guard import browser_guard
 from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -18,9 +19,13 @@ def build_server(
     ready: Callable[[], dict[str, bool]],
     routes: list[web.RouteDef],
     max_body_bytes: int,
+    allowed_hosts: Collection[str] = (),
 ) -> web.Application:
-    """`ready()` maps each enabled channel to whether it is up; /healthz is 200 once all are."""
-    app = web.Application(client_max_size=max_body_bytes)
+    """`ready()` maps each enabled channel to whether it is up; /healthz is 200 once all are.
+    Browser-facing paths accept only loopback names and `allowed_hosts` in `Host`."""
+    app = web.Application(
+        client_max_size=max_body_bytes, middlewares=[browser_guard(allowed_hosts)]
+    )
 
     async def healthz(request: web.Request) -> web.Response:
         channels = ready()

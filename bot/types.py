@@ -75,6 +75,26 @@ class InboundMessage:
         return f"{self.channel}:{self.user_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class SessionOrigin:
+    """The conversation a session belongs to, recorded on its row when it is created, so
+    later work (flushes, heartbeats, limits) need not re-derive it from the session key."""
+
+    channel: str
+    chat_type: ChatType
+    chat_id: str
+    thread_id: str | None = None  # forum topic id or Slack thread_ts
+    peer_id: str | None = None  # direct sessions: the person's user id
+
+    @classmethod
+    def of(cls, msg: InboundMessage) -> SessionOrigin:
+        direct = msg.chat_type == ChatType.DIRECT
+        # A thread inside a DM stays on the DM session (see bot/sessions/keys.py).
+        thread = None if direct else msg.thread_id
+        peer = msg.user_id if direct else None
+        return cls(msg.channel, msg.chat_type, msg.chat_id, thread, peer)
+
+
 @dataclass(slots=True)
 class OutboundMessage:
     """One chunk of a reply, ready for the adapter to send (or to edit in place)."""

@@ -1,11 +1,13 @@
 """Wrap chat messages and tool output in untrusted-content markers the sender cannot forge.
 
-Marker ids come from server-side ids, and look-alikes of the markers inside the wrapped text
-(fullwidth, homoglyph or zero-width-split forms) are replaced before wrapping.
+Marker ids come from server-side ids, and anything inside the wrapped text that reads as a
+marker (in any case, in look-alike letters of any script, or split by invisible characters)
+is replaced before wrapping.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -20,85 +22,152 @@ MARKER_ID_LENGTH = 16
 _SOURCE_RE = re.compile(r"[A-Za-z0-9_.:-]+")
 _MARKER_ID_RE = re.compile(r"[A-Za-z0-9]+")
 
-# Invisible characters an attacker can slip into a marker so it no longer matches a plain
-# search while still reading the same to the model.
-_INVISIBLE = frozenset(
-    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e"
-    "\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-    "\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\u3164\ufeff\uffa0"
-    "\ufe00\ufe01\ufe02\ufe03\ufe04\ufe05\ufe06\ufe07"
-    "\ufe08\ufe09\ufe0a\ufe0b\ufe0c\ufe0d\ufe0e\ufe0f"
+KEYWORD = "untrusted"
+# What look-alikes are folded to: the keyword's letters and the marker brackets.
+_TARGETS = frozenset(KEYWORD) | {"<", ">"}
+
+# Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt): characters that
+# render as nothing, so they can split a marker without changing how it reads. Tag characters
+# (U+E0000 block) and all variation selectors are among them.
+_DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
 )
 
-# Look-alikes NFKC leaves alone: angle brackets and the Greek/Cyrillic capitals that pass
-# for letters of UNTRUSTED.
-_CONFUSABLES = {
-    "\u2039": "<",  # single left-pointing angle quotation mark
-    "\u203a": ">",
+# Brackets the confusables table leaves out, some standing for two or three of ours.
+_BRACKETS = {
     "\u00ab": "<<",  # guillemets
     "\u00bb": ">>",
-    "\u2329": "<",  # angle brackets
-    "\u232a": ">",
-    "\u3008": "<",
-    "\u3009": ">",
-    "\u27e8": "<",
-    "\u27e9": ">",
-    "\u02c2": "<",  # modifier letter arrowheads
-    "\u02c3": ">",
-    "\u1438": "<",  # Canadian syllabics
-    "\u1433": ">",
     "\u226a": "<<",  # much less/greater-than
     "\u226b": ">>",
     "\u22d8": "<<<",
     "\u22d9": ">>>",
-    "\u0395": "E",  # Greek
-    "\u039d": "N",
-    "\u03a4": "T",
-    "\u0415": "E",  # Cyrillic
-    "\u0405": "S",
-    "\u0422": "T",
+    "\u27ea": "<<",  # mathematical double angle brackets
+    "\u27eb": ">>",
+    "\u300a": "<<",  # CJK double angle brackets
+    "\u300b": ">>",
+    "\u3008": "<",  # CJK and mathematical angle brackets
+    "\u3009": ">",
+    "\u27e8": "<",
+    "\u27e9": ">",
 }
 
-# A marker is the upper-case keyword, optionally with the bracket runs around it on the same
-# line. Brackets alone (`>>>` Python prompts, `<<<` here-strings) cannot forge a marker and
-# are left alone; lower-case "untrusted" is ordinary prose.
-_LOOKALIKE_RE = re.compile(r"(?:<{3,}[ \t]*)?(?:END_)?UNTRUSTED(?:[^\n]{0,120}?>{3,})?")
+# Latin letters known by name: small capitals, negative squared and regional-indicator
+# letters, letters with strokes or hooks that no decomposition reduces.
+_LATIN_NAME_RE = re.compile(
+    r"^(?:.*\bLATIN\b|REGIONAL INDICATOR SYMBOL)"
+    r".*\bLETTER (?:SMALL CAPITAL )?([A-Z])(?: WITH .*)?$"
+)
+
+# A marker fragment: the keyword, with the bracket runs and END_ of a marker when present.
+_MARKER_RE = re.compile(
+    r"(?P<open><{3,}[ \t]*)?(?P<end>end_)?untrusted(?P<close>[^\n]{0,120}?>{3,})?"
+)
+# The plain word as prose writes it; see `sanitize` for why it may stay.
+_PROSE_FORMS = frozenset({KEYWORD, KEYWORD.capitalize()})
+_ASCII_CONTROLS = dict.fromkeys(c for c in [*range(32), 127] if chr(c) not in "\t\n\r")
 
 
-def _fold(ch: str) -> str:
-    if ch in _INVISIBLE:
+def _invisible(ch: str) -> bool:
+    code = ord(ch)
+    if any(low <= code <= high for low, high in _DEFAULT_IGNORABLE):
+        return True
+    category = unicodedata.category(ch)
+    return category == "Cf" or (category == "Cc" and ch not in "\t\n\r")
+
+
+def _latin_letter(ch: str) -> str:
+    match = _LATIN_NAME_RE.match(unicodedata.name(ch, ""))
+    return match.group(1).lower() if match else ""
+
+
+@functools.cache
+def _lookalikes() -> dict[str, str]:
+    """Every non-ASCII character Unicode's confusables table (TR39, via the
+    confusable_homoglyphs package) says can pass for a keyword letter or a bracket, mapped to
+    it. Groups around small capitals count too: Cyrillic "т" and Greek "τ" pass for "ᴛ"."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    table: dict[str, str] = {}
+    for key, glyphs in confusables_data.items():
+        if len(key) != 1:
+            continue
+        target = key.lower() if key.isascii() else _latin_letter(key)
+        if target not in _TARGETS:
+            continue
+        for glyph in (key, *(g["c"] for g in glyphs)):
+            if len(glyph) == 1 and not glyph.isascii():
+                table.setdefault(glyph, target)
+    return table
+
+
+@functools.lru_cache(maxsize=16384)
+def _fold_char(ch: str) -> str:
+    """How `ch` reads, for marker detection: "" when invisible, else NFKD without combining
+    marks, look-alikes mapped to the letter or bracket they pass for, case-folded."""
+    if ch.isascii():
+        return "" if ord(ch) in _ASCII_CONTROLS else ch.lower()
+    if _invisible(ch):
         return ""
-    mapped = _CONFUSABLES.get(ch)
-    if mapped is not None:
-        return mapped
-    return unicodedata.normalize("NFKC", ch)
+    if ch in _BRACKETS:
+        return _BRACKETS[ch]
+    out: list[str] = []
+    for part in unicodedata.normalize("NFKD", ch):
+        if unicodedata.combining(part) or _invisible(part):
+            continue
+        out.append(_BRACKETS.get(part) or _lookalikes().get(part) or _latin_letter(part) or part)
+    return "".join(out).casefold()
 
 
 def sanitize(text: str) -> str:
     """Replace anything that reads as a marker fragment with a visible placeholder.
 
-    Detection runs on a folded copy (NFKC, known look-alikes mapped, invisible characters
-    dropped); replacement happens in the original, so text without look-alikes is
-    returned unchanged.
+    Detection runs on a folded copy (see `_fold_char`); replacement happens in the
+    original, so text without look-alikes is returned unchanged.
+
+    The plain ASCII word "untrusted" (or "Untrusted") with no marker brackets and no END_
+    is left alone, so prose about untrusted links survives. That opens no hole: the markers
+    are upper-case and bracketed, and every disguised spelling (another case, a look-alike
+    letter, an invisible character inside, brackets or END_ around it) is still replaced.
     """
-    if text.isascii() and "UNTRUSTED" not in text:
+    if text.isascii() and KEYWORD not in text.lower().translate(_ASCII_CONTROLS):
         return text
-    folded: list[str] = []
-    origin: list[int] = []  # origin[k]: index in `text` of the char folded[k] came from
+    # Folding distinct characters once and translating in C keeps long texts fast; the
+    # position map is built only when something matched.
+    folds = {ord(ch): _fold_char(ch) for ch in set(text)}
+    matches = list(_MARKER_RE.finditer(text.translate(folds)))
+    if not matches:
+        return text
+    origin: list[int] = []  # origin[k]: index in `text` of folded char k
     for i, ch in enumerate(text):
-        for out in _fold(ch):
-            folded.append(out)
-            origin.append(i)
+        origin.extend([i] * len(folds[ord(ch)]))
     pieces: list[str] = []
     last = 0
-    for match in _LOOKALIKE_RE.finditer("".join(folded)):
+    for match in matches:
         start, end = origin[match.start()], origin[match.end() - 1] + 1
         if start < last:  # a multi-char fold straddles two matches; the first covered it
             start = last
-        if start < end:
-            pieces.append(text[last:start])
-            pieces.append(PLACEHOLDER)
-            last = end
+        bare = not (match["open"] or match["end"] or match["close"])
+        if start >= end or (bare and text[start:end] in _PROSE_FORMS):
+            continue
+        pieces.append(text[last:start])
+        pieces.append(PLACEHOLDER)
+        last = end
     if not pieces:
         return text
     pieces.append(text[last:])

@@ -1,34 +1,36 @@
-"""Transcript entries for the compaction tests: turns, tool calls, results, internal prompts."""
+"""Transcript entries for the compaction tests: turns, tool calls, results, internal prompts
+(thin shorthands over the shared builders in tests/entries.py)."""
 
 from __future__ import annotations
 
-from bot.store.base import Entry, EntryType, Role
+from bot.transcript import Entry, PersonTurn, PromptPurpose
+from tests import entries as build
 
 
 def user(text: str, turn: str = "") -> Entry:
-    msg = {"text": text, "user_id": "1", "user_name": "Al", "timestamp": 0}
-    return Entry("s", EntryType.MESSAGE, {"messages": [msg]}, role=Role.USER, turn_id=turn)
+    return build.person(text, turn_id=turn)
 
 
 def internal(text: str, turn: str) -> Entry:
-    return Entry(
-        "s", EntryType.MESSAGE, {"text": text, "kind": "flush"}, role=Role.USER, turn_id=turn
-    )
+    return build.prompt(text, purpose=PromptPurpose.FLUSH, turn_id=turn)
 
 
 def reply(text: str, turn: str = "") -> Entry:
-    payload = {"content": [{"type": "text", "text": text}]}
-    return Entry("s", EntryType.MESSAGE, payload, role=Role.ASSISTANT, turn_id=turn)
+    return build.reply(build.text(text), turn_id=turn)
 
 
 def call(call_id: str, name: str = "fetch") -> Entry:
-    block = {"type": "tool_use", "id": call_id, "name": name, "input": {"q": 1}}
-    return Entry("s", EntryType.MESSAGE, {"content": [block]}, role=Role.ASSISTANT)
+    return build.reply({"type": "tool_use", "id": call_id, "name": name, "input": {"q": 1}})
 
 
 def result(call_id: str, text: str, error: bool = False) -> Entry:
     block = {"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": error}
-    return Entry("s", EntryType.MESSAGE, {"content": [block]}, role=Role.TOOL)
+    return build.results(block)
+
+
+def first_text(entry: Entry) -> str:
+    assert isinstance(entry.payload, PersonTurn)
+    return entry.payload.messages[0].text
 
 
 def turns(n: int) -> list[Entry]:

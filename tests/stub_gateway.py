@@ -19,14 +19,17 @@ class StubGateway:
         self.accepted: list[InboundMessage] = []
         self.result = AcceptResult.ACCEPTED
         self.failures = 0  # accepts that raise, as if the store failed
-        self.gate: asyncio.Event | None = None  # accept waits for it when set
+        self.gate: asyncio.Event | None = None  # accept waits for it when set...
+        self.passes: set[str] = set()  # ...except for these texts (sentinels)
+        self.waiting = asyncio.Event()  # set once a message waits at the gate
         self.on_accept: Callable[[InboundMessage], Awaitable[object]] | None = None
         self.sessions: set[str] = set()  # session keys that have history
         self.bot_usernames: dict[str, str] = {}
         self.arrived = asyncio.Event()
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
-        if self.gate is not None:
+        if self.gate is not None and msg.text not in self.passes:
+            self.waiting.set()
             await self.gate.wait()
         if self.failures:
             self.failures -= 1

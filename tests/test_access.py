@@ -15,9 +15,7 @@ from bot.config import (
     TelegramConfig,
 )
 from bot.sessions.access import (
-    MAX_PENDING_PAIRINGS,
     PAIRING_ALPHABET,
-    PAIRING_TTL_SECONDS,
     AccessDecision,
     check_access,
     is_admin,
@@ -226,19 +224,11 @@ def test_is_admin() -> None:
 # --- pairing codes ----------------------------------------------------------------------------
 
 
-def test_pairing_constants() -> None:
-    assert PAIRING_TTL_SECONDS == 3600
-    assert MAX_PENDING_PAIRINGS == 3
-    assert not set("0O1I") & set(PAIRING_ALPHABET)
-    assert set(PAIRING_ALPHABET) == set("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
-    assert len(set(PAIRING_ALPHABET)) == len(PAIRING_ALPHABET)
-
-
 def test_new_pairing_code_shape() -> None:
     for _ in range(200):
         code = new_pairing_code()
         assert len(code) == 8
-        assert set(code) <= set(PAIRING_ALPHABET)
+        assert set(code) <= set("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")  # no 0/O or 1/I to confuse
 
 
 def test_new_pairing_code_is_random() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot.agent.accounting import UsageAccountant
 from bot.metrics import Metrics
+from bot.sessions.keys import conversation_of_key
 from bot.store.sqlite import SQLiteStore
 from bot.types import Usage
 from tests.app_harness import Harness
@@ -28,7 +29,7 @@ async def test_concurrent_charges_are_all_counted(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "krill.db")
     await store.open()
     try:
-        session = await store.get_or_create_session(KEY, "local")
+        session = await store.get_or_create_session(KEY, conversation_of_key(KEY))
         metrics = Metrics()
         accountant = UsageAccountant(
             store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0

@@ -116,6 +116,26 @@ def test_errors_name_the_key_and_the_file(tmp_path: Path, text: str, needle: str
     assert path in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "echoed"),
+    [
+        ("[telegram]\ntoken = 5550123456789\n", "telegram.token", False),
+        ("[slack]\nsigning_secret = 5550123456789\n", "slack.signing_secret", False),
+        ("[admin]\nconsole_token = 5550123456789\n", "admin.console_token", False),
+        ("[mcp.servers.x]\ncommand = 'x'\nenv = { PASS = 5550123456789 }\n", "env.PASS", False),
+        ("[server]\nport = 5550123456789\n", "server.port", True),  # not a secret: echoed
+    ],
+)
+def test_a_wrongly_typed_secret_is_named_but_never_echoed(
+    tmp_path: Path, text: str, key: str, echoed: bool
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert key in str(err.value)
+    assert ("5550123456789" in str(err.value)) is echoed
+
+
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(str(tmp_path / "nope.toml"), env={})

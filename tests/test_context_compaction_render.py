@@ -7,14 +7,14 @@ from bot.context.compaction.carryover import tool_failures
 from bot.context.compaction.guard import latest_ask
 from bot.context.compaction.render import render_items
 from bot.context.compaction.split import split_history
-from bot.store.base import Entry, EntryType
+from tests import entries as build
 from tests.compaction_entries import call, internal, reply, result, turns, user
 
 CFG = ContextConfig()
 
 
 def test_render_labels_messages_and_skips_housekeeping() -> None:
-    previous = Entry("s", EntryType.COMPACTION, {"summary": "## Decisions\n- tea"})
+    previous = build.summary("## Decisions\n- tea")
     history = [
         previous,
         user("find the report"),

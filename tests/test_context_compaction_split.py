@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from bot.context.compaction.split import choose_split, split_history
-from bot.store.base import Entry, EntryType, Role
-from tests.compaction_entries import call, internal, reply, result, turns, user
+from bot.transcript import is_person_turn
+from tests import entries as build
+from tests.compaction_entries import call, first_text, internal, reply, result, turns, user
 
 
 def test_split_keeps_the_last_turns_with_their_tool_results() -> None:
     history = turns(5)
     split = split_history(history, 3)
     assert split.summarize == history[:8] and split.kept == history[8:]
-    assert split.kept[0].payload["messages"][0]["text"] == "question 2"
-    previous = Entry("s", EntryType.COMPACTION, {"summary": "old"})
-    assert split_history([previous, *history], 3).previous is previous
+    assert first_text(split.kept[0]) == "question 2"
+    previous = build.summary("old")
+    assert split_history([previous, *history], 3).previous is previous.payload
 
 
 def test_nothing_to_summarize_without_enough_user_turns() -> None:
@@ -28,6 +29,6 @@ def test_nothing_to_summarize_without_enough_user_turns() -> None:
 def test_fewer_turns_are_kept_when_they_would_not_fit() -> None:
     history = [*turns(3), user("big"), call("b"), result("b", "x" * 40_000), reply("ok")]
     split = choose_split(history, keep_turns=3, budget_tokens=5_000, tz="UTC", result_limit=10**6)
-    assert split.kept[0].payload["messages"][0]["text"] == "big"  # one turn, over budget
+    assert first_text(split.kept[0]) == "big"  # one turn, over budget
     roomy = choose_split(history, keep_turns=3, budget_tokens=10**6, tz="UTC", result_limit=10**6)
-    assert len([e for e in roomy.kept if e.role == Role.USER]) == 3
+    assert len([e for e in roomy.kept if is_person_turn(e)]) == 3

@@ -18,8 +18,8 @@ from bot.context.overflow import BRANCH_REASON, MAX_OVERFLOW_RECOVERIES
 from bot.context.pipeline import ContextPipeline
 from bot.errors import ContextOverflow
 from bot.gateway.session_commands import COMPACTION_FAILED
-from bot.store.base import EntryType
 from bot.tools.registry import Tool
+from bot.transcript import Compaction, ToolResults
 from tests.app_harness import Harness
 from tests.fakes.anthropic import ErrorReply, FakeAnthropic, Reply
 
@@ -102,10 +102,11 @@ def summarizer_requests(fake: FakeAnthropic) -> list[Any]:
     return [r for r in fake.message_requests if is_summarizer(r.body)]
 
 
-async def compactions(h: Harness) -> list[Any]:
+async def compactions(h: Harness) -> list[Compaction]:
     session = await h.app.store.current_session(KEY)
     assert session is not None
-    return [e for e in await h.app.store.transcript(session.session_id) if e.type == "compaction"]
+    transcript = await h.app.store.transcript(session.session_id)
+    return [e.payload for e in transcript if isinstance(e.payload, Compaction)]
 
 
 async def chat_turns(h: Harness, n: int, start: int = 0) -> None:
@@ -124,12 +125,12 @@ async def test_a_conversation_crossing_the_threshold_compacts_and_keeps_answerin
         assert h.channel.finals == ["Noted."] * 14
         entries = await compactions(h)
         assert entries, "the conversation never compacted"
-        first = entries[0].payload
-        assert first["reason"] == "threshold"
-        assert first["tokens_before"] > WINDOW - 4000 > first["tokens_after"]
-        assert PLANTED in first["summary"]
+        first = entries[0]
+        assert first.reason == "threshold"
+        assert first.tokens_before > WINDOW - 4000 > first.tokens_after
+        assert PLANTED in first.summary
         for heading in ("## Decisions", "## Open TODOs", "## Pending user asks"):
-            assert heading in first["summary"]
+            assert heading in first.summary
         session = await h.app.store.current_session(KEY)
         assert session is not None and session.compaction_count == len(entries)
         # Later requests open with the summary, then the kept turns verbatim.
@@ -161,7 +162,7 @@ async def test_a_summary_missing_an_identifier_is_retried_with_feedback(
         # The retry sees its own first attempt, then the feedback.
         assert [m["role"] for m in calls[1]["messages"]] == ["user", "assistant", "user"]
         (entry,) = await compactions(h)
-        assert PLANTED in entry.payload["summary"]
+        assert PLANTED in entry.summary
 
 
 async def test_a_summary_that_stays_wrong_gets_the_identifiers_appended(
@@ -177,7 +178,7 @@ async def test_a_summary_that_stays_wrong_gets_the_identifiers_appended(
         await h.send("/compact")
         assert len(summarizer_requests(fake_anthropic)) == 3  # first try + two retries
         (entry,) = await compactions(h)
-        identifiers = entry.payload["summary"].split("## Exact identifiers", 1)[1]
+        identifiers = entry.summary.split("## Exact identifiers", 1)[1]
         assert f"- {PLANTED}" in identifiers
 
 
@@ -223,8 +224,8 @@ async def test_an_injected_overflow_is_recovered_by_compaction(
         await h.send("One more question.")
         assert h.channel.finals[-1] == "Noted."
         (entry,) = await compactions(h)
-        assert entry.payload["reason"] == "overflow"
-        assert entry.payload["tokens_before"] == 208656
+        assert entry.reason == "overflow"
+        assert entry.tokens_before == 208656
         retried = chat_requests(fake_anthropic)[-1].body["messages"]
         assert text_of(retried[0]["content"]).startswith(SUMMARY_HEADER)
 
@@ -262,14 +263,15 @@ async def test_a_real_overflow_shortens_tool_results_in_a_new_branch(
         session = await h.app.store.current_session(KEY)
         assert session is not None
         transcript = await h.app.store.transcript(session.session_id)
-        marker = next(e for e in transcript if e.type == EntryType.COMPACTION)
-        assert marker.payload["reason"] == BRANCH_REASON
+        marker = next(e for e in transcript if isinstance(e.payload, Compaction))
+        assert isinstance(marker.payload, Compaction)
+        assert marker.payload.reason == BRANCH_REASON
         # The original results are still in the transcript, whole.
         originals = [
-            b["content"]
+            str(b["content"])
             for e in transcript
-            if e.role == "tool" and e.seq < marker.seq
-            for b in e.payload["content"]
+            if isinstance(e.payload, ToolResults) and e.seq < marker.seq
+            for b in e.payload.results
         ]
         assert max(len(c) for c in originals) > 39_000
         final = chat_requests(fake_anthropic)[-1]

@@ -9,7 +9,8 @@ from bot.context.overflow import (
     truncation_branch,
     water_level,
 )
-from bot.store.base import Entry, EntryType, Role
+from bot.transcript import Compaction, Entry, EntryKind, ToolResults
+from tests import entries as build
 
 
 def test_water_level_cuts_the_largest_results_first() -> None:
@@ -23,19 +24,16 @@ def test_water_level_cuts_the_largest_results_first() -> None:
 
 
 def history() -> list[Entry]:
-    msg = {"text": "read both", "user_id": "1", "timestamp": 0}
     calls = [{"type": "tool_use", "id": c, "name": "read", "input": {}} for c in ("a", "b")]
     results = [
         {"type": "tool_result", "tool_use_id": "a", "content": "A" * 50_000},
         {"type": "tool_result", "tool_use_id": "b", "content": "B" * 1_000},
     ]
-    entries = [
-        Entry("s", EntryType.MESSAGE, {"messages": [msg]}, role=Role.USER, turn_id="t"),
-        Entry("s", EntryType.MESSAGE, {"content": calls}, role=Role.ASSISTANT, turn_id="t"),
-        Entry("s", EntryType.MESSAGE, {"content": results}, role=Role.TOOL, turn_id="t"),
+    return [
+        build.person("read both", turn_id="t", parent_id="root"),
+        build.reply(*calls, turn_id="t"),
+        build.results(*results, turn_id="t"),
     ]
-    entries[0].parent_id = "root"
-    return entries
 
 
 def test_branch_repeats_history_with_results_cut_and_points_at_it() -> None:
@@ -43,29 +41,36 @@ def test_branch_repeats_history_with_results_cut_and_points_at_it() -> None:
     branch = truncation_branch(original, excess_chars=30_000, tokens_before=123, result_limit=10**6)
     assert branch is not None
     *copies, marker = branch
-    assert [c.role for c in copies] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert [c.kind for c in copies] == [
+        EntryKind.PERSON_TURN,
+        EntryKind.ASSISTANT_REPLY,
+        EntryKind.TOOL_RESULTS,
+    ]
     assert all(c.id != o.id and c.turn_id == "t" for c, o in zip(copies, original, strict=True))
     # A sibling of the original branch, chained entry by entry.
     assert copies[0].parent_id == "root"
     assert [c.parent_id for c in copies[1:]] == [c.id for c in copies[:-1]]
-    cut, kept = copies[2].payload["content"]
+    assert isinstance(copies[2].payload, ToolResults)
+    cut, kept = copies[2].payload.results
     assert cut["content"].startswith("A" * 20_000) and "truncated" in cut["content"]
     assert len(cut["content"]) < 21_000
     assert kept["content"] == "B" * 1_000
-    assert marker.type == EntryType.COMPACTION and marker.parent_id == copies[-1].id
-    assert marker.payload["first_kept_entry_id"] == copies[0].id
-    assert marker.payload["summary"] == BRANCH_NOTE
-    assert marker.payload["reason"] == BRANCH_REASON
+    assert isinstance(marker.payload, Compaction) and marker.parent_id == copies[-1].id
+    assert marker.payload.first_kept_entry_id == copies[0].id
+    assert marker.payload.summary == BRANCH_NOTE
+    assert marker.payload.reason == BRANCH_REASON
     # The originals are untouched.
-    assert original[2].payload["content"][0]["content"] == "A" * 50_000
+    assert isinstance(original[2].payload, ToolResults)
+    assert original[2].payload.results[0]["content"] == "A" * 50_000
 
 
 def test_branch_keeps_an_earlier_summary_and_refuses_when_nothing_is_big() -> None:
-    previous = Entry("s", EntryType.COMPACTION, {"summary": "## Decisions\n- x"})
+    previous = build.summary("## Decisions\n- x")
     branch = truncation_branch(
         [previous, *history()], excess_chars=1, tokens_before=1, result_limit=10**6
     )
-    assert branch is not None and branch[-1].payload["summary"] == "## Decisions\n- x"
+    assert branch is not None and isinstance(branch[-1].payload, Compaction)
+    assert branch[-1].payload.summary == "## Decisions\n- x"
     small = history()[:2]
     assert truncation_branch(small, excess_chars=1, tokens_before=1, result_limit=10**6) is None
     assert MIN_TRUNCATED_RESULT_CHARS > 1_000
@@ -75,5 +80,6 @@ def test_branch_sizes_count_only_what_the_cap_let_through() -> None:
     # Sent capped to 30k, the 50k result needs cutting to 20k to free 10k characters.
     branch = truncation_branch(history(), excess_chars=10_000, tokens_before=1, result_limit=30_000)
     assert branch is not None
-    cut = branch[2].payload["content"][0]["content"]
+    assert isinstance(branch[2].payload, ToolResults)
+    cut = str(branch[2].payload.results[0]["content"])
     assert cut.startswith("A" * 20_000) and not cut.startswith("A" * 20_001)

@@ -10,28 +10,20 @@ from bot.context.tokens import (
     messages_tokens,
     tokens_for_chars,
 )
-from bot.store.base import Entry, EntryType, Role
-
-
-def entry(role: str, payload: dict, seq: int, usage: dict | None = None) -> Entry:
-    return Entry("s", EntryType.MESSAGE, payload, role=role, usage=usage, seq=seq)
+from bot.transcript import Entry
+from bot.types import Usage
+from tests import entries
 
 
 def user(text: str, seq: int) -> Entry:
-    msg = {"text": text, "user_id": "1", "user_name": "Al", "timestamp": 0}
-    return entry(Role.USER, {"messages": [msg]}, seq)
+    return entries.person(text, seq=seq)
 
 
-def reply(text: str, seq: int, usage: dict | None = None) -> Entry:
-    return entry(Role.ASSISTANT, {"content": [{"type": "text", "text": text}]}, seq, usage)
+def reply(text: str, seq: int, usage: Usage | None = None) -> Entry:
+    return entries.reply(entries.text(text), seq=seq, usage=usage)
 
 
-USAGE = {
-    "input_tokens": 10,
-    "cache_read_tokens": 900,
-    "cache_write_tokens": 80,
-    "output_tokens": 10,
-}
+USAGE = Usage(input_tokens=10, cache_read_tokens=900, cache_write_tokens=80, output_tokens=10)
 
 
 def test_chars_over_four_with_margin() -> None:
@@ -67,7 +59,7 @@ def test_anchor_is_the_newest_usage_after_the_latest_compaction() -> None:
     history = [user("a", 1), reply("b", 2, USAGE), user("c", 3)]
     anchor = find_anchor(history)
     assert anchor is not None and anchor.entry_id == history[1].id and anchor.tokens == 1000
-    compaction = Entry("s", EntryType.COMPACTION, {"summary": "x"}, seq=4)
+    compaction = entries.summary("x", seq=4)
     # After compaction the kept entries' usage describes a context that no longer exists.
     assert find_anchor([compaction, *history]) is None
     assert find_anchor([user("a", 1)]) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.context.messages import build_messages
 from bot.context.tool_pairing import MISSING_RESULT, repair_pairing
-from bot.store.base import Entry, EntryType, Role
+from tests import entries as build
 
 
 def ask(text: str = "go") -> dict:
@@ -87,18 +87,14 @@ def test_duplicate_results_and_calls_are_dropped() -> None:
 
 
 def test_build_messages_never_starts_with_orphaned_results() -> None:
-    def entry(role: str, payload: dict) -> Entry:
-        return Entry("s", EntryType.MESSAGE, payload, role=role)
-
     call = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
     result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
-    user = {"messages": [{"text": "hi", "user_id": "1", "timestamp": 0}]}
     # A history cut between a call and its result: the call is gone, its result remains.
     history = [
-        entry(Role.ASSISTANT, {"content": [call]}),
-        entry(Role.TOOL, {"content": [result]}),
-        entry(Role.ASSISTANT, {"content": [{"type": "text", "text": "so"}]}),
-        entry(Role.USER, user),
+        build.reply(call),
+        build.results(result),
+        build.reply(build.text("so")),
+        build.person("hi"),
     ]
     messages = build_messages(history, "UTC")
     assert [m["role"] for m in messages] == ["user"]

@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 
 from bot.channel_contract import AcceptResult
-from bot.store.base import EntryType, Role
-from bot.types import ChatType
+from bot.store.base import InboundStatus
+from bot.transcript import CONVERSATION_KINDS, EntryKind, PersonTurn, Reset
+from bot.types import ChatType, SessionOrigin
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -29,9 +30,11 @@ async def test_reply_is_delivered_and_persisted(tmp_path: Path, fake_anthropic: 
         store = h.app.store
         session = await store.current_session("agent:main:local:direct:alice")
         entries = await store.transcript(session.session_id)
-        assert [e.role for e in entries] == [Role.USER, Role.ASSISTANT]
-        assert entries[0].payload["messages"][0]["text"] == "hi there"
+        assert [e.kind for e in entries] == [EntryKind.PERSON_TURN, EntryKind.ASSISTANT_REPLY]
+        assert isinstance(entries[0].payload, PersonTurn)
+        assert entries[0].payload.messages[0].text == "hi there"
         assert session.turns == 1 and session.output_tokens > 0
+        assert session.origin == SessionOrigin("local", ChatType.DIRECT, "alice", peer_id="alice")
         assert session.cost_usd > 0
 
 
@@ -155,8 +158,8 @@ async def test_model_errors_give_a_friendly_reply_and_keep_the_message(
     assert "overloaded" in h.channel.finals[1]
     assert "couldn't reach the model" in h.channel.finals[2]
     assert h.channel.finals[3] == "all good now"
-    users = [e for e in entries if e.role == Role.USER]
-    assert [u.payload["messages"][0]["text"] for u in users] == ["a", "b", "c", "d"]
+    users = [e.payload for e in entries if isinstance(e.payload, PersonTurn)]
+    assert [u.messages[0].text for u in users] == ["a", "b", "c", "d"]
     # The failed messages still reach the model as context on the next turn.
     last = raw_text(fake_anthropic.message_requests[-1].body)
     assert all(word in str(fake_anthropic.message_requests[-1].body) for word in ("a", "b", "c"))
@@ -215,7 +218,7 @@ async def test_reset_starts_a_fresh_history(tmp_path: Path, fake_anthropic: Fake
         old_entries = await h.app.store.transcript(old.session_id)
     last = fake_anthropic.message_requests[-1].body
     assert len(last["messages"]) == 1 and "Zed" not in str(last)
-    assert old_entries[-1].type == EntryType.RESET  # the old transcript is kept
+    assert isinstance(old_entries[-1].payload, Reset)  # the old transcript is kept
 
 
 async def test_status_shows_the_session_counters(tmp_path: Path, fake_anthropic: FakeAnthropic):
@@ -300,7 +303,7 @@ async def test_stop_cancels_the_turn_and_drops_the_queue(
         fake_anthropic.release()
         assert h.channel.finals == ["⏹ Stopped. 1 queued message(s) dropped."]
         assert await h.app.store.unfinished_inbound() == []
-        assert await h.app.store.count_inbound("cancelled") == 2
+        assert await h.app.store.count_inbound(InboundStatus.CANCELLED) == 2
         fake_anthropic.queue_text("fresh")
         await h.send("next")
     assert h.channel.finals[-1] == "fresh"
@@ -345,29 +348,27 @@ async def test_no_reply_before_a_tool_call_is_dropped(
 async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
-    from bot.store.base import Entry
+    from bot.sessions.keys import conversation_of_key
+    from tests.entries import person
 
     key = "agent:main:local:direct:alice"
     async with Harness(tmp_path, fake_anthropic.url) as h:
         store = h.app.store
         msg = message("the question asked before the crash")
         inbound_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
-        old = await store.get_or_create_session(key, "local")
-        entry = Entry(
-            old.session_id,
-            EntryType.MESSAGE,
-            {"messages": [{"text": msg.text, "user_id": "alice", "timestamp": 0}]},
-            role=Role.USER,
-            turn_id="t-crashed",
-        )
+        old = await store.get_or_create_session(key, conversation_of_key(key, "local"))
+        entry = person(msg.text, old.session_id, turn_id="t-crashed")
         await store.begin_turn([entry], [inbound_id], "t-crashed")
-        await store.start_new_session(key, "local", "krill reset")  # while Krill was down
+        await store.start_new_session(key, old.origin, "krill reset")  # while Krill was down
         assert await h.app.gateway.recover() == 1
         await asyncio.wait_for(h.app.gateway.lanes.wait_idle(key), 10)
         old_entries = await store.transcript(old.session_id)
     assert "the question asked before the crash" in str(fake_anthropic.message_requests[0].body)
     assert h.channel.finals and h.channel.finals[0].startswith("echo:")
-    assert [e.role for e in old_entries if e.type == EntryType.MESSAGE] == ["user", "assistant"]
+    assert [e.kind for e in old_entries if e.kind in CONVERSATION_KINDS] == [
+        EntryKind.PERSON_TURN,
+        EntryKind.ASSISTANT_REPLY,
+    ]
 
 
 async def test_a_failing_delivery_is_recorded_not_left_processing(
@@ -381,7 +382,7 @@ async def test_a_failing_delivery_is_recorded_not_left_processing(
         h.channel.deliver = refuse  # type: ignore[method-assign]
         await h.send("hello")
         assert await h.app.store.unfinished_inbound() == []
-        assert await h.app.store.count_inbound("failed") == 1
+        assert await h.app.store.count_inbound(InboundStatus.FAILED) == 1
         session = await h.app.store.current_session("agent:main:local:direct:alice")
     assert session.errors == 1
 

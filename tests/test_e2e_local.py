@@ -78,8 +78,8 @@ async def test_kill_9_mid_turn_loses_nothing(tmp_path: Path, fake_anthropic: Fak
             str(restarted.config_path),
         )
     entries = [json.loads(line) for line in export.splitlines()]
-    users = [e for e in entries if e["role"] == "user"]
-    answers = [e for e in entries if e["role"] == "assistant"]
+    users = [e for e in entries if e["kind"] == "person_turn"]
+    answers = [e for e in entries if e["kind"] == "assistant_reply"]
     assert len(users) == 1, "the accepted message was recorded exactly once"
     assert answers and answers[-1]["payload"]["content"][0]["text"] == "echo: please do not lose me"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.context.messages import RECALL_HEADER
 from bot.memory.flush_service import OVERFLOW_HISTORY_TURNS
-from bot.store.base import EntryType
+from bot.transcript import MemoryFlushRecord
 from bot.types import ChatType
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
@@ -47,16 +47,16 @@ async def test_remember_reset_and_recall(tmp_path: Path, fake_anthropic: FakeAnt
         await h.send("what's my usual coffee order?")
         flushed = await h.app.store.get_session(old.session_id)
         records = [
-            e
+            e.payload
             for e in await h.app.store.transcript(old.session_id)
-            if e.type == EntryType.MEMORY_FLUSH
+            if isinstance(e.payload, MemoryFlushRecord)
         ]
     assert h.channel.finals[0] == "Noted!"
     assert h.channel.finals[1].startswith("✅ New session started")
     assert h.channel.finals[2:] == ["An oat flat white."]  # the flush said nothing
     assert len(flush_requests(fake_anthropic)) == 1
     assert flushed.memory_flush_at is not None and flushed.memory_flush_count == 1
-    assert records and records[0].payload["reason"] == "reset" and records[0].payload["ok"]
+    assert records and records[0].reason == "reset" and records[0].ok
     question = fake_anthropic.message_requests[-1]
     assert RECALL_HEADER in question.last_user_text
     assert "oat flat white, no sugar" in question.last_user_text

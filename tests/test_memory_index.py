@@ -133,10 +133,9 @@ async def index(tmp_path: Path) -> AsyncIterator[MemoryIndex]:
     db = tmp_path / "krill.db"
     store = SQLiteStore(db)
     await store.open()
-    idx = MemoryIndex(db, workspace, MemoryConfig(chunk_tokens=50, chunk_overlap_tokens=10))
+    idx = MemoryIndex(store, workspace, MemoryConfig(chunk_tokens=50, chunk_overlap_tokens=10))
     await idx.open()
     yield idx
-    await idx.close()
     await store.close()
 
 
@@ -215,14 +214,11 @@ async def test_new_subfolder_notes_and_symlinks(index: MemoryIndex, tmp_path: Pa
 
 async def test_changed_chunk_size_reindexes_everything(index: MemoryIndex, tmp_path: Path) -> None:
     await index.refresh()
-    bigger = MemoryIndex(index.db_path, index.workspace, MemoryConfig())
+    bigger = MemoryIndex(index.store, index.workspace, MemoryConfig())
     await bigger.open()
-    try:
-        report = await bigger.refresh()
-        assert len(report.indexed) == 3
-        assert (await bigger.stats())[1] == 3  # one chunk per small file now
-    finally:
-        await bigger.close()
+    report = await bigger.refresh()
+    assert len(report.indexed) == 3
+    assert (await bigger.stats())[1] == 3  # one chunk per small file now
 
 
 def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,10 +51,9 @@ def workspace(tmp_path: Path) -> Path:
 async def tools(workspace: Path, tmp_path: Path) -> AsyncIterator[MemoryTools]:
     store = SQLiteStore(tmp_path / "krill.db")
     await store.open()
-    index = MemoryIndex(tmp_path / "krill.db", workspace, MemoryConfig())
+    index = MemoryIndex(store, workspace, MemoryConfig())
     await index.open()
     yield MemoryTools(index, MemoryConfig(), "Asia/Tokyo", clock=lambda: FIXED)
-    await index.close()
     await store.close()
 
 
@@ -122,6 +121,32 @@ async def test_group_sessions_never_see_memory_md(tools: MemoryTools, workspace:
         await tools.append({"text": "planted fact", "file": "MEMORY.md"}, group)
     assert await tools.search({"query": "durian"}, group) == "No memory matches 'durian'."
     assert "MEMORY.md#L3-L3" in await tools.search({"query": "durian"}, ctx(workspace))
+
+
+async def test_notes_that_live_elsewhere_are_refused(
+    tools: MemoryTools, workspace: Path, tmp_path: Path
+) -> None:
+    """A hard link is a second name for a file that can be anywhere (MEMORY.md here); a
+    symlink may point only inside memory/. Neither is read, written or indexed."""
+    (workspace / "memory" / "hard.md").hardlink_to(workspace / "MEMORY.md")
+    (workspace / "SOUL.md").write_text("soul secret\n", encoding="utf-8")
+    (workspace / "memory" / "soul.md").symlink_to(workspace / "SOUL.md")
+    (workspace / "memory" / "ok.md").symlink_to(workspace / "memory" / "2025-03-14.md")
+    for direct in (False, True):
+        for name in ("memory/hard.md", "memory/soul.md"):
+            with pytest.raises(ToolError, match="hard link"):
+                await tools.get({"path": name}, ctx(workspace, direct=direct))
+    assert "met Bob" in await tools.get({"path": "memory/ok.md"}, ctx(workspace, direct=False))
+    group = ctx(workspace, direct=False)
+    assert await tools.search({"query": "durian"}, group) == "No memory matches 'durian'."
+    assert await tools.search({"query": "soul secret"}, ctx(workspace)) == (
+        "No memory matches 'soul secret'."
+    )
+    # Appending to a hard-linked daily note would write into the other file.
+    (workspace / "memory" / "2025-03-15.md").hardlink_to(tmp_path / "outside.md")
+    with pytest.raises(ToolError, match="hard link"):
+        await tools.append({"text": "planted"}, ctx(workspace))
+    assert (tmp_path / "outside.md").read_text() == "top secret\n"
 
 
 async def test_append_writes_a_dated_entry_in_the_configured_zone(

@@ -162,6 +162,50 @@ async def test_odd_unicode_is_answered_intact(env: ChannelKrill) -> None:
     assert odd in await env.slack_reply("D5802", "zero")
 
 
+async def raw_post(env: ChannelKrill, path: str, headers: bytes, body: bytes) -> int:
+    """POST with header bytes exactly as given (a client library would refuse some)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.krill.port)
+    writer.write(
+        b"POST " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        b"Content-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n"
+        + headers
+        + b"\r\n"
+        + body
+    )
+    await writer.drain()
+    status_line = await reader.readline()
+    writer.close()
+    return int(status_line.split()[1])
+
+
+DEEP_JSON = b"[" * 5000 + b"]" * 5000
+
+
+async def test_malformed_requests_get_a_4xx_never_a_500(env: ChannelKrill) -> None:
+    """Each of these was a 500 with a traceback, some before authentication."""
+    update = json.dumps(env.tg.private_message(6101, "bad secret bytes")).encode()
+    bad_secret = b"X-Telegram-Bot-Api-Secret-Token: \xff\xfe\xfd\r\n"
+    assert await raw_post(env, "/telegram/webhook", bad_secret, update) == 403
+    secret = f"X-Telegram-Bot-Api-Secret-Token: {env.webhook_secret}\r\n".encode()
+    assert await raw_post(env, "/telegram/webhook", secret, DEEP_JSON) == 400
+
+    event = env.slack.im_message("U6102", "a huge timestamp", channel="D6102")
+    status, _ = await env.slack_event(event, timestamp=int("9" * 400))
+    assert status == 401
+    listed = env.slack.event_callback({"type": "message"}) | {"event": [{"type": "message"}]}
+    assert (await env.slack_event(None, raw_body=json.dumps(listed).encode()))[0] == 400
+    assert (await env.slack_event(None, raw_body=DEEP_JSON))[0] == 400
+
+    assert await raw_post(env, "/api/chat", b"", DEEP_JSON) == 400
+    for message_id in ({"a": 1}, [1, 2], True):
+        chat = {"user": "odd-id", "text": "hello", "message_id": message_id}
+        assert await raw_post(env, "/api/chat", b"", json.dumps(chat).encode()) == 400
+    await settle_telegram(env, 6101, "after malformed requests")
+    assert asked(env, "huge timestamp") == 0 and asked(env, "bad secret bytes") == 0
+
+
 async def test_the_process_stayed_up_without_a_traceback(env: ChannelKrill) -> None:
     status, _ = await env.krill.get("/healthz")
     assert status == 200

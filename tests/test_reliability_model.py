@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.memory.tools import write_failure
-from bot.store.base import Role
+from bot.transcript import EntryKind
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fs_faults import read_only
@@ -20,11 +20,14 @@ KEY = "agent:main:local:direct:alice"
 BROKE_OFF = "connection to the model broke off"
 
 
-async def roles(h: Harness) -> list[str | None]:
+PERSON, REPLY, RESULTS = EntryKind.PERSON_TURN, EntryKind.ASSISTANT_REPLY, EntryKind.TOOL_RESULTS
+
+
+async def kinds(h: Harness) -> list[EntryKind]:
     assert h.app is not None
     session = await h.app.store.current_session(KEY)
     assert session is not None
-    return [e.role for e in await h.app.store.transcript(session.session_id)]
+    return [e.kind for e in await h.app.store.transcript(session.session_id)]
 
 
 async def test_a_stream_dropped_before_anything_was_shown_is_asked_again(
@@ -34,7 +37,7 @@ async def test_a_stream_dropped_before_anything_was_shown_is_asked_again(
     fake_anthropic.queue_text("the full answer")
     async with Harness(tmp_path, fake_anthropic.url) as h:
         await h.send("what is the answer?")
-        assert await roles(h) == [Role.USER, Role.ASSISTANT]
+        assert await kinds(h) == [PERSON, REPLY]
         assert h.app is not None and await h.app.store.unfinished_inbound() == []
     assert h.channel.finals == ["the full answer"]
     assert len(fake_anthropic.message_requests) == 2
@@ -59,10 +62,10 @@ async def test_a_stream_that_keeps_dropping_ends_in_a_clear_message(
         await h.send("first question")
         assert len(h.channel.finals) == 1 and BROKE_OFF in h.channel.finals[0]
         # Only the person's message is recorded; the next turn still sees it.
-        assert await roles(h) == [Role.USER]
+        assert await kinds(h) == [PERSON]
         fake_anthropic.queue_text("both answered")
         await h.send("second question")
-        assert await roles(h) == [Role.USER, Role.USER, Role.ASSISTANT]
+        assert await kinds(h) == [PERSON, PERSON, REPLY]
     assert h.channel.finals[-1] == "both answered"
     assert len(fake_anthropic.message_requests) == 3  # one retry, never a second
     assert "first question" in str(fake_anthropic.message_requests[-1].messages)
@@ -115,7 +118,7 @@ async def test_a_tool_call_reply_that_drops_is_retried_without_running_the_tool_
     async with Harness(tmp_path, fake_anthropic.url) as h:
         await h.send("note this")
         notes = "".join(p.read_text() for p in (h.workspace / "memory").glob("*.md"))
-        assert await roles(h) == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+        assert await kinds(h) == [PERSON, REPLY, RESULTS, REPLY]
     assert notes.count("one note") == 1
     assert h.channel.finals == ["done"]
     assert len(fake_anthropic.message_requests) == 3

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -100,6 +101,31 @@ async def wait_until(predicate: Any, within: float) -> None:
         await asyncio.sleep(0.05)
 
 
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], within: float
+) -> T:
+    """Poll `probe` until `ok` holds for what it returns; return that value."""
+    deadline = time.time() + within
+    while not ok(value := await probe()):
+        assert time.time() < deadline, f"timed out waiting; last value: {value!r}"
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def flushed(h: Harness) -> SessionRow:
+    """The session row once its flush has finished and been counted."""
+    assert h.app is not None
+    store = h.app.store
+    row = await eventually(
+        lambda: store.current_session(DM_KEY), lambda r: bool(r and r.memory_flush_count), 5
+    )
+    assert row is not None
+    return row
+
+
 async def test_idle_session_is_flushed_before_its_cache_expires(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -110,8 +136,7 @@ async def test_idle_session_is_flushed_before_its_cache_expires(
         turn = await h.app.store.current_session(DM_KEY)
         await wait_until(lambda: arrivals, within=TTL + 2)
         await wait_until(lambda: len(fake_anthropic.message_requests) >= 3, within=2)
-        await asyncio.sleep(0.3)
-        after = await h.app.store.current_session(DM_KEY)
+        after = await flushed(h)
         note = (h.workspace / "memory").glob("*.md")
     assert arrivals[0] < turn.last_model_call_at + TTL  # the cache was still warm
     assert arrivals[0] >= turn.last_model_call_at + TTL - LEAD - 0.5
@@ -136,8 +161,7 @@ async def test_restart_keeps_the_scheduled_flush(
         await h2.send("/status")
         status = h2.channel.finals[-1]
         await wait_until(lambda: arrivals, within=TTL + 2)
-        await asyncio.sleep(0.3)
-        after = await h2.app.store.current_session(DM_KEY)
+        after = await flushed(h2)
     assert "idle flush in" in status
     assert stopped < arrivals[0] < turn.last_model_call_at + TTL
     assert after.memory_flush_count == 1
@@ -194,7 +218,11 @@ async def test_heartbeat_reads_heartbeat_md_and_drops_ok(
     config = "[scheduler]\nheartbeat_minutes = 0.01\n"
     async with Harness(tmp_path, fake_anthropic.url, config) as h:
         await h.send("hello")
-        await asyncio.sleep(1.5)
+        # A beat records its run before it starts, and beats never overlap: so once a second
+        # run is recorded, the first (which saw only comments) has finished.
+        store = h.app.store
+        first = await eventually(lambda: store.job_last_run(HEARTBEAT_JOB), bool, 5)
+        await eventually(lambda: store.job_last_run(HEARTBEAT_JOB), lambda t: t != first, 5)
         beats = [r for r in fake_anthropic.message_requests if HEARTBEAT_MARK in r.last_user_text]
         assert beats == []  # comments only: skipped without a model call
         beat.write_text("- Remind Alice to water the plants.\n")

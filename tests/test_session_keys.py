@@ -6,7 +6,7 @@ import pytest
 
 from bot.config import SessionConfig
 from bot.sessions.keys import (
-    AGENT_ID,
+    conversation_of_key,
     format_session_key,
     is_direct_key,
     linked_identity,
@@ -14,7 +14,7 @@ from bot.sessions.keys import (
     session_key,
     validate_session_key,
 )
-from bot.types import Address, ChatType, InboundMessage
+from bot.types import Address, ChatType, InboundMessage, SessionOrigin
 
 
 def msg(
@@ -39,12 +39,8 @@ def msg(
 DEFAULT = SessionConfig()
 PER_PEER = SessionConfig(dm_scope="per-peer")
 MAIN = SessionConfig(dm_scope="main")
-LINKS = {"Alice": ["telegram:123", "SLACK:u1"], "bob": ["U777"]}
+LINKS = {"Alice": ["telegram:123", "SLACK:u1"], "bob": ["slack:U777"]}
 LINKED = SessionConfig(dm_scope="per-peer", identity_links=LINKS)
-
-
-def test_agent_id() -> None:
-    assert AGENT_ID == "main"
 
 
 @pytest.mark.parametrize(
@@ -54,8 +50,12 @@ def test_agent_id() -> None:
         (msg("telegram", ChatType.DIRECT, "123", "123"), DEFAULT, "agent:main:telegram:direct:123"),
         (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), DEFAULT, "agent:main:slack:direct:u0abc"),
         # DM, per-peer
-        (msg("telegram", ChatType.DIRECT, "123", "123"), PER_PEER, "agent:main:direct:123"),
-        (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), PER_PEER, "agent:main:direct:u0abc"),
+        (
+            msg("telegram", ChatType.DIRECT, "123", "123"),
+            PER_PEER,
+            "agent:main:direct:telegram:123",
+        ),
+        (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), PER_PEER, "agent:main:direct:slack:u0abc"),
         # DM, main
         (msg("telegram", ChatType.DIRECT, "123", "123"), MAIN, "agent:main:main"),
         (msg("slack", ChatType.DIRECT, "D1", "U0ABC"), MAIN, "agent:main:main"),
@@ -100,7 +100,7 @@ def test_group_scope_does_not_depend_on_dm_scope() -> None:
 
 def test_local_follows_dm_scope() -> None:
     m = msg("local", ChatType.DIRECT, "alice", "alice")
-    assert session_key(m, PER_PEER) == "agent:main:direct:alice"
+    assert session_key(m, PER_PEER) == "agent:main:direct:local:alice"
     assert session_key(m, MAIN) == "agent:main:main"
 
 
@@ -153,20 +153,23 @@ def test_identity_link_principal_is_case_insensitive() -> None:
     assert session_key(m, LINKED) == "agent:main:direct:alice"
 
 
-def test_identity_link_matches_bare_id_case_insensitively() -> None:
+def test_identity_link_matches_case_insensitively() -> None:
     m = msg("slack", ChatType.DIRECT, "D9", "u777")
     assert session_key(m, LINKED) == "agent:main:direct:bob"
+    assert session_key(msg("local", ChatType.DIRECT, "u777", "u777"), LINKED) == (
+        "agent:main:direct:local:u777"
+    )
 
 
 def test_identity_link_principal_does_not_match_other_channel() -> None:
     # "telegram:123" names a Telegram user; Slack user "123" is someone else.
     m = msg("slack", ChatType.DIRECT, "D1", "123")
-    assert session_key(m, LINKED) == "agent:main:direct:123"
+    assert session_key(m, LINKED) == "agent:main:direct:slack:123"
 
 
 def test_unlinked_user_falls_back_to_user_id() -> None:
     m = msg("telegram", ChatType.DIRECT, "999", "999")
-    assert session_key(m, LINKED) == "agent:main:direct:999"
+    assert session_key(m, LINKED) == "agent:main:direct:telegram:999"
 
 
 def test_linked_users_share_one_session_across_channels() -> None:
@@ -188,6 +191,22 @@ def test_identity_links_do_not_affect_groups() -> None:
     assert session_key(m, LINKED) == "agent:main:telegram:group:-1"
 
 
+def test_unlinked_ids_of_different_channels_never_share_a_session() -> None:
+    # A local web user may call themselves "123"; that is not Telegram user 123.
+    telegram = msg("telegram", ChatType.DIRECT, "123", "123")
+    local = msg("local", ChatType.DIRECT, "123", "123")
+    assert session_key(telegram, PER_PEER) != session_key(local, PER_PEER)
+    assert session_key(local, LINKED) == "agent:main:direct:local:123"
+    assert session_key(telegram, LINKED) == "agent:main:direct:alice"
+
+
+def test_identity_links_must_name_the_channel() -> None:
+    with pytest.raises(ValueError, match=r"must name its channel, e\.g\. 'telegram:123'"):
+        SessionConfig(dm_scope="per-peer", identity_links={"alice": ["123"]})
+    with pytest.raises(ValueError, match="must name its channel"):
+        SessionConfig(identity_links={"alice": [":123"]})
+
+
 def test_linked_identity_helper() -> None:
     assert linked_identity(msg("telegram", ChatType.DIRECT, "1", "123"), LINKS) == "Alice"
     assert linked_identity(msg("telegram", ChatType.DIRECT, "1", "124"), LINKS) is None
@@ -201,7 +220,14 @@ ROUND_TRIP = [
         "agent:main:telegram:direct:123",
         {"channel": "telegram", "kind": "direct", "peer": "123"},
     ),
-    ("agent:main:direct:alice", {"channel": None, "kind": "direct", "peer": "alice"}),
+    (
+        "agent:main:direct:alice",
+        {"channel": None, "kind": "direct", "peer": "alice", "per_peer": True},
+    ),
+    (
+        "agent:main:direct:telegram:123",
+        {"channel": "telegram", "kind": "direct", "peer": "123", "per_peer": True},
+    ),
     ("agent:main:main", {"channel": None, "kind": "main"}),
     (
         "agent:main:telegram:group:-100123",
@@ -234,6 +260,7 @@ def test_parse_round_trip(key: str, fields: dict[str, str | None]) -> None:
         "chat_id": None,
         "topic": None,
         "thread": None,
+        "per_peer": False,
         **fields,
     }
     assert dict(parts) == expected
@@ -267,7 +294,7 @@ def test_every_generated_key_parses_back() -> None:
         "agent::main",
         "agent:main:main:extra",
         "agent:main:direct",
-        "agent:main:direct:a:b",
+        "agent:main:direct:a:b:c",
         "agent:main:telegram",
         "agent:main:telegram:direct",
         "agent:main:telegram:direct:1:thread:2",
@@ -315,3 +342,33 @@ def test_validate_rejects_other_agents() -> None:
 )
 def test_is_direct_key(key: str, direct: bool) -> None:
     assert is_direct_key(key) is direct
+
+
+def test_origin_of_a_message_names_its_conversation() -> None:
+    topic = msg("telegram", ChatType.GROUP, "-100", "5", thread_id="7")
+    assert SessionOrigin.of(topic) == SessionOrigin("telegram", ChatType.GROUP, "-100", "7")
+    # A thread inside a DM stays on the DM session, as its key does.
+    dm = msg("slack", ChatType.DIRECT, "D1", "U1", thread_id="1712345678.000100")
+    assert SessionOrigin.of(dm) == SessionOrigin("slack", ChatType.DIRECT, "D1", peer_id="U1")
+
+
+DIRECT, GROUP = ChatType.DIRECT, ChatType.GROUP
+
+
+@pytest.mark.parametrize(
+    ("key", "origin"),
+    [
+        ("agent:main:main", SessionOrigin("local", DIRECT, "")),
+        ("agent:main:direct:alice", SessionOrigin("local", DIRECT, "", None, "alice")),
+        ("agent:main:telegram:direct:42", SessionOrigin("telegram", DIRECT, "", None, "42")),
+        ("agent:main:telegram:group:-100:topic:7", SessionOrigin("telegram", GROUP, "-100", "7")),
+        ("agent:main:slack:channel:c1", SessionOrigin("slack", ChatType.CHANNEL, "c1")),
+    ],
+)
+def test_conversation_of_a_key(key: str, origin: SessionOrigin) -> None:
+    assert conversation_of_key(key, "local") == origin
+
+
+def test_conversation_of_a_malformed_key_raises() -> None:
+    with pytest.raises(ValueError):
+        conversation_of_key("agent:main:slack:nope:1", "slack")

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from bot.agent.silent import SILENT_TOKEN, SilentGate, is_silent, strip_silent
+from bot.agent.silent import SilentGate, is_silent, strip_silent
 
 SILENT_REPLIES = [
     "NO_REPLY",
@@ -63,10 +63,6 @@ def test_is_silent(text: str) -> None:
 )
 def test_not_silent(text: str) -> None:
     assert not is_silent(text)
-
-
-def test_token_constant() -> None:
-    assert SILENT_TOKEN == "NO_REPLY"
 
 
 @pytest.mark.parametrize(

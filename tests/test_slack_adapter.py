@@ -76,13 +76,17 @@ async def test_socket_ack_waits_until_the_event_is_accepted(
     make_channel: Factory, fake_slack: FakeSlack
 ) -> None:
     _, core, _ = await make_channel("socket")
-    core.gate = asyncio.Event()
+    core.gate, core.passes = asyncio.Event(), {"sentinel"}
     envelope = await fake_slack.push_socket_event(fake_slack.im_message("U1", "hi"))
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(core.waiting.wait(), 5)
+    # Acks share one socket, in order: an ack of "hi" sent before it was recorded would
+    # have arrived before the ack of a later event.
+    sentinel = await fake_slack.push_socket_event(fake_slack.im_message("U1", "sentinel"))
+    await fake_slack.wait_for_ack(sentinel)
     assert envelope not in fake_slack.socket_acks  # not recorded yet, so not acknowledged
     core.gate.set()
     await fake_slack.wait_for_ack(envelope)
-    assert [m.text for m in core.accepted] == ["hi"]
+    assert [m.text for m in core.accepted] == ["sentinel", "hi"]
 
 
 async def test_http_body_that_is_not_utf8_is_a_bad_request(
@@ -103,22 +107,24 @@ async def test_http_response_waits_until_the_event_is_accepted(
     make_channel: Factory, fake_slack: FakeSlack
 ) -> None:
     _, core, url = await make_channel("http")
-    core.gate = asyncio.Event()
-    request = asyncio.create_task(
-        post_event(None, url, fake_slack.im_message("U1", "hi"), fake_slack.signing_secret)
-    )
-    await asyncio.sleep(0.2)
+    core.gate, core.passes = asyncio.Event(), {"sentinel"}
+    secret = fake_slack.signing_secret
+    request = asyncio.create_task(post_event(None, url, fake_slack.im_message("U1", "hi"), secret))
+    await asyncio.wait_for(core.waiting.wait(), 5)
+    # A later request answered in full: an early answer to "hi" would have come by now.
+    status, _ = await post_event(None, url, fake_slack.im_message("U1", "sentinel"), secret)
+    assert status == 200
     assert not request.done()
     core.gate.set()
     status, _ = await request
-    assert status == 200 and len(core.accepted) == 1
+    assert status == 200 and [m.text for m in core.accepted] == ["sentinel", "hi"]
 
 
 async def test_concurrent_twin_events_are_accepted_once(
     make_channel: Factory, fake_slack: FakeSlack
 ) -> None:
     _, core, url = await make_channel("http")
-    core.gate = asyncio.Event()
+    core.gate, core.passes = asyncio.Event(), {"sentinel"}
     mention = fake_slack.app_mention("C1", "U1", "hello")
     ts = mention["event"]["ts"]
     twin = fake_slack.channel_message("C1", "U1", mention["event"]["text"], ts=ts)
@@ -127,13 +133,19 @@ async def test_concurrent_twin_events_are_accepted_once(
         asyncio.create_task(post_event(None, url, payload, secret, **kw))
         for payload, kw in ((mention, {}), (twin, {}), (mention, {"retry_num": 1}))
     ]
-    await asyncio.sleep(0.2)
+    # The first delivery waits in accept(); a request sent after all three and answered
+    # meanwhile lets the other two reach the adapter while it waits.
+    await asyncio.wait_for(core.waiting.wait(), 5)
+    status, _ = await post_event(None, url, fake_slack.im_message("U2", "sentinel"), secret)
+    assert status == 200
+    assert not any(send.done() for send in sends)  # the twins wait for the first delivery
     core.gate.set()
     assert [status for status, _ in await asyncio.gather(*sends)] == [200, 200, 200]
     status, _ = await post_event(None, url, mention, secret, retry_num=2)
     assert status == 200
-    assert len(core.accepted) == 1
-    msg = core.accepted[0]
+    accepted = [m for m in core.accepted if m.text != "sentinel"]
+    assert len(accepted) == 1 and len(core.accepted) == 2
+    msg = accepted[0]
     assert msg.message_id == f"C1:{ts}" and msg.thread_id == ts and msg.mentioned
 
 

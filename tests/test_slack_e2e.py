@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack, post_event
@@ -73,6 +74,31 @@ class SlackKrill:
             predicate=(lambda p: p.get("channel") == channel) if channel else None,
         )
 
+    async def settle(self, sentinel: dict[str, Any]) -> None:
+        """Send `sentinel` and wait for its answer. Events are recorded before they are
+        acknowledged and a session's turns run in order, so once a later message in the same
+        session is answered, everything sent there before it was handled."""
+        text = sentinel["event"]["text"]
+        assert await self.send(sentinel) == 200
+        await self.fake.wait_for(
+            "chat.postMessage", timeout=10, predicate=lambda p: text in p.get("markdown_text", "")
+        )
+
+    async def inbound(self, result: str) -> float:
+        """How many Slack messages the core has decided `result` for (`/metrics`)."""
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{self.krill.url}/metrics") as resp,
+        ):
+            text = await resp.text()
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "krill_inbound_total"
+            and sample.labels == {"channel": "slack", "result": result}
+        )
+
 
 @pytest.fixture
 async def start_slack(
@@ -114,17 +140,18 @@ async def test_dm_is_answered_once_and_retries_are_deduped(
     assert await slack.send(event) == 200
     (reply,) = await slack.replies(1, "D1")
     assert "hello krill" in reply["markdown_text"] and "thread_ts" not in reply
-    if mode == "http":
-        assert await slack.send(event, retry_num=1) == 200
-    else:
-        assert await slack.send(event) == 200  # Socket Mode redelivery, same post
-    await asyncio.sleep(0.3)
-    assert len(fake_anthropic.message_requests) == 1
-    assert len(fake_slack.calls_to("chat.postMessage")) == 1
     # The typing reaction went on the DM and came off again.
     assert fake_slack.calls_to("reactions.add")[0]["name"] == "hourglass_flowing_sand"
     await fake_slack.wait_for("reactions.remove")
     assert not fake_slack.reactions
+    if mode == "http":
+        assert await slack.send(event, retry_num=1) == 200
+    else:
+        assert await slack.send(event) == 200  # Socket Mode redelivery, same post
+    await slack.settle(fake_slack.im_message("U1", "sentinel", channel="D1"))
+    seen = [words(r.body) for r in fake_anthropic.message_requests]
+    assert len(seen) == 2 and sum("hello krill" in w for w in seen) == 1
+    assert len(fake_slack.calls_to("chat.postMessage")) == 2  # the answer and the sentinel's
 
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
@@ -134,7 +161,7 @@ async def test_channel_mention_threads_and_buffered_context(
     slack = await start_slack(mode)
     chatter = fake_slack.channel_message("C1", "U2", "the deploy is at 5pm")
     assert await slack.send(chatter) == 200
-    await asyncio.sleep(0.2)
+    assert await slack.inbound("buffered") == 1  # decided before the ack: no turn follows
     assert fake_anthropic.message_requests == []  # unmentioned: kept as context only
 
     mention = fake_slack.app_mention("C1", "U1", "when is the deploy?")
@@ -158,8 +185,10 @@ async def test_channel_mention_threads_and_buffered_context(
     await slack.replies(2, "C1")
     second = fake_anthropic.message_requests[1].body
     assert len(second["messages"]) == 3  # root turn, its answer, the follow-up
-    await asyncio.sleep(0.2)
-    assert len(fake_anthropic.message_requests) == 2
+    await slack.settle(fake_slack.channel_message("C1", "U1", "sentinel", thread_ts=root_ts))
+    assert len(fake_anthropic.message_requests) == 3  # the follow-up made one turn
+    last = fake_anthropic.message_requests[2].body
+    assert len(last["messages"]) == 5 and "rollback" not in words(last)
 
 
 async def test_thread_sessions_are_isolated_and_seeded_from_slack(
@@ -243,9 +272,10 @@ async def test_http_rejects_bad_requests(
     unknown = fake_slack.event_callback({"type": "reaction_added", "user": "U1"})
     status, _ = await post_event(None, url, unknown, secret)
     assert status == 200
-    await asyncio.sleep(0.3)
-    assert fake_anthropic.message_requests == []
-    assert fake_slack.calls_to("chat.postMessage") == []
+    await slack.settle(fake_slack.im_message("U1", "sentinel"))
+    (request,) = fake_anthropic.message_requests  # the sentinel's turn, nothing before it
+    assert "sneaky" not in json.dumps(request.messages)
+    assert len(fake_slack.calls_to("chat.postMessage")) == 1
 
 
 async def test_long_replies_are_chunked_and_streamed(
@@ -345,8 +375,9 @@ async def test_kill_9_right_after_the_ack_loses_nothing(
     (reply,) = await restarted.replies(1, "D1")
     assert "do not lose me" in reply["markdown_text"]
     assert await restarted.send(event, retry_num=1) == 200  # Slack's retry: already handled
-    await asyncio.sleep(0.3)
-    assert len(fake_slack.calls_to("chat.postMessage")) == 1
+    await restarted.settle(fake_slack.im_message("U1", "sentinel", channel="D1"))
+    posts = [p["markdown_text"] for p in fake_slack.calls_to("chat.postMessage")]
+    assert len(posts) == 2 and sum("do not lose me" in p for p in posts) == 1
 
 
 @pytest.mark.parametrize("mode", ["http", "socket"])

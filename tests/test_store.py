@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.base import BufferedLine, Entry, EntryType, InboundStatus, Role
+from bot.store.base import BufferedLine, InboundStatus
 from bot.store.sqlite import SQLiteStore
+from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
+from bot.types import ChatType, SessionOrigin, Usage
+from tests import entries
+
+LOCAL = SessionOrigin("local", ChatType.DIRECT, "alice", peer_id="alice")
 
 
 @pytest.fixture
@@ -20,12 +25,15 @@ async def store(tmp_path: Path):
 
 
 def user(session_id: str, text: str) -> Entry:
-    return Entry(session_id, EntryType.MESSAGE, {"messages": [{"text": text}]}, role=Role.USER)
+    return entries.person(text, session_id)
 
 
 def assistant(session_id: str, text: str) -> Entry:
-    content = [{"type": "text", "text": text}]
-    return Entry(session_id, EntryType.MESSAGE, {"content": content}, role=Role.ASSISTANT)
+    return entries.reply(entries.text(text), session_id=session_id)
+
+
+def person_texts(history: list[Entry]) -> list[str]:
+    return [e.payload.messages[0].text for e in history if isinstance(e.payload, PersonTurn)]
 
 
 async def test_migrations_are_idempotent_and_wal(tmp_path: Path, store: SQLiteStore) -> None:
@@ -41,50 +49,38 @@ async def test_migrations_are_idempotent_and_wal(tmp_path: Path, store: SQLiteSt
 
 
 async def test_entries_chain_and_history_turn_limit(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     for i in range(5):
         await store.append_entries([user(s.session_id, f"u{i}"), assistant(s.session_id, f"a{i}")])
     everything = await store.transcript(s.session_id)
     assert [e.parent_id for e in everything[1:]] == [e.id for e in everything[:-1]]
     last_two = await store.load_history(s.session_id, max_user_turns=2)
-    assert [
-        e.payload.get("messages", [{}])[0].get("text") for e in last_two if e.role == "user"
-    ] == [
-        "u3",
-        "u4",
-    ]
-    assert last_two[0].role == Role.USER
+    assert person_texts(last_two) == ["u3", "u4"]
+    assert last_two[0].kind == EntryKind.PERSON_TURN
     assert len(await store.load_history(s.session_id)) == 10
     assert len(await store.load_history(s.session_id, max_user_turns=50)) == 10
 
 
 async def test_history_starts_at_the_latest_compaction(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", "local")
+    s = await store.get_or_create_session("k", LOCAL)
     old = [user(s.session_id, "old"), assistant(s.session_id, "old reply")]
     kept = [user(s.session_id, "kept"), assistant(s.session_id, "kept reply")]
     await store.append_entries(old + kept)
-    summary = Entry(
-        s.session_id,
-        EntryType.COMPACTION,
-        {"summary": "## Decisions\n- none", "first_kept_entry_id": kept[0].id},
-    )
+    summary = entries.summary("## Decisions\n- none", kept[0].id, s.session_id)
     await store.append_entries([summary, user(s.session_id, "new")])
     history = await store.load_history(s.session_id)
-    assert history[0].type == EntryType.COMPACTION
-    texts = [
-        e.payload.get("messages", [{}])[0].get("text") for e in history[1:] if e.role == "user"
-    ]
-    assert texts == ["kept", "new"]
+    assert history[0].kind == EntryKind.COMPACTION
+    assert person_texts(history[1:]) == ["kept", "new"]
 
 
 async def test_new_session_keeps_the_old_transcript(store: SQLiteStore) -> None:
-    first = await store.get_or_create_session("k", "local")
+    first = await store.get_or_create_session("k", LOCAL)
     await store.append_entries([user(first.session_id, "hello")])
-    second = await store.start_new_session("k", "local", "/reset")
+    second = await store.start_new_session("k", LOCAL, "/reset")
     assert second.session_id != first.session_id
     assert (await store.current_session("k")).session_id == second.session_id
     old = await store.transcript(first.session_id)
-    assert old[-1].type == EntryType.RESET and old[-1].payload["next"] == second.session_id
+    assert old[-1].payload == Reset("/reset", second.session_id)
     assert len(await store.sessions_for_key("k")) == 2
     assert await store.load_history(second.session_id) == []
 
@@ -94,9 +90,9 @@ async def test_inbound_dedupe_and_recovery_queue(store: SQLiteStore) -> None:
     again, _ = await store.accept_inbound("telegram", "1:5", "k", "{}")
     other, _ = await store.accept_inbound("slack", "1:5", "k", "{}")
     assert first is not None and again is None and other is not None
-    assert not await store.mark_seen("telegram", "1:5", "k", "command")
+    assert not await store.mark_seen("telegram", "1:5", "k", InboundStatus.COMMAND)
     assert await store.seen_inbound("telegram", "1:5")
-    s = await store.get_or_create_session("k", "telegram")
+    s = await store.get_or_create_session("k", LOCAL)
     await store.begin_turn([user(s.session_id, "x")], [first], "turn-1")
     rows = await store.unfinished_inbound()
     assert [(r.id, r.status, r.turn_id) for r in rows] == [
@@ -130,13 +126,8 @@ async def test_ledger_and_usage(store: SQLiteStore) -> None:
     await store.ledger_put("t1", 0, "100")
     await store.ledger_put("t1", 1, "101")
     assert await store.ledger_for_turn("t1") == {0: "100", 1: "101"}
-    s = await store.get_or_create_session("k", "local")
-    usage = {
-        "input_tokens": 10,
-        "output_tokens": 5,
-        "cache_read_tokens": 90,
-        "cache_write_tokens": 0,
-    }
+    s = await store.get_or_create_session("k", LOCAL)
+    usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=90)
     await store.add_usage(s.session_id, usage, context_tokens=105, cost_usd=0.01, at=time.time())
     row = await store.get_session(s.session_id)
     assert row.cache_hit_ratio == pytest.approx(0.9)
@@ -149,7 +140,7 @@ async def test_a_cancelled_write_does_not_jam_the_store(store: SQLiteStore) -> N
     """/stop, shutdown and timeouts cancel tasks mid-write; later writes must still work."""
     import asyncio
 
-    session = await store.get_or_create_session("k", "local")
+    session = await store.get_or_create_session("k", LOCAL)
     for _ in range(20):
         task = asyncio.create_task(store.append_entries([user(session.session_id, "x")]))
         await asyncio.sleep(0)
@@ -158,7 +149,7 @@ async def test_a_cancelled_write_does_not_jam_the_store(store: SQLiteStore) -> N
     await store.append_entries([user(session.session_id, "after")])
     await store.update_session(session.session_id, turns=1)
     history = await store.load_history(session.session_id)
-    assert history[-1].payload["messages"][0]["text"] == "after"
+    assert person_texts(history[-1:]) == ["after"]
     assert await store.integrity_check() == "ok"
 
 
@@ -174,11 +165,150 @@ def test_sqlite_store_implements_the_whole_store_interface() -> None:
 
 
 async def test_internal_prompts_do_not_use_up_the_turn_limit(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", "local")
-    heartbeat = Entry(s.session_id, EntryType.MESSAGE, {"text": "check the list"}, role=Role.USER)
+    s = await store.get_or_create_session("k", LOCAL)
+    heartbeat = entries.prompt("check the list", s.session_id)
     await store.append_entries([user(s.session_id, "u0"), assistant(s.session_id, "a0")])
     await store.append_entries([heartbeat, assistant(s.session_id, "HEARTBEAT_OK")])
     await store.append_entries([user(s.session_id, "u1"), assistant(s.session_id, "a1")])
     history = await store.load_history(s.session_id, max_user_turns=2)
-    assert history[0].payload["messages"][0]["text"] == "u0"
+    assert person_texts(history[:1]) == ["u0"]
     assert len(history) == 6
+
+
+def _version_2_database(path: Path) -> None:
+    """A database as Krill left it before entries had a kind column, with old-style rows."""
+    import json
+    import sqlite3
+
+    from bot.store.sqlite.migrations import MIGRATIONS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for version, sql in MIGRATIONS[:2]:
+        db.executescript(sql)
+        db.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
+    for session_id, key, channel in [
+        ("s1", "agent:main:telegram:group:-100:topic:7", "telegram"),
+        ("s2", "agent:main:slack:channel:c1:thread:17.5", "slack"),
+        ("s3", "agent:main:direct:alice", "slack"),
+        ("s4", "not a key", "local"),
+    ]:
+        db.execute(
+            "INSERT INTO sessions(session_id, session_key, created_at, updated_at, channel)"
+            " VALUES (?, ?, 1, 1, ?)",
+            (session_id, key, channel),
+        )
+    msg = {
+        "message_id": "7", "channel": "telegram", "user_id": "42", "user_name": "Ann",
+        "text": "hello", "timestamp": 5.0, "chat_title": "Team",
+    }  # fmt: skip
+    call = {"type": "tool_use", "id": "t1", "name": "echo", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    usage = {"input_tokens": 3, "output_tokens": 2, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    rows = [
+        ("message", "user", {"messages": [msg], "context_lines": ["Bob: hi"], "recall": None}),
+        ("message", "assistant", {"content": [call], "stop_reason": "tool_use", "model": "m"}),
+        ("message", "tool", {"content": [result]}),
+        ("message", "user", {"text": "check the list", "kind": "heartbeat"}),
+        ("message", "user", {"text": "write memories", "kind": "flush"}),
+        ("compaction", None, {"summary": "## Decisions", "first_kept_entry_id": "e0",
+                              "tokens_before": 9, "reason": "manual"}),
+        ("memory_flush", None, {"reason": "reset", "ok": True, "error": None, "appended": 1,
+                                "model_calls": 1, "reply": "", "seconds": 0.5}),
+        ("reset", None, {"reason": "/reset", "next": "s2"}),
+    ]  # fmt: skip
+    for i, (type_, role, payload) in enumerate(rows):
+        db.execute(
+            "INSERT INTO entries(id, session_id, type, role, turn_id, payload, usage, created_at)"
+            " VALUES (?, 's1', ?, ?, 't', ?, ?, ?)",
+            (f"e{i}", type_, role, json.dumps(payload), json.dumps(usage) if i == 1 else None, i),
+        )
+    db.commit()
+    db.close()
+
+
+async def test_migration_types_the_entries_of_an_older_database(tmp_path: Path) -> None:
+    from bot.transcript import (
+        AssistantReply,
+        ChatLine,
+        InternalPrompt,
+        MemoryFlushRecord,
+        PromptPurpose,
+        ToolResults,
+    )
+
+    path = tmp_path / "db" / "krill.db"
+    _version_2_database(path)
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        transcript = await store.transcript("s1")
+        columns = [r[1] for r in await store.db.execute_fetchall("PRAGMA table_info(entries)")]
+        history = await store.load_history("s1")
+        origins = [(await store.get_session(f"s{i}")).origin for i in range(1, 5)]
+    finally:
+        await store.close()
+    line = ChatLine("7", "telegram", "42", "hello", 5.0, user_name="Ann", chat_title="Team")
+    call = {"type": "tool_use", "id": "t1", "name": "echo", "input": {}}
+    assert [e.payload for e in transcript] == [
+        PersonTurn([line], ["Bob: hi"]),
+        AssistantReply([call], "tool_use", "m"),
+        ToolResults([{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+        InternalPrompt("check the list", PromptPurpose.HEARTBEAT),
+        InternalPrompt("write memories", PromptPurpose.FLUSH),
+        Compaction("## Decisions", "e0", "manual", tokens_before=9),
+        MemoryFlushRecord("reset", True, appended=1, model_calls=1, seconds=0.5),
+        Reset("/reset", "s2"),
+    ]
+    assert transcript[1].usage == Usage(input_tokens=3, output_tokens=2)
+    assert "kind" in columns and "type" not in columns and "role" not in columns
+    # History reads by kind: the compaction first, then the conversation from its kept entry.
+    assert [e.kind for e in history] == [
+        EntryKind.COMPACTION,
+        EntryKind.PERSON_TURN,
+        EntryKind.ASSISTANT_REPLY,
+        EntryKind.TOOL_RESULTS,
+        EntryKind.INTERNAL_PROMPT,
+        EntryKind.INTERNAL_PROMPT,
+    ]
+    # Each session's conversation, parsed once from its key.
+    assert origins == [
+        SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="7"),
+        SessionOrigin("slack", ChatType.CHANNEL, "c1", thread_id="17.5"),
+        SessionOrigin("slack", ChatType.DIRECT, "", peer_id="alice"),
+        None,
+    ]
+
+
+async def test_every_payload_kind_round_trips(store: SQLiteStore) -> None:
+    from bot.transcript import Command, MemoryFlushRecord
+
+    s = await store.get_or_create_session("k", LOCAL)
+    written = [
+        user(s.session_id, "hi"),
+        entries.prompt("beat", s.session_id),
+        entries.reply(entries.text("yo"), session_id=s.session_id, usage=Usage(1, 2, 3, 4)),
+        entries.results({"type": "tool_result", "tool_use_id": "x", "content": "r"}),
+        entries.summary("sum", "first", s.session_id),
+        Entry(s.session_id, MemoryFlushRecord("idle", False, error="boom")),
+        Entry(s.session_id, Command("status", "", "local:alice")),
+    ]
+    written[3].session_id = s.session_id
+    await store.append_entries(written)
+    read = await store.transcript(s.session_id)
+    assert [(e.id, e.kind, e.payload, e.usage) for e in read] == [
+        (e.id, e.kind, e.payload, e.usage) for e in written
+    ]
+
+
+async def test_a_session_records_the_conversation_it_belongs_to(store: SQLiteStore) -> None:
+    topic = SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="7")
+    first = await store.get_or_create_session("agent:main:telegram:group:-100:topic:7", topic)
+    assert first.origin == topic and first.channel == "telegram"
+    again = await store.get_or_create_session("agent:main:telegram:group:-100:topic:7", LOCAL)
+    assert again.session_id == first.session_id and again.origin == topic
+    fresh = await store.start_new_session("agent:main:telegram:group:-100:topic:7", topic, "/new")
+    assert fresh.origin == topic
+    with pytest.raises(ValueError):  # the conversation is fixed at creation
+        await store.update_session(fresh.session_id, chat_id="-200")

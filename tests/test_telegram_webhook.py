@@ -5,6 +5,8 @@ replies through the fake Bot API."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ SECRET = "hook-Secret_123"
 ALLOWED = 42
 STRANGER = 44
 REPLY_TIMEOUT = 10.0
+_sentinels = itertools.count(1)
 
 
 @dataclass
@@ -87,6 +90,24 @@ async def reply_in(tg: FakeTelegram, chat: int, expect: str) -> list[str]:
             await asyncio.sleep(0.02)
 
 
+async def settle(env: Env, chat: int = ALLOWED) -> str:
+    """Wait until every update posted so far to `chat` has been handled: each was recorded
+    before its 200 and a chat's turns run in order, so once a later message is answered,
+    whatever came before it was answered or dropped. Returns the sentinel's text."""
+    text = f"sentinel {next(_sentinels)}"
+    update = env.tg.private_message(chat, text)
+    update["message"]["from"]["id"] = ALLOWED  # an allowed user, in whichever chat
+    status, _ = await post(env.hook, update)
+    assert status == 200
+    await reply_in(env.tg, chat, text)
+    return text
+
+
+def model_saw(model: FakeAnthropic, needle: str) -> bool:
+    """Whether any request so far carried `needle` anywhere in its messages."""
+    return any(needle in json.dumps(r.messages) for r in model.message_requests)
+
+
 async def test_start_registers_the_webhook_and_does_not_poll(env: Env) -> None:
     assert env.tg.webhook is not None
     assert env.tg.webhook["url"] == env.hook
@@ -105,8 +126,8 @@ async def test_wrong_or_missing_secret_is_refused_and_ignored(env: Env, secret: 
     update = env.tg.private_message(ALLOWED, f"forged {secret!r}")
     status, _ = await post(env.hook, update, secret=secret)
     assert status == 403
-    await asyncio.sleep(0.3)
-    assert not any("forged" in r.last_user_text for r in env.model.message_requests)
+    await settle(env)
+    assert not model_saw(env.model, "forged")
     assert not any("forged" in t for t in env.tg.sent_texts())
     assert "refused a Telegram webhook request" in env.krill.log()
 
@@ -124,8 +145,9 @@ async def test_duplicate_update_is_answered_once(env: Env) -> None:
     results = [await post(env.hook, update) for _ in range(3)]
     assert [status for status, _ in results] == [200, 200, 200]
     await reply_in(env.tg, chat, "answer me once")
-    await asyncio.sleep(0.3)
-    assert len(env.tg.bot_messages(chat)) == 1
+    sentinel = await settle(env, chat)
+    texts = [m["text"] for m in env.tg.bot_messages(chat)]
+    assert len(texts) == 2 and sentinel in texts[1]  # the answer, then the sentinel's
     assert sum("answer me once" in r.last_user_text for r in env.model.message_requests) == 1
 
 
@@ -140,8 +162,8 @@ async def test_edited_message_is_ignored(env: Env) -> None:
     original = env.tg.private_message(ALLOWED, "tpyo")
     status, _ = await post(env.hook, env.tg.edited_message(original, "typo fixed"))
     assert status == 200
-    await asyncio.sleep(0.3)
-    assert not any("typo fixed" in r.last_user_text for r in env.model.message_requests)
+    await settle(env)
+    assert not model_saw(env.model, "typo fixed")
 
 
 @pytest.mark.asyncio(loop_scope="function")  # uses the per-test fakes, not the module's

@@ -227,3 +227,19 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_a_server_printing_its_environment_leaks_no_secret(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its stderr goes through the log redactor (for `krill run` and `krill doctor`) instead
+    of straight to Krill's own stderr."""
+    canary = "canary-Zq81xPw0Lm44"
+    server = stdio_server("--print-env", env={"UPSTREAM_PASS": canary})
+    config = mcp_config(tmp_path, {"leaky": server})
+    caplog.set_level("INFO", logger="bot.tools.mcp")
+    checks = await check_servers(config)
+    assert checks[0].status == OK
+    await wait_until(lambda: "UPSTREAM_PASS=" in caplog.text)
+    assert "MCP server leaky (stderr): UPSTREAM_PASS=" in caplog.text
+    assert canary[6:-4] not in caplog.text  # the redactor's mask keeps only both ends

@@ -60,13 +60,11 @@ def test_missing_and_empty_files_skipped(tmp_path: Path) -> None:
         assert f"## {name}" not in prompt
 
 
-def test_no_files_gives_base_prompt(tmp_path: Path) -> None:
-    assert Workspace(tmp_path / "absent").system_prompt(include_memory=True) == BASE_PROMPT
-
-
-def test_base_prompt_covers_conventions() -> None:
-    assert "NO_REPLY" in BASE_PROMPT
-    assert "<<<UNTRUSTED" in BASE_PROMPT and "END_UNTRUSTED" in BASE_PROMPT
+def test_no_files_gives_base_prompt_with_the_conventions(tmp_path: Path) -> None:
+    prompt = Workspace(tmp_path / "absent").system_prompt(include_memory=True)
+    assert prompt == BASE_PROMPT
+    assert "NO_REPLY" in prompt
+    assert "<<<UNTRUSTED" in prompt and "END_UNTRUSTED" in prompt
 
 
 def test_per_file_cap_keeps_head_and_tail(tmp_path: Path) -> None:

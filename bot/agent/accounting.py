@@ -14,7 +14,8 @@ from bot.types import Usage
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
-    from bot.store.base import Entry, Store
+    from bot.store.base import Store
+    from bot.transcript import Entry
 
 
 class UsageAccountant:
@@ -44,7 +45,7 @@ class UsageAccountant:
         self._observe(usage, latency)
         await self.store.record_model_call(
             entry,
-            usage.to_dict(),
+            usage,
             context_tokens=usage.prompt_tokens + usage.output_tokens,
             cost_usd=estimate_cost(model, usage, self.cache_ttl),
             model=model,
@@ -68,7 +69,7 @@ class UsageAccountant:
         self._observe(usage, latency)
         await self.store.add_usage(
             session_id,
-            usage.to_dict(),
+            usage,
             context_tokens=context_tokens,
             cost_usd=estimate_cost(model, usage, self.cache_ttl),
             at=self.clock() if read_cache else None,

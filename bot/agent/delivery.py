@@ -17,7 +17,7 @@ from bot.agent.silent import SilentGate
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
     from bot.metrics import Metrics
-    from bot.store.base import Store
+    from bot.store.base import LedgerStore
     from bot.types import Address
 
 from bot.types import OutboundMessage
@@ -52,7 +52,7 @@ class ReplyStream:
         channel: Channel | None,
         address: Address | None,
         turn_id: str,
-        store: Store,
+        store: LedgerStore,
         metrics: Metrics | None = None,
         visible: bool = True,
         typing_on_tools: bool = True,

@@ -13,7 +13,8 @@ from anthropic.types import MessageParam
 if TYPE_CHECKING:
     from bot.agent.runner import TurnJob
     from bot.errors import ContextOverflow
-    from bot.store.base import Entry, SessionRow
+    from bot.store.base import SessionRow
+    from bot.transcript import Entry
 
 
 class TurnRecall(Protocol):

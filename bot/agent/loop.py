@@ -27,8 +27,8 @@ from bot.agent.model import ModelClient, ModelReply
 from bot.context.messages import build_messages, clean_block
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
-from bot.store.base import Entry, EntryType, Role
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
+from bot.transcript import AssistantReply, Entry, ToolResults
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -191,24 +191,16 @@ class TranscriptConversation:
     async def add_reply(self, reply: ModelReply) -> None:
         entry = Entry(
             self.session.session_id,
-            EntryType.MESSAGE,
-            {"content": reply.content, "stop_reason": reply.stop_reason, "model": reply.model},
-            role=Role.ASSISTANT,
+            AssistantReply(reply.content, reply.stop_reason, reply.model),
             turn_id=self.turn_id,
-            usage=reply.usage.to_dict(),
+            usage=reply.usage,
             created_at=self.clock(),
         )
         await self.accountant.record_reply(entry, reply.usage, reply.model, reply.latency)
         self.session.model = reply.model
 
     async def add_results(self, blocks: list[ToolResultBlockParam]) -> None:
-        entry = Entry(
-            self.session.session_id,
-            EntryType.MESSAGE,
-            {"content": blocks},
-            role=Role.TOOL,
-            turn_id=self.turn_id,
-        )
+        entry = Entry(self.session.session_id, ToolResults(blocks), turn_id=self.turn_id)
         await self.store.append_entries([entry])
 
 

@@ -20,11 +20,21 @@ from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError
-from bot.sessions.keys import is_direct_key
-from bot.store.base import Entry, EntryType, InboundStatus, Role, SessionRow, new_id
+from bot.sessions.keys import conversation_of_key, is_direct_key
+from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
-from bot.types import Address, ChatType, InboundMessage
+from bot.transcript import (
+    AssistantReply,
+    ChatLine,
+    Entry,
+    InternalPrompt,
+    Payload,
+    PersonTurn,
+    PromptPurpose,
+    new_id,
+)
+from bot.types import Address, ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -49,7 +59,7 @@ class TurnJob:
     resume: bool = False
     # Silent turns (memory flush, heartbeat) carry an internal prompt and show nothing.
     prompt: str | None = None
-    kind: str = "user"
+    kind: str = "user"  # a PromptPurpose for internal prompts
     history_limit: int = 0
 
     @property
@@ -108,39 +118,39 @@ class AgentRunner:
         self.clock = clock
 
     def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
+        payload: Payload
         if job.prompt is not None:
-            payload: dict[str, Any] = {"text": job.prompt, "kind": job.kind}
+            payload = InternalPrompt(job.prompt, PromptPurpose(job.kind))
         else:
             context: list[str] = []
             for msg in job.messages:
                 context.extend(msg.context_lines)
-            payload = {
-                "messages": [
-                    {
-                        "message_id": m.message_id,
-                        "channel": m.channel,
-                        "user_id": m.user_id,
-                        "user_name": m.user_name,
-                        "text": m.text,
-                        "timestamp": m.timestamp or time.time(),
-                        "chat_title": m.chat_title,
-                    }
-                    for m in job.messages
-                ],
-                "context_lines": context,
-                "recall": recall,
-            }
-        return Entry(
-            session.session_id, EntryType.MESSAGE, payload, role=Role.USER, turn_id=job.turn_id
-        )
+            lines = [
+                ChatLine(
+                    message_id=m.message_id,
+                    channel=m.channel,
+                    user_id=m.user_id,
+                    user_name=m.user_name,
+                    text=m.text,
+                    timestamp=m.timestamp or time.time(),
+                    chat_title=m.chat_title,
+                )
+                for m in job.messages
+            ]
+            payload = PersonTurn(lines, context, recall)
+        return Entry(session.session_id, payload, turn_id=job.turn_id)
 
     async def run(self, job: TurnJob) -> TurnOutcome:
-        channel_name = job.first.channel if job.first else "local"
         # A resumed turn continues in the session that holds it, even if /reset or
         # `krill reset` started a newer one meanwhile.
         session = await self.store.session_of_turn(job.turn_id) if job.resume else None
         if session is None:
-            session = await self.store.get_or_create_session(job.session_key, channel_name)
+            origin = (
+                SessionOrigin.of(job.first)
+                if job.first
+                else conversation_of_key(job.session_key, "local")
+            )
+            session = await self.store.get_or_create_session(job.session_key, origin)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
             channel=channel,
@@ -225,8 +235,8 @@ class AgentRunner:
         if not _reply_written(history, job.turn_id):
             return False
         for entry in history:
-            if entry.turn_id == job.turn_id and entry.role == Role.ASSISTANT:
-                await stream.on_text(_entry_text(entry))
+            if entry.turn_id == job.turn_id and isinstance(entry.payload, AssistantReply):
+                await stream.on_text(entry.payload.text)
                 stream.next_iteration()
         return True
 
@@ -277,12 +287,6 @@ def _failure_reply(stream: ReplyStream, exc: ModelError) -> str:
     return f"{shown}\n\n⚠️ {exc.user_message}" if shown else exc.user_message
 
 
-def _entry_text(entry: Entry) -> str:
-    return "".join(
-        b.get("text", "") for b in entry.payload.get("content", []) if b.get("type") == "text"
-    )
-
-
 def _reply_written(history: list[Entry], turn_id: str) -> bool:
     """True when this turn already ended in a final assistant message (no tool calls)."""
     if not history:
@@ -290,8 +294,8 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
     last = history[-1]
     return (
         last.turn_id == turn_id
-        and last.role == Role.ASSISTANT
-        and not any(b.get("type") == "tool_use" for b in last.payload.get("content", []))
+        and isinstance(last.payload, AssistantReply)
+        and not last.payload.calls_tools
     )
 
 

@@ -15,6 +15,7 @@ from bot.store.base import Store
 
 def pairing_command(config: Config, args: argparse.Namespace) -> int:
     from bot.sessions.access import PAIRING_TTL_SECONDS, normalize_code
+    from bot.store.base import PairingStatus
 
     async def run(store: Store) -> int:
         now = time.time()
@@ -41,7 +42,7 @@ def pairing_command(config: Config, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        match.status = "approved"
+        match.status = PairingStatus.APPROVED
         await store.pairing_put(match)
         print(f"approved {args.channel}:{match.user_id} {match.user_name}".rstrip())
         return 0

@@ -7,13 +7,13 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 from typing import Any
 
 from bot import __version__
 from bot.cli.store_access import with_store
 from bot.config import Config
-from bot.store.base import Store
+from bot.store.base import InboundStatus, Store
+from bot.transcript_export import entry_line, entry_record
 
 
 def session_dict(s: Any) -> dict[str, Any]:
@@ -45,7 +45,9 @@ def session_dict(s: Any) -> dict[str, Any]:
 def status_command(config: Config, args: argparse.Namespace) -> int:
     async def run(store: Store) -> int:
         sessions = await store.list_sessions(current_only=True)
-        pending = await store.count_inbound("pending") + await store.count_inbound("processing")
+        pending = await store.count_inbound(InboundStatus.PENDING) + await store.count_inbound(
+            InboundStatus.PROCESSING
+        )
         if args.json:
             print(
                 json.dumps(
@@ -99,59 +101,12 @@ async def _reset(config: Config, key: str) -> int:
         if current is None:
             print(f"krill reset: no session with key {key}", file=sys.stderr)
             return 1
-        channel = conversation_of_key(key).channel or current.channel
-        session = await app.gateway.commands.reset(key, channel, reason="krill reset")
+        origin = current.origin or conversation_of_key(key, current.channel)
+        session = await app.gateway.commands.reset(key, origin, reason="krill reset")
     finally:
         await app.stop()
     print(f"reset {key}: new session {session.session_id} (old {current.session_id} kept)")
     return 0
-
-
-def _entry_dict(e: Any) -> dict[str, Any]:
-    return {
-        "id": e.id,
-        "parent_id": e.parent_id,
-        "session_id": e.session_id,
-        "type": e.type,
-        "role": e.role,
-        "turn_id": e.turn_id,
-        "created_at": e.created_at,
-        "usage": e.usage,
-        "payload": e.payload,
-    }
-
-
-def _entry_line(e: Any) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.created_at))
-    payload = e.payload
-    if e.type == "compaction":
-        summary = payload.get("summary", "")
-        return (
-            f"{when} [compaction] kept from {payload.get('first_kept_entry_id')}: {summary[:300]}"
-        )
-    if e.role == "user":
-        if "messages" in payload:
-            text = " | ".join(
-                f"{m.get('user_name') or m.get('user_id')}: {m.get('text')}"
-                for m in payload["messages"]
-            )
-        else:
-            text = payload.get("text", "")
-        return f"{when} user: {text}"
-    if e.role in ("assistant", "tool"):
-        parts = []
-        for block in payload.get("content", []):
-            kind = block.get("type")
-            if kind == "text":
-                parts.append(block["text"])
-            elif kind == "tool_use":
-                parts.append(f"[tool {block['name']} {json.dumps(block.get('input'))[:200]}]")
-            elif kind == "tool_result":
-                content = block.get("content")
-                size = len(content) if isinstance(content, str) else len(json.dumps(content))
-                parts.append(f"[result {size} chars{' error' if block.get('is_error') else ''}]")
-        return f"{when} {e.role}: {' '.join(parts)}"
-    return f"{when} [{e.type}] {json.dumps(payload)[:300]}"
 
 
 def sessions_command(config: Config, args: argparse.Namespace) -> int:
@@ -171,13 +126,13 @@ def sessions_command(config: Config, args: argparse.Namespace) -> int:
         if args.action == "export":
             for s in sessions:
                 for e in await store.transcript(s.session_id):
-                    print(json.dumps(_entry_dict(e), ensure_ascii=False))
+                    print(json.dumps(entry_record(e), ensure_ascii=False))
             return 0
         for s in sessions:
             print(f"== session {s.session_id}{' (current)' if s.is_current else ''} ==")
             print(json.dumps(session_dict(s), indent=2))
             for e in await store.transcript(s.session_id):
-                print(_entry_line(e))
+                print(entry_line(e))
         return 0
 
     return asyncio.run(with_store(config, run))

@@ -9,9 +9,12 @@ points at it; the original entries are never rewritten, so the transcript keeps 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
+
+from anthropic.types import ToolResultBlockParam
 
 from bot.context.truncation import cap_result_content
-from bot.store.base import Entry, EntryType, Role
+from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, Payload, ToolResults
 
 OVERFLOW_COMPACTION_ATTEMPTS = 3
 # Compaction attempts plus the one truncation pass: the most times one turn retries a
@@ -36,12 +39,10 @@ class OverflowState:
 
 
 def _result_sizes(history: list[Entry]) -> list[int]:
-    sizes = []
+    sizes: list[int] = []
     for entry in history:
-        if entry.type == EntryType.MESSAGE and entry.role == Role.TOOL:
-            for block in entry.payload.get("content", []):
-                if block.get("type") == "tool_result":
-                    sizes.append(_text_chars(block.get("content")))
+        if isinstance(entry.payload, ToolResults):
+            sizes.extend(_text_chars(block.get("content")) for block in entry.payload.results)
     return sizes
 
 
@@ -77,8 +78,10 @@ def truncation_branch(
 
     `excess_chars` is measured against what was sent, where no result exceeded
     `result_limit` (the single-result cap), so sizes count up to that limit."""
-    previous = history[0] if history and history[0].type == EntryType.COMPACTION else None
-    body = [e for e in history if e.type == EntryType.MESSAGE]
+    previous = history[0].payload if history else None
+    if not isinstance(previous, Compaction):
+        previous = None
+    body = [e for e in history if e.kind in CONVERSATION_KINDS]
     sizes = [min(size, result_limit) for size in _result_sizes(body)]
     cap = water_level(sizes, excess_chars, MIN_TRUNCATED_RESULT_CHARS)
     if cap is None or not body:
@@ -86,22 +89,20 @@ def truncation_branch(
     copies: list[Entry] = []
     parent = body[0].parent_id  # the branch grows from where the original one started
     for entry in body:
-        payload = entry.payload
-        if entry.role == Role.TOOL:
-            payload = {
-                **payload,
-                "content": [
-                    {**b, "content": cap_result_content(b.get("content"), cap)}
-                    if b.get("type") == "tool_result"
-                    else b
-                    for b in payload.get("content", [])
-                ],
-            }
+        payload: Payload = entry.payload
+        if isinstance(payload, ToolResults):
+            payload = ToolResults(
+                [
+                    cast(
+                        ToolResultBlockParam,
+                        {**b, "content": cap_result_content(b.get("content", ""), cap)},
+                    )
+                    for b in payload.results
+                ]
+            )
         copy = Entry(
             entry.session_id,
-            entry.type,
             payload,
-            role=entry.role,
             turn_id=entry.turn_id,
             usage=entry.usage,
             parent_id=parent,
@@ -111,15 +112,14 @@ def truncation_branch(
         parent = copy.id
     marker = Entry(
         body[0].session_id,
-        EntryType.COMPACTION,
-        {
-            "summary": previous.payload.get("summary", "") if previous else BRANCH_NOTE,
-            "first_kept_entry_id": copies[0].id,
-            "tokens_before": tokens_before,
-            "reason": BRANCH_REASON,
-            "branch_of": body[0].id,
-            "result_cap_chars": cap,
-        },
+        Compaction(
+            summary=previous.summary if previous else BRANCH_NOTE,
+            first_kept_entry_id=copies[0].id,
+            reason=BRANCH_REASON,
+            tokens_before=tokens_before,
+            branch_of=body[0].id,
+            result_cap_chars=cap,
+        ),
         parent_id=parent,
     )
     return [*copies, marker]

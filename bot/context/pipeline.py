@@ -34,7 +34,8 @@ from bot.context.size import context_tokens
 from bot.context.tokens import CHARS_PER_TOKEN, SAFETY_MARGIN, plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow
-from bot.store.base import Entry, EntryType, SessionRow
+from bot.store.base import SessionRow
+from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, EntryKind
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -88,7 +89,7 @@ class ContextPipeline:
 
     def _state(self, session_id: str, history: list[Entry]) -> _SessionState:
         compaction_id = (
-            history[0].id if history and history[0].type == EntryType.COMPACTION else None
+            history[0].id if history and history[0].kind == EntryKind.COMPACTION else None
         )
         state = self._states.get(session_id)
         if state is None or state.compaction_id != compaction_id:
@@ -132,12 +133,12 @@ class ContextPipeline:
         result = await compact_session(
             self, fresh, reason="threshold", history=history, tokens_before=tokens
         )
-        if result.entry is None:
+        if result.entry is None or not isinstance(result.entry.payload, Compaction):
             return messages
         # Rebuild from the turn's own history (it honours the turn's history limit).
-        first_kept = result.entry.payload["first_kept_entry_id"]
+        first_kept = result.entry.payload.first_kept_entry_id
         start = next(e.seq for e in history if e.id == first_kept)
-        kept = [e for e in history if e.type == EntryType.MESSAGE and e.seq >= start]
+        kept = [e for e in history if e.kind in CONVERSATION_KINDS and e.seq >= start]
         self._state(session.session_id, [result.entry])
         return cap_tool_results(build_messages([result.entry, *kept], tz), limit)
 
@@ -187,10 +188,11 @@ class ContextPipeline:
             log.warning("overflow in %s: no tool result left to shorten", session.session_key)
             return False
         await self.store.append_entries(branch)
+        marker = branch[-1].payload
         log.warning(
             "overflow in %s: shortened tool results to %s chars in a new branch",
             session.session_key,
-            branch[-1].payload["result_cap_chars"],
+            marker.result_cap_chars if isinstance(marker, Compaction) else "?",
         )
         return True
 

@@ -10,7 +10,7 @@ from anthropic.types import MessageParam
 from bot.context.messages import entry_to_message, merge_same_role
 from bot.context.tokens import entries_after, find_anchor, messages_tokens
 from bot.context.truncation import cap_tool_results
-from bot.store.base import Entry
+from bot.transcript import Entry
 
 
 def context_tokens(

@@ -14,7 +14,7 @@ from typing import Any
 
 from anthropic.types import MessageParam
 
-from bot.store.base import Entry, EntryType, Role
+from bot.transcript import AssistantReply, Compaction, Entry
 
 CHARS_PER_TOKEN = 4
 SAFETY_MARGIN = 1.2
@@ -89,17 +89,15 @@ class Anchor:
 def find_anchor(history: list[Entry]) -> Anchor | None:
     """The newest assistant entry with usage, unless a compaction came after it (then the
     usage describes a context that no longer exists)."""
-    newest_compaction = max((e.seq for e in history if e.type == EntryType.COMPACTION), default=-1)
+    newest_compaction = max(
+        (e.seq for e in history if isinstance(e.payload, Compaction)), default=-1
+    )
     for entry in reversed(history):
-        if entry.role != Role.ASSISTANT or not entry.usage:
+        if not isinstance(entry.payload, AssistantReply) or entry.usage is None:
             continue
         if entry.seq <= newest_compaction:
             return None
-        usage = entry.usage
-        tokens = sum(
-            int(usage.get(k, 0))
-            for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
-        )
+        tokens = entry.usage.prompt_tokens + entry.usage.output_tokens
         return Anchor(entry.id, tokens) if tokens else None
     return None
 

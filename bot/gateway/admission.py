@@ -14,7 +14,7 @@ from bot.sessions import access
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
 from bot.sessions.throttle import ReplyBudget
-from bot.store.base import BufferedLine, Pairing
+from bot.store.base import BufferedLine, InboundStatus, Pairing, PairingStatus
 from bot.types import ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -59,11 +59,11 @@ class Admission:
         paired = False
         if policy and policy.dm_policy == "pairing" and msg.chat_type == ChatType.DIRECT:
             pairing = await self.store.pairing_get(msg.channel, msg.user_id)
-            paired = pairing is not None and pairing.status == "approved"
+            paired = pairing is not None and pairing.status == PairingStatus.APPROVED
         decision = access.check_access(msg, policy, is_admin=self.is_admin(msg), is_paired=paired)
         if decision.allowed:
             return None
-        if not await self.store.mark_seen(msg.channel, msg.message_id, key, "refused"):
+        if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.REFUSED):
             return AcceptResult.DUPLICATE
         log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
         if decision.action == "ignore":
@@ -92,7 +92,7 @@ class Admission:
                 return PAIRING_FULL
             code = access.new_pairing_code()
             await self.store.pairing_put(
-                Pairing(msg.channel, msg.user_id, code, "pending", now, msg.user_name)
+                Pairing(msg.channel, msg.user_id, code, PairingStatus.PENDING, now, msg.user_name)
             )
         return PAIRING_REPLY.format(code=code, channel=msg.channel)
 

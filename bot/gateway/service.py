@@ -15,6 +15,7 @@ from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.sessions.keys import session_key
+from bot.store.base import InboundStatus
 from bot.types import ChatType, InboundMessage
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class GatewayService:
         return AcceptResult.ACCEPTED
 
     async def _command(self, command: Command, msg: InboundMessage, key: str) -> AcceptResult:
-        if not await self.store.mark_seen(msg.channel, msg.message_id, key, "command"):
+        if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.COMMAND):
             return AcceptResult.DUPLICATE
         if not authorized(command, msg, admin=self.admission.is_admin(msg)):
             log.info("refused /%s from %s in %s", command.name, msg.principal, key)

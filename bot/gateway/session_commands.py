@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.gateway.lanes import inbound_ids
 from bot.sessions import access
 from bot.store.base import InboundStatus, SessionRow
-from bot.types import InboundMessage
+from bot.types import InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -89,7 +89,7 @@ class SessionCommands:
     def status_lines(self, key: str) -> list[str]:
         return [line for source in self.status_sources if (line := source.status_line(key))]
 
-    async def reset(self, key: str, channel: str, *, reason: str) -> SessionRow:
+    async def reset(self, key: str, origin: SessionOrigin, *, reason: str) -> SessionRow:
         """Start a new session under `key`, after the pre-reset flush (a failed flush is
         logged and the reset goes ahead). The caller holds the session's lane, or is
         `krill reset`."""
@@ -98,7 +98,7 @@ class SessionCommands:
                 await self.before_reset.before_reset(key)
             except Exception:
                 log.exception("pre-reset flush failed for %s; resetting anyway", key)
-        return await self.store.start_new_session(key, channel, reason)
+        return await self.store.start_new_session(key, origin, reason)
 
     async def stop(self, key: str) -> int:
         """Cancel the running turn and drop queued messages; returns how many were dropped."""

@@ -1,7 +1,7 @@
 """`krill memory search QUERY` and `krill memory reindex`: the memory index from the shell.
 
-Both work while the service runs: the index lives in the store's SQLite file (WAL), and
-every change is keyed by file path, so two processes refreshing it agree.
+Both work while the service runs: the index lives in the store, and every change is keyed
+by file path, so two processes refreshing it agree.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from bot.store.sqlite import SQLiteStore
 async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
     store = SQLiteStore(config.sqlite_path)
     await store.open()  # runs the migrations that create the index tables
-    index = MemoryIndex(config.sqlite_path, config.workspace_dir, config.memory)
+    index = MemoryIndex(store, config.workspace_dir, config.memory)
     await index.open()
     try:
         if args.action == "reindex":
@@ -40,5 +40,4 @@ async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
         print(format_hits(hits) if hits else f"no memory matches {query!r}")
         return 0
     finally:
-        await index.close()
         await store.close()

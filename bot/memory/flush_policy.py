@@ -21,7 +21,8 @@ from anthropic.types import MessageParam
 from bot.context.blocks import content_blocks, make_message, text_block
 from bot.memory.notes import daily_note_path
 from bot.sessions.keys import conversation_of_key
-from bot.store.base import Entry, Role, SessionRow
+from bot.store.base import SessionRow
+from bot.transcript import Entry, PersonTurn
 from bot.types import Address, InboundMessage
 
 
@@ -106,22 +107,19 @@ def flush_prompt(reason: Reason, now: dt.datetime, *, is_direct: bool) -> str:
 def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     """Stand-ins for the messages of the session's latest person turn, so the flush gets
     the tool policy (and tool list, part of the cached prefix) that turn had."""
-    latest = next(
-        (e for e in reversed(history) if e.role == Role.USER and e.payload.get("messages")),
-        None,
-    )
+    latest = next((e.payload for e in reversed(history) if isinstance(e.payload, PersonTurn)), None)
     if latest is None:
         return []
     conversation = conversation_of_key(key)
     senders = []
-    for m in latest.payload["messages"]:
-        user_id = str(m.get("user_id", ""))
+    for m in latest.messages:
+        user_id = m.user_id
         chat_id = conversation.chat_id or user_id
-        channel = str(m.get("channel", ""))
+        channel = m.channel
         senders.append(
             InboundMessage(
                 channel=channel,
-                message_id=str(m.get("message_id", "")),
+                message_id=m.message_id,
                 chat_type=conversation.chat_type,
                 chat_id=chat_id,
                 user_id=user_id,

@@ -38,9 +38,10 @@ from bot.memory.flush_policy import (
 )
 from bot.sessions.keys import is_direct_key
 from bot.sessions.limits import history_limit_for_key
-from bot.store.base import Entry, EntryType, SessionRow, new_id
+from bot.store.base import SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
+from bot.transcript import Entry, MemoryFlushRecord, new_id
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -230,16 +231,16 @@ class FlushService:
             fields["memory_flush_compaction_count"] = session.compaction_count
         await self.store.update_session(session.session_id, **fields)
         await self.store.increment_session(session.session_id, memory_flush_count=1)
-        record = {
-            "reason": str(reason),
-            "ok": outcome.ok,
-            "error": outcome.error,
-            "appended": outcome.appended,
-            "model_calls": outcome.model_calls,
-            "reply": outcome.reply[:MAX_KEPT_REPLY_CHARS],
-            "seconds": round(self.clock() - started, 3),
-        }
-        await self.store.append_entries([Entry(session.session_id, EntryType.MEMORY_FLUSH, record)])
+        record = MemoryFlushRecord(
+            reason=str(reason),
+            ok=outcome.ok,
+            error=outcome.error,
+            appended=outcome.appended,
+            model_calls=outcome.model_calls,
+            reply=outcome.reply[:MAX_KEPT_REPLY_CHARS],
+            seconds=round(self.clock() - started, 3),
+        )
+        await self.store.append_entries([Entry(session.session_id, record)])
         if outcome.ok:
             log.info(
                 "memory flush (%s) of %s: %d entr%s written%s",

@@ -1,11 +1,12 @@
-"""The memory index: an SQLite FTS5 table (trigram tokenizer, BM25 ranking) over chunks of
-MEMORY.md and memory/**/*.md, kept in step with the files on disk.
+"""The memory index: a full-text index (trigrams, BM25 ranking) over chunks of MEMORY.md and
+memory/**/*.md, kept in step with the files on disk.
 
-It lives in the store's SQLite file (tables from migration 2) on a connection of its own, so
-reindexing never holds the store's lock. `refresh()` compares each file's mtime and size
-with what was indexed, re-reads only what changed (and skips files whose content hash did
-not change), and drops the chunks of deleted files; `search()` runs it first, so results
-are never stale. Keyword search only: no embeddings, so nothing to download or degrade.
+The chunks live in the store (`MemoryIndexStore`), so every process using the store searches
+the same index; this module decides what to index and how to rank. `refresh()` compares
+each file's mtime and size with what was indexed, re-reads only what changed (and skips
+files whose content hash did not change), and drops the chunks of deleted files; `search()`
+runs it first, so results are never stale. Keyword search only: no embeddings, so nothing
+to download or degrade.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiosqlite
-
 from bot.config import MemoryConfig
-from bot.memory.chunking import Chunk, chunk_text
+from bot.memory.chunking import chunk_text
 from bot.memory.paths import PRIVATE_FILES, iter_memory_files
 from bot.memory.query import (
     QueryPlan,
@@ -31,14 +30,13 @@ from bot.memory.query import (
     coverage,
     match_expression,
 )
-from bot.store.sqlite import write_transaction
+from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile, MemoryIndexStore
 
 log = logging.getLogger(__name__)
 
 # Candidates fetched per wanted result: re-scoring and de-duplicating overlapping chunks
 # needs more than the final count.
 CANDIDATE_FACTOR = 4
-BUSY_TIMEOUT_MS = 5000
 # A term found in this many chunks says little about relevance (its BM25 weight is near
 # zero) while ranking by it costs time in proportion to the corpus. Such terms still count
 # in the coverage score; a query made only of them takes the newest chunks that match.
@@ -68,22 +66,6 @@ class RefreshReport:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class _FileState:
-    mtime_ns: int
-    size: int
-    digest: str
-    chunking: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    path: str
-    start_line: int
-    text: str
-    bm25: float
-
-
 def _stat_all(workspace: Path) -> dict[str, tuple[str, int, int]]:
     return {f.name: (f.real, f.mtime_ns, f.size) for f in iter_memory_files(workspace)}
 
@@ -105,10 +87,11 @@ def _overlaps(hit: SearchHit, taken: Iterable[SearchHit]) -> bool:
 
 
 class MemoryIndex:
-    """Search over the workspace's memory files. `open()` before use, `close()` after."""
+    """Search over the workspace's memory files, stored through the store. `open()` (which
+    reads what is indexed already) before use."""
 
-    def __init__(self, db_path: Path | str, workspace: Path, config: MemoryConfig) -> None:
-        self.db_path = db_path
+    def __init__(self, store: MemoryIndexStore, workspace: Path, config: MemoryConfig) -> None:
+        self.store = store
         self.workspace = workspace
         self.config = config
         self.chunk_tokens = config.chunk_tokens
@@ -116,41 +99,19 @@ class MemoryIndex:
         self.snippet_max_chars = config.search.snippet_max_chars
         # A change of chunk sizes must re-chunk every file, so it is part of each file's state.
         self._chunking = f"{self.chunk_tokens}/{self.overlap_tokens}"
-        self._db: aiosqlite.Connection | None = None
-        self._known: dict[str, _FileState] = {}
+        self._known: dict[str, IndexedFile] = {}
         self._lock = asyncio.Lock()
 
-    @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise RuntimeError("memory index is not open")
-        return self._db
-
     async def open(self) -> None:
-        """Connect; the store must have run its migrations on this file already."""
-        self._db = await aiosqlite.connect(str(self.db_path), isolation_level=None)
-        await self.db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        """Read what is indexed; the store must be open (its migrations made the tables)."""
         await self._load_known()
 
-    async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
-
     async def _load_known(self) -> None:
-        async with self.db.execute(
-            "SELECT path, mtime_ns, size, hash, chunking FROM memory_files"
-        ) as cur:
-            rows = await cur.fetchall()
-        self._known = {r[0]: _FileState(r[1], r[2], r[3], r[4]) for r in rows}
+        self._known = {f.path: f for f in await self.store.memory_files()}
 
     async def stats(self) -> tuple[int, int]:
         """(files, chunks) currently indexed."""
-        async with self.db.execute(
-            "SELECT (SELECT COUNT(*) FROM memory_files), (SELECT COUNT(*) FROM memory_chunks)"
-        ) as cur:
-            row = await cur.fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        return await self.store.memory_stats()
 
     # --- keeping up with the files ----------------------------------------------------------
 
@@ -200,58 +161,23 @@ class MemoryIndex:
             return False
         text, digest = read
         known = self._known.get(name)
-        state = _FileState(mtime_ns, size, digest, self._chunking)
+        state = IndexedFile(name, mtime_ns, size, digest, self._chunking)
         same_content = known is not None and known.digest == digest
         if not force and same_content and known is not None and known.chunking == self._chunking:
-            await self._write_file_row(name, state)
+            await self.store.memory_put_file(state, None)
+            self._known[name] = state
             return False
         chunks = chunk_text(
             text, chunk_tokens=self.chunk_tokens, overlap_tokens=self.overlap_tokens
         )
-        await self._replace_chunks(name, chunks, state)
+        rows = [IndexedChunk(c.start_line, c.end_line, c.text) for c in chunks]
+        await self.store.memory_put_file(state, rows)
+        self._known[name] = state
         return True
 
-    async def _replace_chunks(self, name: str, chunks: list[Chunk], state: _FileState) -> None:
-        async with write_transaction(self.db):
-            await self._delete_chunks(name)
-            await self.db.executemany(
-                "INSERT INTO memory_chunks(path, start_line, end_line, text) VALUES (?, ?, ?, ?)",
-                [(name, c.start_line, c.end_line, c.text) for c in chunks],
-            )
-            await self.db.execute(
-                "INSERT INTO memory_fts(rowid, text) SELECT id, text FROM memory_chunks"
-                " WHERE path = ?",
-                (name,),
-            )
-            await self._upsert_file(name, state)
-        self._known[name] = state
-
-    async def _write_file_row(self, name: str, state: _FileState) -> None:
-        async with write_transaction(self.db):
-            await self._upsert_file(name, state)
-        self._known[name] = state
-
     async def _remove(self, name: str) -> None:
-        async with write_transaction(self.db):
-            await self._delete_chunks(name)
-            await self.db.execute("DELETE FROM memory_files WHERE path = ?", (name,))
+        await self.store.memory_remove_file(name)
         self._known.pop(name, None)
-
-    async def _delete_chunks(self, name: str) -> None:
-        # External-content FTS needs the old text to remove a row's index entries.
-        await self.db.execute(
-            "INSERT INTO memory_fts(memory_fts, rowid, text)"
-            " SELECT 'delete', id, text FROM memory_chunks WHERE path = ?",
-            (name,),
-        )
-        await self.db.execute("DELETE FROM memory_chunks WHERE path = ?", (name,))
-
-    async def _upsert_file(self, name: str, state: _FileState) -> None:
-        await self.db.execute(
-            "INSERT OR REPLACE INTO memory_files(path, mtime_ns, size, hash, chunking, indexed_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (name, state.mtime_ns, state.size, state.digest, state.chunking, time.time()),
-        )
 
     # --- searching --------------------------------------------------------------------------
 
@@ -278,80 +204,36 @@ class MemoryIndex:
         excluded = () if include_private else tuple(sorted(PRIVATE_FILES))
         candidates = await self._match(plan, limit, excluded) if plan.match_terms else []
         if not candidates and plan.like_terms:
-            candidates = await self._substring(plan, limit, excluded)
+            candidates = await self.store.memory_substring(
+                plan.like_terms, limit=limit, excluded=excluded
+            )
         return self._rank(plan, candidates, max_results, min_score)
 
     async def _match(
         self, plan: QueryPlan, limit: int, excluded: tuple[str, ...]
-    ) -> list[_Candidate]:
-        counts = await self._term_counts(plan.match_terms)
-        rare = [t for t, n in zip(plan.match_terms, counts, strict=True) if 0 < n < COMMON_ROWS]
+    ) -> list[ChunkMatch]:
+        terms = plan.match_terms
+        counts = await self.store.memory_term_counts(
+            [match_expression([t]) for t in terms], COMMON_ROWS
+        )
+        rare = [t for t, n in zip(terms, counts, strict=True) if 0 < n < COMMON_ROWS]
         if rare:
-            return await self._candidates(match_expression(rare), "rank", limit, excluded)
+            return await self.store.memory_match(
+                match_expression(rare), ranked=True, limit=limit, excluded=excluded
+            )
         if any(counts):  # only common terms: the newest chunks holding them, by coverage
-            expression = match_expression(plan.match_terms)
-            return await self._candidates(expression, "newest", RECENT_CANDIDATES, excluded)
+            return await self.store.memory_match(
+                match_expression(terms), ranked=False, limit=RECENT_CANDIDATES, excluded=excluded
+            )
         return []
 
-    async def _term_counts(self, terms: tuple[str, ...]) -> list[int]:
-        """Chunks holding each term, counted only up to COMMON_ROWS (so cheap), in one query."""
-        probe = "(SELECT COUNT(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
-        params: list[str | int] = []
-        for term in terms:
-            params += [match_expression([term]), COMMON_ROWS]
-        async with self.db.execute("SELECT " + ", ".join([probe] * len(terms)), params) as cur:
-            row = await cur.fetchone()
-        return [int(n) for n in row] if row else [0] * len(terms)
-
-    async def _candidates(
-        self, expression: str, order: str, limit: int, excluded: tuple[str, ...]
-    ) -> list[_Candidate]:
-        """Top `limit` chunks matching `expression`, by BM25 (`order="rank"`) or newest first.
-
-        Ordering and limiting happen inside the FTS query, so only the rows returned are
-        joined with their text; excluded files are filtered there by rowid for the same reason.
-        """
-        marks = ",".join("?" * len(excluded))
-        where = (
-            f" AND rowid NOT IN (SELECT id FROM memory_chunks WHERE path IN ({marks}))"
-            if excluded
-            else ""
-        )
-        # bm25() is negative, lower is better; only computed when ranking by it.
-        rank, by = ("bm25(memory_fts)", "rank") if order == "rank" else ("0.0", "rowid DESC")
-        sql = (
-            "SELECT c.path, c.start_line, c.text, m.rank FROM ("
-            f"SELECT rowid, {rank} AS rank FROM memory_fts WHERE memory_fts MATCH ?{where}"
-            f" ORDER BY {by} LIMIT ?) AS m JOIN memory_chunks c ON c.id = m.rowid"
-        )
-        async with self.db.execute(sql, (expression, *excluded, limit)) as cur:
-            rows = await cur.fetchall()
-        found = [_Candidate(r[0], r[1], r[2], float(r[3])) for r in rows]
-        return sorted(found, key=lambda c: c.bm25) if order == "rank" else found
-
-    async def _substring(
-        self, plan: QueryPlan, limit: int, excluded: tuple[str, ...]
-    ) -> list[_Candidate]:
-        # A scan, not an index lookup: only reached when the trigram index found nothing.
-        likes = " OR ".join("text LIKE ?" for _ in plan.like_terms)
-        marks = ",".join("?" * len(excluded))
-        where = f" AND path NOT IN ({marks})" if excluded else ""
-        sql = (
-            f"SELECT path, start_line, text FROM memory_chunks WHERE ({likes}){where}"
-            " ORDER BY id DESC LIMIT ?"
-        )
-        params = (*(f"%{t}%" for t in plan.like_terms), *excluded, limit)
-        async with self.db.execute(sql, params) as cur:
-            rows = await cur.fetchall()
-        return [_Candidate(r[0], r[1], r[2], 0.0) for r in rows]
-
     def _rank(
-        self, plan: QueryPlan, candidates: list[_Candidate], max_results: int, min_score: float
+        self, plan: QueryPlan, candidates: list[ChunkMatch], max_results: int, min_score: float
     ) -> list[SearchHit]:
         if not candidates:
             return []
-        best = min(c.bm25 for c in candidates)
-        scored = [(blend_score(coverage(c.text, plan.terms), c.bm25, best), c) for c in candidates]
+        best = min(c.rank for c in candidates)
+        scored = [(blend_score(coverage(c.text, plan.terms), c.rank, best), c) for c in candidates]
         # Stable sort: equal scores keep the candidates' order (BM25, or newest first).
         scored.sort(key=lambda pair: -pair[0])
         results: list[SearchHit] = []

@@ -1,8 +1,10 @@
 """Which workspace files count as memory, and the checks that keep the memory tools inside them.
 
 Memory is `MEMORY.md` (curated, private to DMs) and Markdown files under `memory/` (daily
-notes). Anything else, `..`, absolute paths, and symlinks resolving out of the workspace are
-refused with a `MemoryPathError` whose message the model can act on.
+notes). Anything else, `..`, absolute paths, symlinks resolving out of the workspace, and
+notes that live elsewhere (a link out of `memory/`, or a hard link: a second name for a file
+whose other name may be anywhere, MEMORY.md included) are refused with a `MemoryPathError`
+whose message the model can act on.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ def is_private_file(workspace: Path, name: str, real: Path) -> bool:
     return is_private(name) or real == (workspace / CURATED_FILE).resolve()
 
 
+def lives_elsewhere(real: Path, notes: Path, curated: Path, links: int) -> bool:
+    """Whether a note whose target is `real` (with `links` hard links) is really another
+    file: a link out of the notes folder (except to MEMORY.md, which the privacy check
+    catches), or one of several hard links, whose other names can be anywhere."""
+    return links > 1 or not (real.is_relative_to(notes) or real == curated)
+
+
 def resolve_memory_path(workspace: Path, raw: str) -> tuple[str, Path]:
     """`(canonical name, real path)` of a memory file, following symlinks only inside the
     workspace. The file need not exist. Raises MemoryPathError otherwise."""
@@ -64,6 +73,17 @@ def resolve_memory_path(workspace: Path, raw: str) -> tuple[str, Path]:
     real = (root / name).resolve()
     if not real.is_relative_to(root):
         raise MemoryPathError(f"{name!r} is a link that points outside the workspace")
+    if name != CURATED_FILE:
+        try:
+            links = real.stat().st_nlink
+        except OSError:
+            links = 1  # not there (yet): appending creates a plain file
+        curated = (root / CURATED_FILE).resolve()
+        if lives_elsewhere(real, (root / NOTES_DIR).resolve(), curated, links):
+            raise MemoryPathError(
+                f"{name!r} is a link to a file outside {NOTES_DIR}/ (or a hard link); only "
+                "plain notes can be read or written"
+            )
     return name, real
 
 
@@ -75,7 +95,7 @@ class MemoryFile:
     size: int
 
 
-def _walk_notes(directory: str, prefix: str, root: Path, curated: Path) -> Iterator[MemoryFile]:
+def _walk_notes(directory: str, prefix: str, notes: Path, curated: Path) -> Iterator[MemoryFile]:
     # Plain scandir and strings: the check before every search stats every note, so it must
     # stay cheap; only symlinks pay for a resolve.
     try:
@@ -89,17 +109,20 @@ def _walk_notes(directory: str, prefix: str, root: Path, curated: Path) -> Itera
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    yield from _walk_notes(entry.path, f"{prefix}{name}/", root, curated)
+                    yield from _walk_notes(entry.path, f"{prefix}{name}/", notes, curated)
                     continue
                 if not name.endswith(NOTE_SUFFIX):
                     continue
                 real = entry.path
+                st = entry.stat()  # follows a link to its target
                 if entry.is_symlink():
                     target = Path(entry.path).resolve()
-                    if not target.is_relative_to(root) or target == curated:
-                        continue  # out of the workspace, or MEMORY.md under another name
+                    # MEMORY.md under another name would reach group sessions.
+                    if target == curated or lives_elsewhere(target, notes, curated, st.st_nlink):
+                        continue
                     real = str(target)
-                st = entry.stat()  # follows a link to its target
+                elif st.st_nlink > 1:
+                    continue  # a hard link: its other name may be MEMORY.md or anything
             except OSError:
                 continue  # vanished while listing; the next check settles it
             if not entry.is_dir():  # a link to a folder is not followed
@@ -125,4 +148,4 @@ def iter_memory_files(workspace: Path) -> Iterator[MemoryFile]:
     notes = root / NOTES_DIR
     if notes.is_symlink() and not notes.resolve().is_relative_to(root):
         return
-    yield from _walk_notes(str(notes), f"{NOTES_DIR}/", root, curated)
+    yield from _walk_notes(str(notes), f"{NOTES_DIR}/", notes.resolve(), curated)

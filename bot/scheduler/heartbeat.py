@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bot.agent.runner import TurnJob, new_turn_id
 from bot.sessions.keys import is_direct_key
 from bot.sessions.limits import history_limit_for_key
+from bot.transcript import PromptPurpose
 from bot.types import Address
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class Heartbeat:
             key,
             new_turn_id(),
             prompt=HEARTBEAT_PROMPT.format(checklist=checklist),
-            kind="heartbeat",
+            kind=PromptPurpose.HEARTBEAT,
             history_limit=history_limit_for_key(self.config, key),
         )
 

@@ -7,11 +7,10 @@ built, parsed and validated here with pure functions so every caller agrees on o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from bot.config import SessionConfig
-from bot.types import ChatType, InboundMessage
+from bot.types import ChatType, InboundMessage, SessionOrigin
 
 AGENT_ID = "main"
 KEY_PREFIX = "agent"
@@ -26,9 +25,12 @@ class SessionKeyParts(TypedDict):
     """A parsed key. Fields that do not apply to the key's kind are None."""
 
     agent: str
-    channel: str | None  # None for the per-peer and main DM forms, which span channels
+    channel: str | None  # None for the linked per-peer and main DM forms, which span channels
     kind: KeyKind
     peer: str | None  # direct keys: user id or linked identity name
+    # The per-peer DM forms (`direct:<linked name>`, `direct:<channel>:<user_id>`), which
+    # start with "direct" rather than the channel.
+    per_peer: bool
     chat_id: str | None  # group and channel keys
     topic: str | None  # Telegram forum topic (group keys)
     thread: str | None  # Slack thread_ts (channel keys)
@@ -47,16 +49,14 @@ def _norm(value: str, what: str) -> str:
 def linked_identity(msg: InboundMessage, identity_links: dict[str, list[str]]) -> str | None:
     """The identity name `msg`'s sender is linked to, or None.
 
-    An entry matches either the full `<channel>:<user_id>` or the bare user id, both
-    case-insensitively; the first linked name in config order wins.
+    Entries are `<channel>:<user_id>` and match the sender's principal case-insensitively;
+    the first linked name in config order wins. A bare id never matches: a local web user
+    may pick any name, including someone's Telegram id.
     """
     principal = msg.principal.strip().casefold()
-    bare = msg.user_id.strip().casefold()
     for name, entries in identity_links.items():
-        for entry in entries:
-            wanted = entry.strip().casefold()
-            if wanted and wanted in (principal, bare):
-                return name
+        if any(entry.strip().casefold() == principal for entry in entries):
+            return name
     return None
 
 
@@ -75,8 +75,10 @@ def session_key(msg: InboundMessage, session: SessionConfig) -> str:
             return f"{prefix}:main"
         if session.dm_scope == "per-peer":
             name = linked_identity(msg, session.identity_links)
-            peer = _norm(name if name is not None else msg.user_id, "user id")
-            return f"{prefix}:direct:{peer}"
+            if name is not None:
+                return f"{prefix}:direct:{_norm(name, 'identity name')}"
+            # Unlinked ids stay channel-qualified: equal ids on two channels are two people.
+            return f"{prefix}:direct:{channel}:{_norm(msg.user_id, 'user id')}"
         return f"{prefix}:{channel}:direct:{_norm(msg.user_id, 'user id')}"
 
     kind = "group" if msg.chat_type == ChatType.GROUP else "channel"
@@ -106,12 +108,14 @@ def parse_session_key(key: str) -> SessionKeyParts:
         chat_id: str | None = None,
         topic: str | None = None,
         thread: str | None = None,
+        per_peer: bool = False,
     ) -> SessionKeyParts:
         return SessionKeyParts(
             agent=agent,
             channel=channel,
             kind=kind,
             peer=peer,
+            per_peer=per_peer,
             chat_id=chat_id,
             topic=topic,
             thread=thread,
@@ -120,9 +124,14 @@ def parse_session_key(key: str) -> SessionKeyParts:
     if rest == ["main"]:
         return result("main")
     if rest[0] == "direct":
-        if len(rest) != 2:
-            raise ValueError(f"session key {key!r}: expected 'agent:{agent}:direct:<peer>'")
-        return result("direct", peer=rest[1])
+        if len(rest) == 2:
+            return result("direct", peer=rest[1], per_peer=True)
+        if len(rest) == 3:
+            return result("direct", channel=rest[1], peer=rest[2], per_peer=True)
+        raise ValueError(
+            f"session key {key!r}: expected 'agent:{agent}:direct:<linked name>' or "
+            f"'agent:{agent}:direct:<channel>:<user_id>'"
+        )
     if len(rest) < 3:
         raise ValueError(
             f"session key {key!r}: expected 'main', 'direct:<peer>' or "
@@ -155,6 +164,8 @@ def format_session_key(parts: SessionKeyParts) -> str:
     if kind == "direct":
         if parts["channel"] is None:
             return f"{head}:direct:{parts['peer']}"
+        if parts["per_peer"]:
+            return f"{head}:direct:{parts['channel']}:{parts['peer']}"
         return f"{head}:{parts['channel']}:direct:{parts['peer']}"
     key = f"{head}:{parts['channel']}:{kind}:{parts['chat_id']}"
     if parts["topic"] is not None:
@@ -187,30 +198,19 @@ def is_direct_key(key: str) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class Conversation:
-    """The conversation a session key names, as policy lookups need it."""
-
-    channel: str  # "" for the DM forms that span channels (per-peer, main)
-    chat_type: ChatType
-    chat_id: str  # "" for DMs
-    peer: str  # DMs: user id or linked identity name; "" otherwise
-
-
-def conversation_of_key(key: str) -> Conversation:
+def conversation_of_key(key: str, channel: str = "") -> SessionOrigin:
     """Where a stored session key's conversation happens. Raises ValueError when malformed.
 
-    The one place that reads channel, chat type and chat id back out of a key.
+    The one place that reads channel, chat type, chat id and thread back out of a key.
+    `channel` stands in for the DM forms that span channels (per-peer, main); a DM key
+    carries the person (`peer_id`), not the platform's chat id, so `chat_id` is "" there.
     """
     parts = parse_session_key(key)
+    channel = parts["channel"] or channel
     kind = parts["kind"]
     if kind in ("direct", "main"):
-        chat_type = ChatType.DIRECT
-    else:
-        chat_type = ChatType.GROUP if kind == "group" else ChatType.CHANNEL
-    return Conversation(
-        channel=parts["channel"] or "",
-        chat_type=chat_type,
-        chat_id=parts["chat_id"] or "",
-        peer=parts["peer"] or "",
+        return SessionOrigin(channel, ChatType.DIRECT, "", peer_id=parts["peer"])
+    chat_type = ChatType.GROUP if kind == "group" else ChatType.CHANNEL
+    return SessionOrigin(
+        channel, chat_type, parts["chat_id"] or "", parts["topic"] or parts["thread"]
     )

@@ -73,7 +73,7 @@ def history_limit_for_key(config: Config, key: str) -> int:
         config.channel_policy(conversation.channel) if conversation.channel else None,
         conversation.chat_type,
         conversation.chat_id,
-        conversation.peer,
+        conversation.peer_id or "",
     )
 
 

@@ -6,45 +6,13 @@ server database can take its place for several replicas sharing one store.
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
-
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
-class EntryType:
-    MESSAGE = "message"
-    COMPACTION = "compaction"
-    MEMORY_FLUSH = "memory_flush"
-    COMMAND = "command"
-    RESET = "reset"
-
-
-class Role:
-    USER = "user"  # a person's message (counts as a user turn)
-    ASSISTANT = "assistant"
-    TOOL = "tool"  # tool results, sent to the model as a user-role message
-
-
-@dataclass(slots=True)
-class Entry:
-    """One append-only transcript record."""
-
-    session_id: str
-    type: str
-    payload: dict[str, Any]
-    role: str | None = None
-    turn_id: str | None = None
-    usage: dict[str, int] | None = None
-    id: str = field(default_factory=new_id)
-    parent_id: str | None = None
-    created_at: float = field(default_factory=time.time)
-    seq: int = 0  # assigned by the store; orders entries within a session
+from bot.transcript import Entry
+from bot.types import ChatType, SessionOrigin, Usage
 
 
 @dataclass(slots=True)
@@ -72,11 +40,39 @@ class SessionRow:
     last_activity_at: float | None = None
     cost_usd: float = 0.0
     errors: int = 0
+    # The conversation (SessionOrigin) besides `channel`; chat_type is None only for rows
+    # older than the origin whose key did not parse.
+    chat_type: ChatType | None = None
+    chat_id: str = ""
+    thread_id: str | None = None
+    peer_id: str | None = None
+
+    @property
+    def origin(self) -> SessionOrigin | None:
+        if self.chat_type is None:
+            return None
+        return SessionOrigin(
+            self.channel, self.chat_type, self.chat_id, self.thread_id, self.peer_id
+        )
 
     @property
     def cache_hit_ratio(self) -> float:
         prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
         return self.cache_read_tokens / prompt if prompt else 0.0
+
+
+class InboundStatus(StrEnum):
+    """Where an accepted (or merely seen) inbound message stands."""
+
+    PENDING = "pending"  # accepted, waiting for its turn
+    PROCESSING = "processing"  # its turn has begun
+    DONE = "done"
+    CANCELLED = "cancelled"  # /stop dropped it
+    FAILED = "failed"
+    # Seen only for dedupe; no turn runs for these.
+    COMMAND = "command"  # a chat command, answered without the model
+    REFUSED = "refused"  # access policy said no
+    BUFFERED = "buffered"  # unaddressed group chatter kept as context
 
 
 @dataclass(slots=True)
@@ -85,18 +81,10 @@ class InboundRow:
     channel: str
     external_id: str
     session_key: str
-    status: str  # pending | processing | done | cancelled | failed
+    status: InboundStatus
     payload: str  # InboundMessage JSON
     received_at: float
     turn_id: str | None = None
-
-
-class InboundStatus:
-    PENDING = "pending"
-    PROCESSING = "processing"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
 
 
 @dataclass(slots=True)
@@ -106,28 +94,59 @@ class BufferedLine:
     created_at: float
 
 
+class PairingStatus(StrEnum):
+    PENDING = "pending"  # a code was issued; an operator has not approved it yet
+    APPROVED = "approved"
+
+
 @dataclass(slots=True)
 class Pairing:
     channel: str
     user_id: str
     code: str
-    status: str  # pending | approved
+    status: PairingStatus
     created_at: float
     user_name: str = ""
 
 
-class Store(Protocol):
-    async def open(self) -> None: ...
-    async def close(self) -> None: ...
-    async def schema_version(self) -> int: ...
-    async def integrity_check(self) -> str: ...
+@dataclass(frozen=True, slots=True)
+class IndexedFile:
+    """A memory file as the index last read it."""
 
-    # sessions
+    path: str  # relative to the workspace, e.g. "memory/2025-03-14.md"
+    mtime_ns: int
+    size: int
+    digest: str
+    chunking: str  # the chunk sizes it was cut with; a change re-chunks the file
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedChunk:
+    start_line: int
+    end_line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkMatch:
+    """A chunk a full-text query found; `rank` is BM25 (lower is better) or 0.0 unranked."""
+
+    path: str
+    start_line: int
+    text: str
+    rank: float
+
+
+class SessionStore(Protocol):
+    """Session rows: a key's current session, new sessions, and their counters."""
+
     async def current_session(self, session_key: str) -> SessionRow | None: ...
-    async def get_or_create_session(self, session_key: str, channel: str) -> SessionRow: ...
+    async def get_or_create_session(
+        self, session_key: str, origin: SessionOrigin
+    ) -> SessionRow: ...
     async def get_session(self, session_id: str) -> SessionRow | None: ...
     async def start_new_session(
-        self, session_key: str, channel: str, reason: str
+        self, session_key: str, origin: SessionOrigin, reason: str
     ) -> SessionRow: ...
     async def list_sessions(self, *, current_only: bool = True) -> list[SessionRow]: ...
     async def sessions_for_key(self, session_key: str) -> list[SessionRow]: ...
@@ -137,7 +156,7 @@ class Store(Protocol):
     async def add_usage(
         self,
         session_id: str,
-        usage: dict[str, int],
+        usage: Usage,
         *,
         context_tokens: int | None,
         cost_usd: float,
@@ -145,8 +164,18 @@ class Store(Protocol):
     ) -> None:
         """Add `usage` to the counters atomically; None keeps context size / call time."""
 
-    # transcript and turns
+
+class TranscriptStore(Protocol):
+    """The append-only transcript and the history a model request starts from."""
+
     async def append_entries(self, entries: list[Entry]) -> None: ...
+    async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]: ...
+    async def transcript(self, session_id: str) -> list[Entry]: ...
+
+
+class TurnStore(Protocol):
+    """A turn's writes, each one transaction across transcript, inbound rows and counters."""
+
     async def begin_turn(
         self,
         entries: list[Entry],
@@ -158,7 +187,7 @@ class Store(Protocol):
     async def record_model_call(
         self,
         entry: Entry,
-        usage: dict[str, int],
+        usage: Usage,
         *,
         context_tokens: int,
         cost_usd: float,
@@ -168,15 +197,16 @@ class Store(Protocol):
         self,
         session_id: str,
         inbound_ids: list[int],
-        status: str,
+        status: InboundStatus,
         *,
         turns: int = 0,
         errors: int = 0,
     ) -> None: ...
-    async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]: ...
-    async def transcript(self, session_id: str) -> list[Entry]: ...
 
-    # inbound queue + dedupe
+
+class InboundStore(Protocol):
+    """The durable inbound queue with dedupe, and the group buffers."""
+
     async def accept_inbound(
         self,
         channel: str,
@@ -189,20 +219,14 @@ class Store(Protocol):
         buffer_key: str | None = None,
     ) -> tuple[int | None, list[BufferedLine]]: ...
     async def set_inbound_status(
-        self, ids: list[int], status: str, *, turn_id: str | None = None
+        self, ids: list[int], status: InboundStatus, *, turn_id: str | None = None
     ) -> None: ...
     async def unfinished_inbound(self) -> list[InboundRow]: ...
     async def seen_inbound(self, channel: str, external_id: str) -> bool: ...
     async def mark_seen(
-        self, channel: str, external_id: str, session_key: str, status: str
+        self, channel: str, external_id: str, session_key: str, status: InboundStatus
     ) -> bool: ...
-    async def count_inbound(self, status: str) -> int: ...
-
-    # outbound ledger
-    async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...
-    async def ledger_put(self, turn_id: str, chunk_index: int, platform_id: str) -> None: ...
-
-    # group buffers
+    async def count_inbound(self, status: InboundStatus) -> int: ...
     async def buffer_message(
         self,
         channel: str,
@@ -214,11 +238,61 @@ class Store(Protocol):
     ) -> bool: ...
     async def buffer_count(self, session_key: str) -> int: ...
 
-    # pairing
+
+class LedgerStore(Protocol):
+    """Which chunks of a turn's reply the platform accepted."""
+
+    async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...
+    async def ledger_put(self, turn_id: str, chunk_index: int, platform_id: str) -> None: ...
+
+
+class PairingStore(Protocol):
     async def pairing_get(self, channel: str, user_id: str) -> Pairing | None: ...
     async def pairing_put(self, pairing: Pairing) -> None: ...
     async def pairing_pending(self, channel: str) -> list[Pairing]: ...
 
-    # scheduler bookkeeping
+
+class JobStore(Protocol):
+    """When each periodic scheduler job last ran."""
+
     async def job_last_run(self, job: str) -> float | None: ...
     async def job_record_run(self, job: str, at: float) -> None: ...
+
+
+class MemoryIndexStore(Protocol):
+    """Storage of the memory index (bot/memory/index.py decides what to index and ranks):
+    chunks of memory files under a full-text index that matches substrings (trigrams), so
+    CJK text is searchable. `excluded` names files a search must leave out."""
+
+    async def memory_files(self) -> list[IndexedFile]: ...
+    async def memory_stats(self) -> tuple[int, int]: ...
+    async def memory_put_file(
+        self, file: IndexedFile, chunks: list[IndexedChunk] | None
+    ) -> None: ...
+    async def memory_remove_file(self, path: str) -> None: ...
+    async def memory_term_counts(self, expressions: list[str], cap: int) -> list[int]: ...
+    async def memory_match(
+        self, expression: str, *, ranked: bool, limit: int, excluded: tuple[str, ...]
+    ) -> list[ChunkMatch]: ...
+    async def memory_substring(
+        self, terms: tuple[str, ...], *, limit: int, excluded: tuple[str, ...]
+    ) -> list[ChunkMatch]: ...
+
+
+class Store(
+    SessionStore,
+    TranscriptStore,
+    TurnStore,
+    InboundStore,
+    LedgerStore,
+    PairingStore,
+    JobStore,
+    MemoryIndexStore,
+    Protocol,
+):
+    """Everything the service persists; a consumer asks for the narrow part it uses."""
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def schema_version(self) -> int: ...
+    async def integrity_check(self) -> str: ...

@@ -42,6 +42,7 @@ from yarl import URL
 from bot.backoff import Backoff
 from bot.checks import FAIL, OK, Check
 from bot.config import Config, McpConfig, McpServerConfig
+from bot.logs import redacted_stderr
 from bot.tools.policy import MCP_SEPARATOR
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
 from bot.untrusted import marker_id_for, wrap_untrusted
@@ -124,13 +125,17 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(parts)
 
 
-async def connect(stack: contextlib.AsyncExitStack, config: McpServerConfig, cwd: Path) -> Client:
+async def connect(
+    stack: contextlib.AsyncExitStack, config: McpServerConfig, cwd: Path, name: str
+) -> Client:
     """Start or reach the server and finish the MCP handshake; closed with `stack`."""
     if config.command:
         params = StdioServerParameters(
             command=config.command, args=config.args, env=config.env or None, cwd=cwd
         )
-        transport = stdio_client(params)
+        prefix = f"MCP server {name} (stderr): "
+        errlog = stack.enter_context(redacted_stderr(log, prefix, secret_values(config)))
+        transport = stdio_client(params, errlog=errlog)
     else:
         http = await stack.enter_async_context(
             create_mcp_http_client(headers=config.headers or None)
@@ -231,7 +236,7 @@ class McpServer:
             async with contextlib.AsyncExitStack() as stack:
                 try:
                     async with asyncio.timeout(self.config.start_timeout):
-                        client = await connect(stack, self.config, self.cwd)
+                        client = await connect(stack, self.config, self.cwd, self.name)
                         listed = await list_tools(client)
                 except TimeoutError:
                     return None, f"did not start within {self.config.start_timeout:.0f}s"
@@ -365,7 +370,7 @@ async def _probe(name: str, config: McpServerConfig, cwd: Path) -> Check:
     label = transport_label(config)
     try:
         async with contextlib.AsyncExitStack() as stack, asyncio.timeout(config.start_timeout):
-            client = await connect(stack, config, cwd)
+            client = await connect(stack, config, cwd, name)
             tools = await list_tools(client)
     except TimeoutError:
         return Check(f"mcp {name}", FAIL, f"{label}: did not start within {config.start_timeout}s")

@@ -5,7 +5,8 @@ is checked: literal IP hosts directly, host names by `GuardedResolver`, which re
 whole DNS answer if any address is not public. aiohttp then connects to exactly the checked
 addresses, so a second, different DNS answer (rebinding) never reaches a socket. Pages
 become readable markdown via trafilatura, with a plain-text fallback. The registry's result
-hook wraps the output as untrusted content.
+hook wraps the output as untrusted content; error results wrap what the remote side said
+(status line, headers, redirect targets, error texts) themselves.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from yarl import URL
 from bot import __version__
 from bot.config import WebFetchConfig
 from bot.tools.registry import Tool, ToolContext, ToolError
+from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +59,26 @@ TEXT_TYPES = frozenset(
 )
 
 
-class FetchRefused(Exception):
+class FetchError(Exception):
+    """A fetch that gave no page. The message is Krill's own words; `outside` holds what the
+    remote side said (a status line, a header, a redirect target, an error text), which
+    reaches the model only inside untrusted markers.
+    """
+
+    def __init__(self, message: str, outside: str = ""):
+        super().__init__(message)
+        self.outside = outside
+
+
+class FetchRefused(FetchError):
     """The URL (or a redirect, or a DNS answer) points somewhere web_fetch must not go.
 
     Not an OSError on purpose: aiohttp would wrap that into a generic connection error.
     """
+
+
+class FetchFailed(FetchError):
+    """The remote side answered with an error, or with something web_fetch does not read."""
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -281,7 +298,7 @@ class WebFetcher:
         except TimeoutError:
             raise ToolError(f"fetching {url} timed out after {self.config.timeout:.0f}s") from None
         except aiohttp.ClientError as exc:
-            raise ToolError(f"could not fetch {url}: {type(exc).__name__}: {exc}") from None
+            raise FetchFailed(f"could not fetch {url}: {type(exc).__name__}", str(exc)) from None
         except ValueError as exc:  # yarl rejects malformed URLs
             raise ToolError(f"not a valid URL: {url!r} ({exc})") from None
         finally:
@@ -295,8 +312,10 @@ class WebFetcher:
                 check_url(url, check)
                 response = await session.get(url, allow_redirects=False)
             except FetchRefused as exc:
-                where = "the URL" if hop == 0 else f"a redirect to {url}"
-                raise FetchRefused(f"{where}: {exc}") from None
+                if hop == 0:
+                    raise FetchRefused(f"the URL: {exc}", exc.outside) from None
+                # The target came from the remote server's Location header.
+                raise FetchRefused("a redirect", f"redirect to {url}: {exc}") from None
             async with response:
                 if response.status in REDIRECT_STATUSES:
                     location = response.headers.get("Location")
@@ -309,14 +328,17 @@ class WebFetcher:
 
     async def _page(self, url: URL, response: aiohttp.ClientResponse) -> FetchedPage:
         if response.status >= 400:
-            raise ToolError(f"HTTP {response.status} {response.reason or ''} from {url}")
+            raise FetchFailed(
+                f"the server answered HTTP {response.status}",
+                f"HTTP {response.status} {response.reason or ''}\nURL: {url}",
+            )
         body, truncated = await _read_capped(response, self.config.max_bytes)
         content_type = response.content_type if "Content-Type" in response.headers else ""
         kind = _media_type(content_type, body)
         if not kind:
-            raise ToolError(
-                f"{url} is {content_type or 'binary'} content; web_fetch reads web pages and "
-                "text only"
+            raise FetchFailed(
+                "the response is not a web page or text, which is all web_fetch reads",
+                f"Content-Type: {content_type or '(none; binary content)'}\nURL: {url}",
             )
         try:
             text = body.decode(response.charset or "utf-8", errors="replace")
@@ -342,6 +364,15 @@ def render_page(page: FetchedPage, max_chars: int, max_bytes: int) -> str:
     return "\n".join(lines) + "\n\n" + text
 
 
+def with_outside(text: str, outside: str, url: str, ctx: ToolContext) -> str:
+    """An error text with what the remote side said appended inside untrusted markers."""
+    if not outside:
+        return text
+    marker = marker_id_for(f"{ctx.turn_id}:{TOOL_NAME}:{url}")
+    details = wrap_untrusted(outside, source=TOOL_NAME, marker_id=marker)
+    return f"{text} What the remote server said:\n{details}"
+
+
 class WebFetchTool:
     """The `web_fetch` tool: argument checks around `WebFetcher`."""
 
@@ -360,10 +391,11 @@ class WebFetchTool:
         try:
             page = await self.fetcher.fetch(url.strip())
         except FetchRefused as exc:
-            log.info("web_fetch refused %s: %s", url, exc)
-            raise ToolError(
-                f"refused: {exc}. web_fetch only reaches public internet addresses."
-            ) from None
+            log.info("web_fetch refused %s: %s %s", url, exc, exc.outside)
+            text = f"refused: {exc}. web_fetch only reaches public internet addresses."
+            raise ToolError(with_outside(text, exc.outside, url, ctx)) from None
+        except FetchFailed as exc:
+            raise ToolError(with_outside(f"{exc}.", exc.outside, url, ctx)) from None
         return render_page(page, max_chars, self.config.max_bytes)
 
     def tool(self) -> Tool:

@@ -2,16 +2,15 @@
 (`POST /api/chat`) that waits for the reply, for scripts and tests.
 
 Its sessions are DMs, which see private memory, so other web sites must not reach it: the
-WebSocket refuses a foreign Origin, the JSON endpoint takes only `application/json` (which a
-cross-site form cannot send without a CORS preflight we never grant), and beyond loopback a
-token is required.
+server's browser guard (`bot.http_guard`) refuses foreign `Host` and `Origin` headers, the
+JSON endpoint takes only `application/json` (which a cross-site form cannot send without a
+CORS preflight we never grant), and beyond loopback a token is required.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import itertools
 import json
 import logging
@@ -21,11 +20,11 @@ import uuid
 from collections import defaultdict
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import WSMsgType, web
 
 from bot.channel_contract import AcceptResult, Gateway
+from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
 from bot.types import Address, ChatType, InboundMessage, OutboundMessage
 
 log = logging.getLogger(__name__)
@@ -36,19 +35,16 @@ MAX_TEXT_CHARS = 100_000
 REPLY_WAIT_SECONDS = 300.0
 
 
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+MAX_MESSAGE_ID_CHARS = 200
 
 
-def local_message(name: str, text: str, message_id: str | None = None) -> InboundMessage:
+def local_message(name: str, text: str, client_id: str | None = None) -> InboundMessage:
+    """A web or terminal message from `name`. A client's own message id is kept under the
+    sender's name, so dedupe is per sender: nobody can reuse another person's id to make
+    their message count as a duplicate."""
     return InboundMessage(
         channel=CHANNEL,
-        message_id=message_id or uuid.uuid4().hex,
+        message_id=f"{name}/{client_id}" if client_id else uuid.uuid4().hex,
         chat_type=ChatType.DIRECT,
         chat_id=name,
         user_id=name,
@@ -80,10 +76,8 @@ class WebChannel:
                 await ws.close()
 
     def _refusal(self, request: web.Request) -> str | None:
-        """Why this request may not use the chat, or None when it may."""
-        origin = request.headers.get("Origin")
-        if origin and urlsplit(origin).netloc != request.host:
-            return "cross-origin requests are not allowed"
+        """Why this request may not use the chat, or None when it may (foreign hosts and
+        origins are refused before this, by the server's browser guard)."""
         if self.token:
             given = request.query.get("token", "")
             auth = request.headers.get("Authorization", "")
@@ -147,7 +141,7 @@ class WebChannel:
                 try:
                     data = json.loads(frame.data)
                     text = str(data["text"])[:MAX_TEXT_CHARS]
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, RecursionError):
                     await ws.send_json({"type": "error", "text": 'send {"text": "..."}'})
                     continue
                 if text.strip():
@@ -166,18 +160,29 @@ class WebChannel:
             data = await request.json()
             name = str(data.get("user", "web"))
             text = str(data["text"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+        # RecursionError: JSON nested thousands deep is malformed input, not a server fault.
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return web.json_response(
                 {"error": 'expected JSON {"user": "name", "text": "..."}'}, status=400
             )
         if not NAME_RE.match(name):
             return web.json_response({"error": "invalid user name"}, status=400)
+        client_id = data.get("message_id")
+        if client_id is not None and (
+            isinstance(client_id, bool)
+            or not isinstance(client_id, str | int)
+            or len(str(client_id)) > MAX_MESSAGE_ID_CHARS
+        ):
+            return web.json_response(
+                {"error": f"message_id must be a string of at most {MAX_MESSAGE_ID_CHARS} chars"},
+                status=400,
+            )
         if len(text) > MAX_TEXT_CHARS:
             return web.json_response({"error": "text too long"}, status=413)
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._listeners[name].append(queue)
         try:
-            msg = local_message(name, text, data.get("message_id"))
+            msg = local_message(name, text, None if client_id is None else str(client_id))
             result = await self.gateway.accept(msg)
             if result == AcceptResult.ACCEPTED:
                 # /api/chat returns once the turn is answered.

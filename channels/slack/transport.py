@@ -47,10 +47,11 @@ class SlackSetupError(KrillError):
 
 
 def signature_ok(verifier: SignatureVerifier, body: bytes, headers: Mapping[str, str]) -> bool:
-    """Slack's v0 request signature check that never raises (a garbled timestamp is invalid)."""
+    """Slack's v0 request signature check that never raises (a garbled timestamp is invalid;
+    a timestamp hundreds of digits long overflows the clock comparison)."""
     try:
         return verifier.is_valid_request(body, dict(headers))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, ArithmeticError):
         return False
 
 
@@ -91,7 +92,10 @@ class HttpEvents:
             bolt_request = await to_bolt_request(request)
             if not isinstance(bolt_request.body, dict):
                 raise TypeError("the body is not an object")
-        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            if not isinstance(bolt_request.body.get("event", {}), dict):
+                raise TypeError("the event is not an object")
+        # RecursionError: JSON nested thousands deep.
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
             log.warning("slack: malformed request body (%s)", exc)
             # A signed body Slack cannot fix by resending: ask it not to retry.
             return web.json_response(

@@ -233,8 +233,9 @@ class TelegramChannel:
     async def webhook(self, request: web.Request) -> web.Response:
         """POST /telegram/webhook: 200 only once the update is recorded; Telegram retries
         anything else, and the core's dedupe makes a retry harmless."""
-        given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self.config.webhook_secret.encode()):
+        # aiohttp keeps bytes that are not UTF-8 as surrogates; they must mismatch, not raise.
+        given = request.headers.get(SECRET_HEADER, "").encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given, self.config.webhook_secret.encode()):
             log.warning(
                 "refused a Telegram webhook request from %s: missing or wrong %s header",
                 request.remote,
@@ -243,7 +244,7 @@ class TelegramChannel:
             return web.Response(status=403, text="forbidden")
         try:
             data = json.loads(await request.read())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested thousands deep
             return web.Response(status=400, text="the body is not JSON")
         if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
             return web.Response(status=400, text="the body is not a Telegram update")

@@ -2,7 +2,8 @@
 
 Run it as a subprocess: `python tests/fakes/mcp_server.py` serves stdio;
 `--http PORT` serves streamable HTTP at `/mcp`; `--hang` never answers, to test start
-timeouts. Tools: `echo`, `big` (large output), `fail` (an error result), `slow`, and
+timeouts; `--print-env` first writes its environment to stderr, as careless servers do.
+Tools: `echo`, `big` (large output), `fail` (an error result), `slow`, and
 `crash` (the process exits mid-call).
 """
 
@@ -69,7 +70,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
     parser.add_argument("--hang", action="store_true", help="never answer anything")
+    parser.add_argument("--print-env", action="store_true", help="write the environment to stderr")
     args = parser.parse_args()
+    if args.print_env:
+        for name, value in sorted(os.environ.items()):
+            print(f"{name}={value}", file=sys.stderr, flush=True)
     if args.hang:
         while True:
             time.sleep(3600)

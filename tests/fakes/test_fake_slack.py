@@ -213,8 +213,10 @@ async def test_socket_mode_event_ack_and_reply(
     # Bolt's self-event filter drops the bot's own messages, but still acks them.
     own = fake_slack.bot_message("C1", "mine", bot_id=fake_slack.bot_id)
     await fake_slack.wait_for_ack(await fake_slack.push_socket_event(own))
-    await asyncio.sleep(0.1)
-    assert [e["text"] for e in seen] == ["echo"]
+    # Events are dispatched in order: once a later message is seen, the own one had its turn.
+    await fake_slack.push_socket_event(fake_slack.im_message("U1", "sentinel"))
+    await wait_until(lambda: len(seen) > 1)
+    assert [e["text"] for e in seen] == ["echo", "sentinel"]
 
 
 async def test_socket_mode_slash_command(

@@ -15,12 +15,12 @@ from typing import Literal
 from anthropic.types import ContentBlockParam, ToolResultBlockParam
 
 from bot.config import ContextConfig
-from bot.context.compaction.split import Split, is_person_turn
+from bot.context.compaction.split import Split
 from bot.context.messages import format_time
 from bot.context.pruning import trim_text
 from bot.context.tokens import tokens_for_chars
 from bot.context.truncation import cut_head
-from bot.store.base import Role
+from bot.transcript import AssistantReply, InternalPrompt, PersonTurn, ToolResults
 from bot.untrusted import wrap_untrusted
 
 TOOL_INPUT_PREVIEW_CHARS = 500
@@ -94,33 +94,30 @@ def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
     """The summarized part as labelled items, the previous summary first."""
     items: list[Item] = []
     if split.previous is not None:
-        items.append(Item("summary", split.previous.payload.get("summary", "")))
+        items.append(Item("summary", split.previous.summary))
     internal = {
-        e.turn_id
-        for e in split.summarize
-        if e.role == Role.USER and not is_person_turn(e) and e.turn_id
+        e.turn_id for e in split.summarize if isinstance(e.payload, InternalPrompt) and e.turn_id
     }
     names: dict[str, str] = {}
     for entry in split.summarize:
-        if entry.turn_id in internal or (entry.role == Role.USER and not is_person_turn(entry)):
-            continue
         payload = entry.payload
-        if entry.role == Role.USER:
-            lines = [f"(earlier chat) {line}" for line in payload.get("context_lines") or []]
+        if entry.turn_id in internal or isinstance(payload, InternalPrompt):
+            continue
+        if isinstance(payload, PersonTurn):
+            lines = [f"(earlier chat) {line}" for line in payload.context_lines]
             asks = []
-            for msg in payload.get("messages") or []:
-                sender = msg.get("user_name") or msg.get("user_id", "")
-                when = format_time(float(msg.get("timestamp") or 0), tz)
-                lines.append(f"[{when}] {sender}: {msg.get('text', '')}")
-                asks.append(msg.get("text", ""))
+            for msg in payload.messages:
+                sender = msg.user_name or msg.user_id
+                when = format_time(msg.timestamp, tz)
+                lines.append(f"[{when}] {sender}: {msg.text}")
+                asks.append(msg.text)
             items.append(Item("user", "\n".join(lines), ask="\n".join(asks)))
-        elif entry.role == Role.ASSISTANT:
-            parts = _assistant_parts(payload.get("content", []), names)
+        elif isinstance(payload, AssistantReply):
+            parts = _assistant_parts(payload.content, names)
             if parts:
                 items.append(Item("assistant", "\n".join(parts)))
-        elif entry.role == Role.TOOL:
-            results = [b for b in payload.get("content", []) if b.get("type") == "tool_result"]
-            items.extend(_tool_items(results, names, config))
+        elif isinstance(payload, ToolResults):
+            items.extend(_tool_items(payload.results, names, config))
     return items
 
 

@@ -15,7 +15,7 @@ from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_fai
 from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
 from bot.context.compaction.render import render_items
-from bot.context.compaction.split import choose_split, is_person_turn, split_history
+from bot.context.compaction.split import choose_split, split_history
 from bot.context.compaction.summarizer import Summarizer, summarize, summary_token_budget
 from bot.context.host import ContextHost
 from bot.context.messages import build_messages
@@ -23,7 +23,8 @@ from bot.context.size import context_tokens
 from bot.context.tokens import messages_tokens, tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ModelError
-from bot.store.base import Entry, EntryType, SessionRow, new_id
+from bot.store.base import SessionRow
+from bot.transcript import Compaction, Entry, is_person_turn, new_id
 from bot.untrusted import marker_id_for
 
 log = logging.getLogger(__name__)
@@ -144,22 +145,18 @@ async def compact_session(
         rules=rules_section(agents_md),
     )
     kept_turns = sum(1 for e in split.kept if is_person_turn(e))
-    entry = Entry(
-        session.session_id,
-        EntryType.COMPACTION,
-        {
-            "summary": summary,
-            "first_kept_entry_id": split.kept[0].id,
-            "tokens_before": before,
-            "tokens_after": 0,
-            "reason": reason,
-            "summarized_messages": len(items),
-            "omitted_messages": plan.omitted,
-        },
+    compaction = Compaction(
+        summary=summary,
+        first_kept_entry_id=split.kept[0].id,
+        reason=reason,
+        tokens_before=before,
+        summarized_messages=len(items),
+        omitted_messages=plan.omitted,
     )
+    entry = Entry(session.session_id, compaction)
     after_messages = cap_tool_results(build_messages([entry, *split.kept], tz), limit)
     after = messages_tokens(after_messages, overhead)
-    entry.payload["tokens_after"] = after
+    compaction.tokens_after = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
     # Leaves the time of the last model call alone: that one tracks the conversation's own

@@ -10,19 +10,12 @@ from dataclasses import dataclass
 from bot.context.messages import build_messages
 from bot.context.tokens import messages_tokens
 from bot.context.truncation import cap_tool_results
-from bot.store.base import Entry, EntryType, Role
-
-
-def is_person_turn(entry: Entry) -> bool:
-    """A user turn a person started (internal prompts such as a memory flush are not)."""
-    return (
-        entry.type == EntryType.MESSAGE and entry.role == Role.USER and "messages" in entry.payload
-    )
+from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, is_person_turn
 
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    previous: Entry | None  # the compaction entry whose summary is folded into the new one
+    previous: Compaction | None  # the compaction whose summary is folded into the new one
     summarize: list[Entry]
     kept: list[Entry]
 
@@ -30,8 +23,10 @@ class Split:
 def split_history(history: list[Entry], keep_turns: int) -> Split:
     """Cut on a person-turn boundary: the last `keep_turns` turns are kept verbatim (with
     their tool calls and results, which always follow their turn's user entry)."""
-    previous = history[0] if history and history[0].type == EntryType.COMPACTION else None
-    body = [e for e in history if e.type == EntryType.MESSAGE]
+    previous = history[0].payload if history else None
+    if not isinstance(previous, Compaction):
+        previous = None
+    body = [e for e in history if e.kind in CONVERSATION_KINDS]
     starts = [i for i, e in enumerate(body) if is_person_turn(e)]
     if len(starts) <= keep_turns:
         return Split(previous, [], body)

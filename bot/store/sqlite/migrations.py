@@ -1,9 +1,16 @@
 """Versioned schema for the SQLite store; each step runs once, in order, inside a transaction.
 
-Append new steps at the end; never edit a step that has shipped.
+Append new steps at the end; never edit a step that has shipped. A step whose data cannot be
+rewritten in SQL alone also has a backfill, run in the same transaction after its SQL.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import aiosqlite
+
+from bot.sessions.keys import conversation_of_key
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -129,4 +136,78 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        3,
+        # Typed transcript entries (bot/transcript.py): the kind becomes a column, derived
+        # once from the old type/role pair (and, for user-role rows, whether the payload
+        # carried chat messages); old payload shapes are rewritten to the typed ones.
+        """
+        ALTER TABLE entries ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+        UPDATE entries SET kind = CASE
+            WHEN type = 'message' AND role = 'user'
+                AND json_extract(payload, '$.messages') IS NOT NULL THEN 'person_turn'
+            WHEN type = 'message' AND role = 'user' THEN 'internal_prompt'
+            WHEN type = 'message' AND role = 'assistant' THEN 'assistant_reply'
+            WHEN type = 'message' AND role = 'tool' THEN 'tool_results'
+            ELSE type
+        END;
+        UPDATE entries
+            SET payload = json_object(
+                'results', json(COALESCE(json_extract(payload, '$.content'), '[]')))
+            WHERE kind = 'tool_results';
+        UPDATE entries
+            SET payload = json_object(
+                'text', COALESCE(json_extract(payload, '$.text'), ''),
+                'purpose', CASE WHEN json_extract(payload, '$.kind') = 'flush' THEN 'flush'
+                    ELSE 'heartbeat' END)
+            WHERE kind = 'internal_prompt';
+        UPDATE entries
+            SET payload = json_object(
+                'reason', COALESCE(json_extract(payload, '$.reason'), ''),
+                'next_session_id', COALESCE(json_extract(payload, '$.next'), ''))
+            WHERE kind = 'reset';
+        DROP INDEX entries_session_type;
+        DROP INDEX entries_session_role;
+        ALTER TABLE entries DROP COLUMN type;
+        ALTER TABLE entries DROP COLUMN role;
+        CREATE INDEX entries_session_kind ON entries(session_id, kind, seq);
+        """,
+    ),
+    (
+        4,
+        # The conversation a session belongs to (bot.types.SessionOrigin).
+        """
+        ALTER TABLE sessions ADD COLUMN chat_type TEXT;
+        ALTER TABLE sessions ADD COLUMN chat_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN thread_id TEXT;
+        ALTER TABLE sessions ADD COLUMN peer_id TEXT
+        """,
+    ),
 ]
+
+
+async def _backfill_session_origins(db: aiosqlite.Connection) -> None:
+    """Parse each existing session's key once; keys that do not parse stay without origin."""
+    rows = await db.execute_fetchall("SELECT session_id, session_key, channel FROM sessions")
+    for session_id, key, channel in rows:
+        try:
+            origin = conversation_of_key(key, channel)
+        except ValueError:
+            continue
+        await db.execute(
+            "UPDATE sessions SET channel = ?, chat_type = ?, chat_id = ?, thread_id = ?,"
+            " peer_id = ? WHERE session_id = ?",
+            (
+                origin.channel,
+                origin.chat_type,
+                origin.chat_id,
+                origin.thread_id,
+                origin.peer_id,
+                session_id,
+            ),
+        )
+
+
+BACKFILLS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {
+    4: _backfill_session_origins,
+}

@@ -1,0 +1,167 @@
+"""Reading the configuration: one TOML file, `KRILL_<SECTION>__<KEY>` overrides and the
+conventional secret variables; errors name the key and the file and never echo a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.config.root import Config
+from bot.errors import ConfigError
+
+ENV_PREFIX = "KRILL_"
+CONFIG_ENV = "KRILL_CONFIG"
+DEFAULT_CONFIG_NAME = "krill.toml"
+
+
+# Conventional variables that fill secrets (and the model base URL) left empty in the config.
+SECRET_ENV: dict[tuple[str, str], str] = {
+    ("anthropic", "api_key"): "ANTHROPIC_API_KEY",
+    ("anthropic", "base_url"): "ANTHROPIC_BASE_URL",
+    ("telegram", "token"): "TELEGRAM_BOT_TOKEN",
+    ("slack", "bot_token"): "SLACK_BOT_TOKEN",
+    ("slack", "app_token"): "SLACK_APP_TOKEN",
+    ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
+}
+
+
+def find_config_path(explicit: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """`--config`, else `$KRILL_CONFIG`, else `./krill.toml` if it exists, else None (defaults)."""
+    env = os.environ if env is None else env
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        return path
+    if env.get(CONFIG_ENV):
+        path = Path(env[CONFIG_ENV]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path} (from ${CONFIG_ENV})")
+        return path
+    default = Path.cwd() / DEFAULT_CONFIG_NAME
+    return default if default.is_file() else None
+
+
+def _parse_env_value(raw: str) -> Any:
+    """Env values are TOML/JSON literals when they parse as one (10, true, ["a"]), else strings."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """Turn `KRILL_TELEGRAM__MODE=webhook` into `{"telegram": {"mode": "webhook"}}`."""
+    result: dict[str, Any] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV or "__" not in name:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        node = result
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{name}: conflicts with another KRILL_ variable")
+        node[parts[-1]] = _parse_env_value(raw)
+    return result
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# Keys whose values are never echoed in an error, even when they have the wrong type.
+SECRET_KEY_RE = re.compile(r"(?:^|_)(?:token|secret|key|password|passwd)$|^(?:env|headers)$", re.I)
+
+
+def _format_validation(err: ValidationError, where: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        else:
+            msg = e["msg"]
+            secret = any(SECRET_KEY_RE.search(str(part)) for part in e["loc"])
+            if "input" in e and not isinstance(e["input"], dict | list) and not secret:
+                msg += f" (got {e['input']!r})"
+        lines.append(f"{where}: {key}: {msg}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load, merge and validate. Raises ConfigError with a message meant for a person."""
+    env = dict(os.environ if env is None else env)
+    source = find_config_path(path, env)
+    data: dict[str, Any] = {}
+    if source is not None:
+        try:
+            data = tomllib.loads(source.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"{source}: cannot read: {exc}") from exc
+    overrides = env_overrides(env)
+    merged = _merge(data, overrides)
+    where = str(source) if source else "defaults"
+    if overrides:
+        where += " + KRILL_* environment"
+    try:
+        config = Config.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, where)) from None
+    config.source = source
+    config.base_dir = source.parent.resolve() if source else Path.cwd()
+    for (section, key), var in SECRET_ENV.items():
+        sect = getattr(config, section)
+        if not getattr(sect, key) and env.get(var):
+            setattr(sect, key, env[var])
+    _check_consistency(config, where)
+    return config
+
+
+def _check_consistency(config: Config, where: str) -> None:
+    problems = []
+    tg = config.telegram
+    if tg.enabled and not tg.token:
+        problems.append(
+            "telegram.token: required when telegram.enabled (or set TELEGRAM_BOT_TOKEN)"
+        )
+    if tg.enabled and tg.mode == "webhook" and not tg.webhook_secret:
+        problems.append("telegram.webhook_secret: required in webhook mode")
+    sl = config.slack
+    if sl.enabled and not sl.bot_token:
+        problems.append("slack.bot_token: required when slack.enabled (or set SLACK_BOT_TOKEN)")
+    if sl.enabled and sl.mode == "socket" and not sl.app_token:
+        problems.append("slack.app_token: required in socket mode (or set SLACK_APP_TOKEN)")
+    if sl.enabled and sl.mode == "http" and not sl.signing_secret:
+        problems.append("slack.signing_secret: required in http mode (or set SLACK_SIGNING_SECRET)")
+    for user in config.admin.users:
+        if ":" not in user:
+            problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")
+    try:
+        from zoneinfo import ZoneInfo
+
+        ZoneInfo(config.agent.timezone)
+    except Exception:
+        problems.append(f"agent.timezone: unknown time zone {config.agent.timezone!r}")
+    if problems:
+        raise ConfigError("\n".join(f"{where}: {p}" for p in problems))

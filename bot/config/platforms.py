@@ -1,0 +1,84 @@
+"""Configuration shared by the chat platforms (access policy, history limits, per-DM and
+per-group overrides) and the `[telegram]` and `[slack]` sections built on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import Field
+
+from bot.config.sections import Section
+
+
+class ToolFilterConfig(Section):
+    """A `tools = {allow, deny}` table on a channel, group or DM: narrows the global [tools]."""
+
+    allow: list[str] = Field(default_factory=lambda: ["*"])
+    deny: list[str] = Field(default_factory=list)
+
+
+class PeerOverride(Section):
+    """Per-user (`dms."<id>"`) settings."""
+
+    history_limit: int | None = Field(None, ge=0)
+    tools: ToolFilterConfig | None = None  # applies in this user's DM only
+
+
+class GroupOverride(Section):
+    """Per-group / per-channel settings."""
+
+    require_mention: bool | None = None
+    history_limit: int | None = Field(None, ge=0)
+    allow: bool | None = None
+    tools: ToolFilterConfig | None = None
+
+
+DmPolicy = Literal["allowlist", "open", "pairing", "disabled"]
+GroupPolicy = Literal["open", "allowlist", "disabled"]
+
+
+class ChannelPolicyConfig(Section):
+    """Access and history settings shared by the chat platforms."""
+
+    enabled: bool = False
+    dm_policy: DmPolicy = "allowlist"
+    allow_from: list[str] = Field(default_factory=list)
+    group_policy: GroupPolicy = "open"
+    require_mention: bool = True
+    dm_history_limit: int = Field(0, ge=0)
+    history_limit: int = Field(0, ge=0)
+    group_buffer_limit: int = Field(50, ge=0)
+    dms: dict[str, PeerOverride] = Field(default_factory=dict)
+    tools: ToolFilterConfig = Field(default_factory=ToolFilterConfig)  # every chat on the channel
+
+    def group_overrides(self) -> Mapping[str, GroupOverride]:
+        raise NotImplementedError
+
+
+class TelegramConfig(ChannelPolicyConfig):
+    token: str = ""
+    mode: Literal["polling", "webhook"] = "polling"
+    api_base_url: str = "https://api.telegram.org"
+    webhook_url: str = ""
+    webhook_secret: str = ""
+    groups: dict[str, GroupOverride] = Field(default_factory=dict)
+    stream_interval: float = Field(1.5, ge=0)  # seconds between draft edits; 0 disables streaming
+
+    def group_overrides(self) -> Mapping[str, GroupOverride]:
+        return self.groups
+
+
+class SlackConfig(ChannelPolicyConfig):
+    bot_token: str = ""
+    app_token: str = ""
+    signing_secret: str = ""
+    mode: Literal["socket", "http"] = "socket"
+    api_base_url: str = "https://slack.com/api/"
+    channels: dict[str, GroupOverride] = Field(default_factory=dict)
+    stream_interval: float = Field(1.5, ge=0)
+    allow_bots: bool = False  # answer other bots' messages (never the bot's own)
+
+    def group_overrides(self) -> Mapping[str, GroupOverride]:
+        return self.channels

@@ -1,0 +1,78 @@
+"""The whole configuration: one typed model with a field per TOML section, and the paths
+and timings derived from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
+from bot.config.sections import (
+    AdminConfig,
+    AgentConfig,
+    AnthropicConfig,
+    ContextConfig,
+    LocalConfig,
+    MemoryConfig,
+    SchedulerConfig,
+    Section,
+    ServerConfig,
+    SessionConfig,
+    StorageConfig,
+    WorkspaceConfig,
+)
+from bot.config.tools import McpConfig, ToolsConfig
+from bot.errors import ConfigError
+
+
+class Config(Section):
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    anthropic: AnthropicConfig = Field(default_factory=AnthropicConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
+    session: SessionConfig = Field(default_factory=SessionConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    local: LocalConfig = Field(default_factory=LocalConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+
+    # Where the file was read from (None: defaults); relative paths resolve against base_dir.
+    source: Path | None = Field(default=None, exclude=True)
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def channel_policy(self, channel: str) -> ChannelPolicyConfig | None:
+        """The access/history settings of a chat platform (None for the local channel)."""
+        policy = getattr(self, channel, None)
+        return policy if isinstance(policy, ChannelPolicyConfig) else None
+
+    @property
+    def cache_ttl_seconds(self) -> float:
+        """How long the prompt cache stays warm: the one source for pruning, flush and
+        compaction timing (pricing reads `anthropic.cache_ttl`, the TTL actually bought)."""
+        if self.scheduler.cache_ttl_seconds is not None:
+            return self.scheduler.cache_ttl_seconds
+        return 3600.0 if self.anthropic.cache_ttl == "1h" else 300.0
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.resolve(self.workspace.path)
+
+    @property
+    def sqlite_path(self) -> Path:
+        url = self.storage.url
+        if not url.startswith("sqlite:///"):
+            raise ConfigError(f"storage.url: only sqlite:/// URLs are supported, got {url!r}")
+        rest = url[len("sqlite:///") :]
+        return Path(rest) if rest.startswith("/") else self.resolve(rest)

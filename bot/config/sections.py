@@ -1,0 +1,145 @@
+"""The general configuration sections: agent, model provider, workspace, storage, server,
+admin, sessions, local chat, context management, memory and scheduler.
+
+Every default lives here, beside its key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentConfig(Section):
+    model: str = "claude-sonnet-4-6"
+    max_tokens: int = Field(4096, gt=0)
+    context_window: int = Field(200_000, gt=1000)
+    timezone: str = "UTC"
+    max_tool_iterations: int = Field(12, gt=0)
+    max_concurrent_turns: int = Field(8, gt=0)
+    queue_cap: int = Field(20, gt=0)  # messages merged into one follow-up turn at most
+
+
+class AnthropicConfig(Section):
+    api_key: str = ""
+    base_url: str = ""
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    max_retries: int = Field(2, ge=0)
+    timeout: float = Field(600.0, gt=0)
+
+
+class WorkspaceConfig(Section):
+    path: str = "workspace"
+    file_max_chars: int = Field(20_000, gt=100)
+    total_max_chars: int = Field(60_000, gt=100)
+
+
+class StorageConfig(Section):
+    url: str = "sqlite:///data/krill.db"
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+    max_body_bytes: int = Field(1_048_576, gt=0)
+    # Host names accepted for /, /api, /ws and /admin besides loopback (DNS-rebinding guard).
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+
+class AdminConfig(Section):
+    users: list[str] = Field(default_factory=list)
+
+
+class SessionConfig(Section):
+    dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
+    identity_links: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("identity_links")
+    @classmethod
+    def _qualified_links(cls, links: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A bare id would also match a local web user who picks that id as a name.
+        for name, entries in links.items():
+            for entry in entries:
+                channel, _, user = entry.partition(":")
+                if not channel.strip() or not user.strip():
+                    raise ValueError(
+                        f"{name}: {entry!r} must name its channel, e.g. 'telegram:{entry}'"
+                    )
+        return links
+
+
+class LocalConfig(Section):
+    enabled: bool = True  # the web chat at `/`; `krill chat` works regardless
+    # Required (as ?token= or a Bearer header) when the server listens beyond loopback;
+    # without it the web chat stays off there, since its sessions see private memory.
+    token: str = ""
+
+
+class ContextConfig(Section):
+    """Context management (DESIGN.md section 6); ratios are shares of agent.context_window."""
+
+    reserve_tokens: int = Field(20_000, ge=0)  # compact when context > window - reserve
+    keep_recent_user_turns: int = Field(3, ge=1)  # kept verbatim by compaction
+    # Single tool-result cap (in memory only; the transcript keeps the original).
+    tool_result_max_share: float = Field(0.3, gt=0, le=1)
+    tool_result_max_chars: int = Field(400_000, gt=0)
+    # Cache-TTL pruning: only once the prompt cache has expired.
+    prune_soft_ratio: float = Field(0.3, ge=0, le=1)  # soft-trim above this share
+    prune_hard_ratio: float = Field(0.5, ge=0, le=1)  # hard-clear above this share...
+    prune_min_prunable_chars: int = Field(50_000, ge=0)  # ...with at least this much prunable
+    prune_soft_trim_min_chars: int = Field(4_000, gt=0)  # results longer than this are trimmed
+    prune_head_chars: int = Field(1_500, ge=0)
+    prune_tail_chars: int = Field(1_500, ge=0)
+    prune_keep_last_assistants: int = Field(3, ge=0)  # their tool results are never pruned
+    prune_tools_allow: list[str] = Field(default_factory=lambda: ["*"])  # globs; deny wins
+    prune_tools_deny: list[str] = Field(default_factory=list)
+    # Compaction: staged summaries with a quality guard.
+    chunk_max_share: float = Field(0.4, gt=0, le=1)  # a summary chunk's share of the window
+    chunk_min_share: float = Field(0.15, gt=0, le=1)  # ...shrinking to this for big messages
+    summary_retries: int = Field(1, ge=0, le=3)  # quality retries with feedback
+
+
+class MemoryFlushConfig(Section):
+    """The silent turn that stores durable facts before compaction and before the cache expires."""
+
+    enabled: bool = True
+    # Flush once the context reaches window - context.reserve_tokens - this.
+    soft_threshold_tokens: int = Field(4_000, ge=0)
+    idle: bool = True  # also flush idle sessions from the scheduler, while the cache is warm
+    idle_lead_seconds: float = Field(30.0, ge=0)  # how long before the cache TTL runs out
+    timeout_seconds: float = Field(120.0, gt=0)  # a flush never holds a person's turn longer
+
+
+class MemorySearchConfig(Section):
+    max_results: int = Field(6, ge=1, le=50)
+    min_score: float = Field(0.3, ge=0, le=1)  # share of the query's terms a snippet must hold
+    recall: bool = True  # attach the top snippets to every person's turn
+    snippet_max_chars: int = Field(700, ge=100)
+    recall_max_chars: int = Field(3_000, ge=200)  # all recalled snippets of one turn together
+
+
+class MemoryConfig(Section):
+    enabled: bool = True
+    chunk_tokens: int = Field(400, ge=50)
+    chunk_overlap_tokens: int = Field(80, ge=0)
+    reindex_interval_seconds: float = Field(60.0, ge=0)  # 0: only the check before each search
+    append_max_chars: int = Field(4_000, gt=0)  # one memory_append entry
+    file_max_bytes: int = Field(1_000_000, gt=0)  # memory_append refuses to grow a file past it
+    flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
+    search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
+
+
+class SchedulerConfig(Section):
+    """Timed housekeeping: idle compaction, the heartbeat, and test-only timing overrides."""
+
+    heartbeat_minutes: float = Field(0.0, ge=0)  # 0 turns the heartbeat off
+    heartbeat_session: str = ""  # session key; "" = the most recently active DM session
+    idle_compaction: bool = True  # compact large idle sessions once their cache has expired
+    # Overrides the TTL implied by anthropic.cache_ttl (tests use seconds); read it only
+    # through `Config.cache_ttl_seconds`.
+    cache_ttl_seconds: float | None = Field(None, gt=0)

@@ -1,0 +1,28 @@
+"""The SQLite store: one object over one connection, composed of a class per concern."""
+
+from bot.store.sqlite.connection import Connection
+from bot.store.sqlite.inbound import InboundTables
+from bot.store.sqlite.jobs import JobTables
+from bot.store.sqlite.ledger import LedgerTables
+from bot.store.sqlite.memory_index import MemoryIndexTables
+from bot.store.sqlite.pairings import PairingTables
+from bot.store.sqlite.sessions import SessionTables
+from bot.store.sqlite.transcript import TranscriptTables
+from bot.store.sqlite.turns import TurnTables
+
+
+class SQLiteStore(
+    SessionTables,
+    TranscriptTables,
+    TurnTables,
+    InboundTables,
+    LedgerTables,
+    PairingTables,
+    JobTables,
+    MemoryIndexTables,
+    Connection,
+):
+    """The embedded store (WAL mode). `path` may be ":memory:" for tests."""
+
+
+__all__ = ["SQLiteStore"]

@@ -1,0 +1,125 @@
+"""The SQLite store's connection: one aiosqlite connection in WAL mode, schema migrations,
+and the write-transaction helper every write goes through.
+
+Writes go through one connection guarded by a lock, so every multi-statement change is one
+transaction; readers in other processes (the CLI) see committed data thanks to WAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+
+from bot.store.sqlite.migrations import BACKFILLS, MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+
+class Connection:
+    """Opens, migrates and closes the database; the per-concern tables build on it.
+    `path` may be ":memory:" for tests."""
+
+    def __init__(self, path: Path | str, *, synchronous: Literal["normal", "full"] = "normal"):
+        self.path = path
+        self.synchronous = synchronous
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("store is not open")
+        return self._db
+
+    async def open(self) -> None:
+        if str(self.path) != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(str(self.path), isolation_level=None)
+        for pragma in (
+            "PRAGMA journal_mode=WAL",
+            f"PRAGMA synchronous={self.synchronous.upper()}",
+            "PRAGMA busy_timeout=5000",
+            "PRAGMA foreign_keys=ON",
+        ):
+            await self.db.execute(pragma)
+        await self._migrate()
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def _migrate(self) -> None:
+        await self.db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+        )
+        current = await self.schema_version()
+        for version, sql in MIGRATIONS:
+            if version <= current:
+                continue
+            log.info("store: applying schema migration %d", version)
+            async with self.transaction() as db:
+                for statement in _split_sql(sql):
+                    await db.execute(statement)
+                if version in BACKFILLS:
+                    await BACKFILLS[version](db)
+                await db.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
+
+    async def schema_version(self) -> int:
+        row = await self._fetchone("SELECT MAX(version) FROM schema_version")
+        return int(row[0] or 0) if row else 0
+
+    async def integrity_check(self) -> str:
+        row = await self._fetchone("PRAGMA integrity_check")
+        return str(row[0]) if row else "unknown"
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock, write_transaction(self.db) as db:
+            yield db
+
+    # One round trip to the database thread each: execute + fetch + close would be three.
+    async def _fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        return await fetchone(self.db, sql, params)
+
+    async def _fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        return list(await self.db.execute_fetchall(sql, tuple(params)))
+
+
+async def fetchone(
+    db: aiosqlite.Connection, sql: str, params: Iterable[Any] = ()
+) -> aiosqlite.Row | None:
+    rows = await db.execute_fetchall(sql, tuple(params))
+    return next(iter(rows), None)
+
+
+@asynccontextmanager
+async def write_transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
+    """One write transaction, safe under cancellation: aiosqlite runs statements in order
+    even when the awaiting task is cancelled, so a BEGIN may still happen and must be paired
+    with a ROLLBACK, or every later write on the connection fails."""
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        yield db
+        await asyncio.shield(db.execute("COMMIT"))
+    except BaseException:
+        await asyncio.shield(_rollback_quietly(db))
+        raise
+
+
+async def _rollback_quietly(db: aiosqlite.Connection) -> None:
+    try:
+        await db.execute("ROLLBACK")
+    except sqlite3.OperationalError:
+        pass  # no transaction was open: BEGIN failed, or COMMIT already went through
+
+
+def _split_sql(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]

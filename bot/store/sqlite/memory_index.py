@@ -1,0 +1,111 @@
+"""The memory index's storage in SQLite: an FTS5 table (trigram tokenizer, BM25) that is
+external-content over `memory_chunks`, kept in step by hand (no triggers), and the state
+of each indexed file (tables from migration 2)."""
+
+from __future__ import annotations
+
+import time
+
+import aiosqlite
+
+from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile
+from bot.store.sqlite.connection import Connection
+
+
+async def _delete_chunks(db: aiosqlite.Connection, path: str) -> None:
+    # External-content FTS needs the old text to remove a row's index entries.
+    await db.execute(
+        "INSERT INTO memory_fts(memory_fts, rowid, text)"
+        " SELECT 'delete', id, text FROM memory_chunks WHERE path = ?",
+        (path,),
+    )
+    await db.execute("DELETE FROM memory_chunks WHERE path = ?", (path,))
+
+
+class MemoryIndexTables(Connection):
+    async def memory_files(self) -> list[IndexedFile]:
+        rows = await self._fetchall("SELECT path, mtime_ns, size, hash, chunking FROM memory_files")
+        return [IndexedFile(*r) for r in rows]
+
+    async def memory_stats(self) -> tuple[int, int]:
+        """(files, chunks) currently indexed."""
+        row = await self._fetchone(
+            "SELECT (SELECT COUNT(*) FROM memory_files), (SELECT COUNT(*) FROM memory_chunks)"
+        )
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    async def memory_put_file(self, file: IndexedFile, chunks: list[IndexedChunk] | None) -> None:
+        """Record a file's state and, unless `chunks` is None (content unchanged), replace
+        its chunks, in one transaction."""
+        async with self.transaction() as db:
+            if chunks is not None:
+                await _delete_chunks(db, file.path)
+                await db.executemany(
+                    "INSERT INTO memory_chunks(path, start_line, end_line, text)"
+                    " VALUES (?, ?, ?, ?)",
+                    [(file.path, c.start_line, c.end_line, c.text) for c in chunks],
+                )
+                await db.execute(
+                    "INSERT INTO memory_fts(rowid, text) SELECT id, text FROM memory_chunks"
+                    " WHERE path = ?",
+                    (file.path,),
+                )
+            await db.execute(
+                "INSERT OR REPLACE INTO memory_files(path, mtime_ns, size, hash, chunking,"
+                " indexed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (file.path, file.mtime_ns, file.size, file.digest, file.chunking, time.time()),
+            )
+
+    async def memory_remove_file(self, path: str) -> None:
+        async with self.transaction() as db:
+            await _delete_chunks(db, path)
+            await db.execute("DELETE FROM memory_files WHERE path = ?", (path,))
+
+    async def memory_term_counts(self, expressions: list[str], cap: int) -> list[int]:
+        """Chunks matching each expression, counted only up to `cap` (so cheap), in one query."""
+        probe = "(SELECT COUNT(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
+        params: list[str | int] = []
+        for expression in expressions:
+            params += [expression, cap]
+        row = await self._fetchone("SELECT " + ", ".join([probe] * len(expressions)), params)
+        return [int(n) for n in row] if row else [0] * len(expressions)
+
+    async def memory_match(
+        self, expression: str, *, ranked: bool, limit: int, excluded: tuple[str, ...]
+    ) -> list[ChunkMatch]:
+        """Top `limit` chunks matching `expression`, by BM25 (`ranked`) or newest first.
+
+        Ordering and limiting happen inside the FTS query, so only the rows returned are
+        joined with their text; excluded files are filtered there by rowid for the same reason.
+        """
+        marks = ",".join("?" * len(excluded))
+        where = (
+            f" AND rowid NOT IN (SELECT id FROM memory_chunks WHERE path IN ({marks}))"
+            if excluded
+            else ""
+        )
+        # bm25() is negative, lower is better; only computed when ranking by it.
+        rank, by = ("bm25(memory_fts)", "rank") if ranked else ("0.0", "rowid DESC")
+        sql = (
+            "SELECT c.path, c.start_line, c.text, m.rank FROM ("
+            f"SELECT rowid, {rank} AS rank FROM memory_fts WHERE memory_fts MATCH ?{where}"
+            f" ORDER BY {by} LIMIT ?) AS m JOIN memory_chunks c ON c.id = m.rowid"
+        )
+        rows = await self._fetchall(sql, (expression, *excluded, limit))
+        found = [ChunkMatch(r[0], r[1], r[2], float(r[3])) for r in rows]
+        return sorted(found, key=lambda c: c.rank) if ranked else found
+
+    async def memory_substring(
+        self, terms: tuple[str, ...], *, limit: int, excluded: tuple[str, ...]
+    ) -> list[ChunkMatch]:
+        """Newest chunks containing any of `terms` (for terms too short for trigrams)."""
+        # A scan, not an index lookup: callers reach it only when the index found nothing.
+        likes = " OR ".join("text LIKE ?" for _ in terms)
+        marks = ",".join("?" * len(excluded))
+        where = f" AND path NOT IN ({marks})" if excluded else ""
+        sql = (
+            f"SELECT path, start_line, text FROM memory_chunks WHERE ({likes}){where}"
+            " ORDER BY id DESC LIMIT ?"
+        )
+        rows = await self._fetchall(sql, (*(f"%{t}%" for t in terms), *excluded, limit))
+        return [ChunkMatch(r[0], r[1], r[2], 0.0) for r in rows]

@@ -1,0 +1,72 @@
+"""A turn's writes in SQLite, each one transaction across the transcript, the inbound queue
+and the session counters, so a crash leaves either untouched work or a resumable turn."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bot.store.base import InboundStatus
+from bot.store.sqlite.connection import Connection
+from bot.store.sqlite.inbound import set_inbound_rows
+from bot.store.sqlite.sessions import add_usage_row, update_session_row
+from bot.store.sqlite.transcript import append_rows
+from bot.transcript import Entry
+from bot.types import Usage
+
+
+class TurnTables(Connection):
+    async def begin_turn(
+        self,
+        entries: list[Entry],
+        inbound_ids: list[int],
+        turn_id: str,
+        *,
+        session_fields: dict[str, Any] | None = None,
+    ) -> None:
+        """Write a turn's opening entries, claim its inbound messages and update the session
+        row in one transaction, so a crash leaves either an untouched pending message or a
+        resumable turn."""
+        async with self.transaction() as db:
+            await append_rows(db, entries)
+            await set_inbound_rows(db, inbound_ids, InboundStatus.PROCESSING, turn_id)
+            if session_fields and entries:
+                await update_session_row(db, entries[0].session_id, session_fields)
+
+    async def record_model_call(
+        self,
+        entry: Entry,
+        usage: Usage,
+        *,
+        context_tokens: int,
+        cost_usd: float,
+        model: str,
+    ) -> None:
+        """Append an assistant entry and add its usage to the session in one transaction."""
+        async with self.transaction() as db:
+            await append_rows(db, [entry])
+            await add_usage_row(
+                db, entry.session_id, usage, context_tokens, cost_usd, entry.created_at
+            )
+            await db.execute(
+                "UPDATE sessions SET model = ? WHERE session_id = ? AND model != ?",
+                (model, entry.session_id, model),
+            )
+
+    async def finish_turn(
+        self,
+        session_id: str,
+        inbound_ids: list[int],
+        status: InboundStatus,
+        *,
+        turns: int = 0,
+        errors: int = 0,
+    ) -> None:
+        """Mark a turn's inbound messages done (or failed) and count it, in one transaction."""
+        async with self.transaction() as db:
+            await set_inbound_rows(db, inbound_ids, status)
+            await db.execute(
+                "UPDATE sessions SET turns = turns + ?, errors = errors + ?, updated_at = ?"
+                " WHERE session_id = ?",
+                (turns, errors, time.time(), session_id),
+            )
