@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from anthropic.types import ToolParam, ToolResultBlockParam, ToolUseBlockParam
+from anthropic.types.tool_result_block_param import Content as ResultContent
+
 from bot.types import SessionOrigin
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,7 @@ class ToolContext:
     failures: dict[str, int] = field(default_factory=dict)
 
 
-ToolResultContent = str | list[dict[str, Any]]
+ToolResultContent = str | list[ResultContent]
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResultContent]]
 
 
@@ -66,7 +69,7 @@ class Tool:
     # wraps their output as untrusted, naming this source.
     untrusted_source: str = ""
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> ToolParam:
         return {
             "name": self.name,
             "description": self.description,
@@ -80,8 +83,8 @@ class ToolResult:
     content: ToolResultContent
     is_error: bool = False
 
-    def block(self) -> dict[str, Any]:
-        block: dict[str, Any] = {
+    def block(self) -> ToolResultBlockParam:
+        block: ToolResultBlockParam = {
             "type": "tool_result",
             "tool_use_id": self.tool_use_id,
             "content": self.content,
@@ -138,14 +141,14 @@ class ToolRegistry:
         deny: Sequence[str] = (),
         *,
         policy: ToolFilter | None = None,
-    ) -> list[dict]:
+    ) -> list[ToolParam]:
         allowed = _allowed(allow, deny, policy)
         # Sorted so the tools block (the start of the cached prefix) is byte-stable.
         return [self._tools[n].definition() for n in self.names() if allowed(n)]
 
     async def run(
         self,
-        call: dict[str, Any],
+        call: ToolUseBlockParam,
         ctx: ToolContext,
         allow: Sequence[str] = ("*",),
         deny: Sequence[str] = (),
@@ -164,7 +167,7 @@ class ToolRegistry:
         return result
 
     async def _run(
-        self, call: dict[str, Any], ctx: ToolContext, allowed: Callable[[str], bool]
+        self, call: ToolUseBlockParam, ctx: ToolContext, allowed: Callable[[str], bool]
     ) -> ToolResult:
         name = call.get("name", "")
         call_id = call.get("id", "")
