@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from bot.checks import Check
     from bot.config import Config
-    from bot.types import Address, InboundMessage, OutboundMessage
+    from bot.types import Address, HistoryLine, InboundMessage, OutboundMessage
 
 
 class AcceptResult(StrEnum):
@@ -57,6 +57,11 @@ class Gateway(Protocol):
 
     async def wait_idle(self, msg: InboundMessage) -> None:
         """Return once `msg`'s session has no turn queued or running."""
+
+    async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
+        """The last `limit` lines of `msg`'s current session that its sender took part in:
+        their own messages and the replies to the turns they were in, oldest first."""
+        ...
 
 
 class Channel(Protocol):

@@ -107,6 +107,21 @@ class OutboundMessage:
     final: bool = True  # False for a streaming preview
 
 
+class Speaker(StrEnum):
+    PERSON = "person"
+    ASSISTANT = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryLine:
+    """One message of a session's recent history as its person saw it (e.g. to redraw a web
+    chat after a reload): what they said, or what Krill answered them, as Markdown."""
+
+    speaker: Speaker
+    text: str
+    timestamp: float
+
+
 @dataclass(slots=True)
 class Usage:
     input_tokens: int = 0

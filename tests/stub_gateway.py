@@ -10,7 +10,7 @@ from bot.channel_contract import AcceptResult
 from bot.config import ChannelPolicyConfig, SessionConfig
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
-from bot.types import InboundMessage
+from bot.types import HistoryLine, InboundMessage
 
 
 class StubGateway:
@@ -51,6 +51,9 @@ class StubGateway:
 
     async def wait_idle(self, msg: InboundMessage) -> None:
         return None
+
+    async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
+        return []
 
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""

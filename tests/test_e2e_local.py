@@ -268,6 +268,8 @@ async def test_web_chat_refuses_other_sites_and_needs_a_token_beyond_loopback(
             evil = {"Origin": "https://evil.example"}
             async with http.post(f"{krill.url}/api/chat", json=form, headers=evil) as resp:
                 assert resp.status == 403
+            async with http.get(f"{krill.url}/api/history?name=ok", headers=evil) as resp:
+                assert resp.status == 403
     assert fake_anthropic.message_requests == []
 
     config = {"server": {"host": "0.0.0.0"}, "local": {"token": "letmein"}}
@@ -275,11 +277,16 @@ async def test_web_chat_refuses_other_sites_and_needs_a_token_beyond_loopback(
         async with aiohttp.ClientSession() as http:
             async with http.post(f"{krill.url}/api/chat", json={"text": "hi"}) as resp:
                 assert resp.status == 403
+            async with http.get(f"{krill.url}/api/history?name=web") as resp:
+                assert resp.status == 403
             headers = {"Authorization": "Bearer letmein"}
             async with http.post(
                 f"{krill.url}/api/chat", json={"text": "hi"}, headers=headers
             ) as r:
                 assert (await r.json())["replies"] == ["echo: hi"]
+            async with http.get(f"{krill.url}/api/history?name=web", headers=headers) as r:
+                lines = [(m["speaker"], m["text"]) for m in (await r.json())["messages"]]
+                assert lines == [("person", "hi"), ("assistant", "echo: hi")]
     async with KrillProcess(tmp_path, {"server": {"host": "0.0.0.0"}}, {}) as krill:
         status, _ = await krill.get("/api/chat")
         assert status == 404

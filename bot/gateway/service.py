@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Protocol
 from bot.channel_contract import AcceptResult
 from bot.commands import LANE_COMMANDS, REFUSAL, REPLIES, Command, authorized, parse_command
 from bot.gateway.admission import merge_buffer
+from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.sessions.keys import session_key
 from bot.store.base import InboundStatus
-from bot.types import ChatType, InboundMessage
+from bot.types import ChatType, HistoryLine, InboundMessage
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -138,6 +139,13 @@ class GatewayService:
 
     async def wait_idle(self, msg: InboundMessage) -> None:
         await self.lanes.wait_idle(session_key(msg, self.config.session))
+
+    async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
+        session = await self.store.current_session(session_key(msg, self.config.session))
+        if session is None:
+            return []
+        entries = await self.store.transcript(session.session_id)
+        return person_history(entries, msg.channel, msg.user_id)[-limit:]
 
     async def close(self) -> None:
         await self.lanes.close()

@@ -1,5 +1,8 @@
-"""The local web chat: a page at `/`, a WebSocket for streamed replies, and a JSON endpoint
-(`POST /api/chat`) that waits for the reply, for scripts and tests.
+"""The local web chat: a page at `/` (its script, style and icon under `/static/`), a
+WebSocket for streamed replies, the person's recent history for the page to redraw itself
+(`GET /api/history`), and a JSON endpoint (`POST /api/chat`) that waits for the reply, for
+scripts and tests. Replies carry their Markdown and the safe HTML the page shows
+(`channels.local.markup`).
 
 Its sessions are DMs, which see private memory, so other web sites must not reach it: the
 server's browser guard (`bot.http_guard`) refuses foreign `Host` and `Origin` headers, the
@@ -25,7 +28,8 @@ from aiohttp import WSMsgType, web
 
 from bot.channel_contract import AcceptResult, Gateway
 from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
-from bot.types import Address, ChatType, InboundMessage, OutboundMessage
+from bot.types import Address, ChatType, HistoryLine, InboundMessage, OutboundMessage, Speaker
+from channels.local.markup import to_html
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +37,53 @@ CHANNEL = "local"
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_TEXT_CHARS = 100_000
 REPLY_WAIT_SECONDS = 300.0
-
-
 MAX_MESSAGE_ID_CHARS = 200
+HISTORY_LINES = 50  # what the page shows after a reload
+
+# The page's own files, by name under /static/, with their content types.
+STATIC_FILES = {
+    "chat.js": "text/javascript",
+    "chat.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
+# The page runs only its own script and style, and talks only to this server: should
+# anything slip through the Markdown renderer, the browser still refuses to run or load it.
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+class BadClientId(ValueError):
+    """A client's message id that is not a string or number of a sensible length."""
+
+
+def client_message_id(value: object) -> str | None:
+    """A client's own id for its message (so a resend counts once), or None when not given.
+
+    Raises BadClientId for anything but a string or number of at most MAX_MESSAGE_ID_CHARS.
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, str | int)
+        or len(str(value)) > MAX_MESSAGE_ID_CHARS
+    ):
+        raise BadClientId(f"message_id must be a string of at most {MAX_MESSAGE_ID_CHARS} chars")
+    return str(value)
+
+
+def reply_event(kind: str, message_id: str, text: str) -> dict[str, Any]:
+    """A reply as the page receives it: its Markdown and the HTML to show."""
+    return {"type": kind, "id": message_id, "text": text, "html": to_html(text)}
+
+
+def history_event(line: HistoryLine) -> dict[str, Any]:
+    event: dict[str, Any] = {"speaker": line.speaker, "text": line.text, "at": line.timestamp}
+    if line.speaker == Speaker.ASSISTANT:
+        event["html"] = to_html(line.text)
+    return event
 
 
 def local_message(name: str, text: str, client_id: str | None = None) -> InboundMessage:
@@ -90,7 +138,9 @@ class WebChannel:
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/", self.page),
+            web.get("/static/{name}", self.static),
             web.get("/ws/chat", self.websocket),
+            web.get("/api/history", self.api_history),
             web.post("/api/chat", self.api_chat),
         ]
 
@@ -109,7 +159,7 @@ class WebChannel:
     async def deliver(self, out: OutboundMessage) -> str:
         message_id = out.edit_of or str(next(self._ids))
         kind = "message" if out.final else "preview"
-        await self._publish(out.address.chat_id, {"type": kind, "id": message_id, "text": out.text})
+        await self._publish(out.address.chat_id, reply_event(kind, message_id, out.text))
         return message_id
 
     async def typing(self, address: Address) -> None:
@@ -121,8 +171,13 @@ class WebChannel:
     # --- HTTP handlers --------------------------------------------------------------------
 
     async def page(self, request: web.Request) -> web.Response:
-        html = resources.files("channels.local").joinpath("static/index.html").read_text("utf-8")
-        return web.Response(text=html, content_type="text/html")
+        return _asset("index.html", "text/html")
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound()
+        return _asset(name, STATIC_FILES[name])
 
     async def websocket(self, request: web.Request) -> web.WebSocketResponse:
         refusal = self._refusal(request)
@@ -141,11 +196,17 @@ class WebChannel:
                 try:
                     data = json.loads(frame.data)
                     text = str(data["text"])[:MAX_TEXT_CHARS]
-                except (ValueError, KeyError, TypeError, RecursionError):
-                    await ws.send_json({"type": "error", "text": 'send {"text": "..."}'})
+                    client_id = client_message_id(data.get("message_id"))
+                except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                    await ws.send_json(
+                        {"type": "error", "text": 'send {"text": "...", "message_id": "..."}'}
+                    )
                     continue
                 if text.strip():
-                    await self.gateway.accept(local_message(name, text))
+                    await self.gateway.accept(local_message(name, text, client_id))
+                    if client_id is not None:
+                        # The page keeps a message pending until the server has it.
+                        await ws.send_json({"type": "received", "message_id": client_id})
         finally:
             self._sockets[name].discard(ws)
         return ws
@@ -167,22 +228,16 @@ class WebChannel:
             )
         if not NAME_RE.match(name):
             return web.json_response({"error": "invalid user name"}, status=400)
-        client_id = data.get("message_id")
-        if client_id is not None and (
-            isinstance(client_id, bool)
-            or not isinstance(client_id, str | int)
-            or len(str(client_id)) > MAX_MESSAGE_ID_CHARS
-        ):
-            return web.json_response(
-                {"error": f"message_id must be a string of at most {MAX_MESSAGE_ID_CHARS} chars"},
-                status=400,
-            )
+        try:
+            client_id = client_message_id(data.get("message_id"))
+        except BadClientId as exc:
+            return web.json_response({"error": str(exc)}, status=400)
         if len(text) > MAX_TEXT_CHARS:
             return web.json_response({"error": "text too long"}, status=413)
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._listeners[name].append(queue)
         try:
-            msg = local_message(name, text, None if client_id is None else str(client_id))
+            msg = local_message(name, text, client_id)
             result = await self.gateway.accept(msg)
             if result == AcceptResult.ACCEPTED:
                 # /api/chat returns once the turn is answered.
@@ -191,6 +246,28 @@ class WebChannel:
         finally:
             self._listeners[name].remove(queue)
         return web.json_response({"result": result, "replies": replies})
+
+    async def api_history(self, request: web.Request) -> web.Response:
+        """`{"messages": [...]}`: the recent lines of `?name=`'s session, oldest first."""
+        refusal = self._refusal(request)
+        if refusal:
+            return web.json_response({"error": refusal}, status=403)
+        name = request.query.get("name", "web")
+        if not NAME_RE.match(name):
+            return web.json_response({"error": "invalid user name"}, status=400)
+        lines = await self.gateway.recent_history(local_message(name, ""), HISTORY_LINES)
+        return web.json_response(
+            {"messages": [history_event(line) for line in lines]},
+            headers={"Cache-Control": "no-store"},
+        )
+
+
+def _asset(name: str, content_type: str) -> web.Response:
+    body = resources.files("channels.local").joinpath("static", name).read_bytes()
+    headers = {"Cache-Control": "no-cache"}
+    if name == "index.html":
+        headers["Content-Security-Policy"] = PAGE_POLICY
+    return web.Response(body=body, content_type=content_type, charset="utf-8", headers=headers)
 
 
 def _drain(queue: asyncio.Queue[dict[str, Any]]) -> list[dict[str, Any]]:

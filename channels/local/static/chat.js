@@ -1,0 +1,121 @@
+// The web chat page: redraws the person's recent history, streams replies over a WebSocket,
+// and keeps messages typed while disconnected pending until the server confirms them.
+"use strict";
+
+const params = new URLSearchParams(location.search);
+const name = params.get("name") || localStorage.getItem("krill-name") || "web";
+const token = params.get("token");
+const auth = token ? `&token=${encodeURIComponent(token)}` : "";
+const log = document.getElementById("log");
+const state = document.getElementById("state");
+const form = document.getElementById("form");
+const input = document.getElementById("text");
+const bubbles = new Map(); // reply id -> its bubble
+const pending = new Map(); // message_id -> {text, el}, until the server confirms it
+let ws = null;
+let retryMs = 1000;
+let typingTimer = null;
+
+document.getElementById("who").textContent = "as " + name;
+
+function add(cls, text, html) {
+  const el = document.createElement("div");
+  el.className = "msg " + cls;
+  if (html === undefined) el.textContent = text;
+  else el.innerHTML = html; // rendered and sanitized by the server (channels/local/markup.py)
+  log.appendChild(el);
+  log.scrollTop = log.scrollHeight;
+  return el;
+}
+
+function connected() {
+  return ws !== null && ws.readyState === WebSocket.OPEN;
+}
+
+function setOnline(online, text) {
+  document.body.classList.toggle("offline", !online);
+  state.textContent = text;
+}
+
+function transmit(id) {
+  if (connected()) ws.send(JSON.stringify({ text: pending.get(id).text, message_id: id }));
+}
+
+function newId() {
+  return Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 10);
+}
+
+function send(text) {
+  const id = newId();
+  pending.set(id, { text, el: add("me pending", text) });
+  transmit(id);
+}
+
+function onEvent(e) {
+  if (e.type === "typing") {
+    state.textContent = "Krill is typing…";
+    clearTimeout(typingTimer);
+    typingTimer = setTimeout(() => { state.textContent = "connected"; }, 4000);
+    return;
+  }
+  if (e.type === "received") {
+    const item = pending.get(e.message_id);
+    if (item) { item.el.classList.remove("pending"); pending.delete(e.message_id); }
+    return;
+  }
+  if (e.type === "error") { add("sys", e.text); return; }
+  let el = bubbles.get(e.id);
+  if (!el) { el = add("bot", ""); bubbles.set(e.id, el); }
+  el.innerHTML = e.html;
+  el.classList.toggle("preview", e.type === "preview");
+  if (e.type === "message") state.textContent = "connected";
+  log.scrollTop = log.scrollHeight;
+}
+
+function connect() {
+  const proto = location.protocol === "https:" ? "wss" : "ws";
+  ws = new WebSocket(`${proto}://${location.host}/ws/chat?name=${encodeURIComponent(name)}${auth}`);
+  ws.onopen = () => {
+    retryMs = 1000;
+    setOnline(true, "connected");
+    // A resend of something the server already had counts once (it dedupes by message_id).
+    for (const id of pending.keys()) transmit(id);
+  };
+  ws.onclose = () => {
+    setOnline(false, "disconnected, retrying…");
+    setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, 5000);
+  };
+  ws.onmessage = (ev) => onEvent(JSON.parse(ev.data));
+}
+
+async function loadHistory() {
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  try {
+    const resp = await fetch(`/api/history?name=${encodeURIComponent(name)}`, { headers });
+    if (!resp.ok) return;
+    for (const m of (await resp.json()).messages) {
+      if (m.speaker === "assistant") add("bot", m.text, m.html);
+      else add("me", m.text);
+    }
+  } catch (err) {
+    add("sys", "could not load earlier messages");
+  }
+}
+
+form.addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  send(text);
+});
+input.addEventListener("keydown", (ev) => {
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    form.requestSubmit();
+  }
+});
+
+setOnline(false, "connecting…");
+loadHistory().then(connect);
