@@ -22,7 +22,7 @@ from bot.agent.accounting import UsageAccountant
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.runner import AgentRunner
-from bot.agent.workspace import Workspace, ensure_workspace
+from bot.agent.workspace import Workspace
 from bot.channel_contract import Channel
 from bot.config import Config
 from bot.context.pipeline import ContextPipeline
@@ -41,6 +41,7 @@ from bot.scheduler.idle import IdleWork
 from bot.scheduler.jobs import Jobs
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
+from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
 from bot.store.sqlite import SQLiteStore
 from bot.tools.mcp import McpManager
@@ -207,9 +208,9 @@ class App:
         return found
 
     async def start(self) -> None:
-        if ensure_workspace(self.workspace.path):
+        if prepare_workspace(self.config):
             log.info("created workspace %s from the bundled template", self.workspace.path)
-        await self.store.open()
+        await open_store(self.store, self.config)
         if self.index is not None:
             await self.index.open()  # reads what is indexed, so after the store opens
         if not self.model.configured:
@@ -254,7 +255,10 @@ class App:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise listen_failed(self.config, exc) from None
         sockets = getattr(site._server, "sockets", None) or []
         port = sockets[0].getsockname()[1] if sockets else self.config.server.port
         self.server_url = f"http://{self.config.server.host}:{port}"

@@ -22,15 +22,15 @@ async def run_chat(config: Config, name: str) -> int:
     # background work (scheduler, MCP servers) to it.
     app = App(config, with_server=False, recover=False)
     app.add_channel(TerminalChannel())
-    await app.start()
     interactive = sys.stdin.isatty()
-    if interactive:
-        key = session_key(local_message(name, ""), config.session)
-        print(f"Krill chat as {name} (session {key}). /help lists commands; Ctrl-D quits.")
-    if not app.model.configured:
-        print("warning: ANTHROPIC_API_KEY is not set; replies will say so.", file=sys.stderr)
     loop = asyncio.get_running_loop()
     try:
+        await app.start()  # inside the try: a failed start still closes what it opened
+        if interactive:
+            key = session_key(local_message(name, ""), config.session)
+            print(f"Krill chat as {name} (session {key}). /help lists commands; Ctrl-D quits.")
+        if not app.model.configured:
+            print("warning: ANTHROPIC_API_KEY is not set; replies will say so.", file=sys.stderr)
         while True:
             if interactive:
                 print("\nyou> ", end="", flush=True)

@@ -1,37 +1,90 @@
-"""`krill doctor`: check config, tokens, workspace and store, and say exactly what is wrong."""
+"""`krill doctor`: check config, workspace, port, store, model, platforms and MCP servers with
+real calls, and say what is wrong, where the value came from and how to fix it.
+
+It exits non-zero whenever a check finds something that would stop or degrade the service.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
+import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
-from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config, load_config
+from bot.config.origins import origin
 from bot.errors import ConfigError
+from bot.startup import DEFAULT_WORKSPACE, nearest_existing, probe_folder
 from bot.tools.mcp import check_servers
 from channels.registry import CHANNELS
 
 
+def _folder_problem(folder: Path) -> str | None:
+    """Why no file can be created in `folder` (or the folder that would hold it), or None."""
+    try:
+        probe_folder(nearest_existing(folder))
+    except OSError as exc:
+        return f"{nearest_existing(folder)} is not writable ({exc.strerror or exc})"
+    return None
+
+
 def check_workspace(config: Config) -> list[Check]:
     path = config.workspace_dir
+    where = origin(config, "workspace", "path")
     if not path.exists():
+        if config.workspace.path != DEFAULT_WORKSPACE:
+            return [
+                Check(
+                    "workspace",
+                    FAIL,
+                    f"{path} does not exist; fix {where}, or create that folder",
+                )
+            ]
+        problem = _folder_problem(path)
+        if problem:
+            return [Check("workspace", FAIL, f"cannot create {path}: {problem}; change {where}")]
         return [
             Check(
                 "workspace",
-                WARN,
-                f"{path} does not exist; `krill run` will create it from "
+                OK,
+                f"{path} does not exist yet; `krill run` will create it from "
                 f"the bundled template ({bundled_workspace_dir()})",
             )
         ]
-    if not os.access(path, os.W_OK):
-        return [Check("workspace", FAIL, f"{path} is not writable; memory notes cannot be saved")]
+    problem = _folder_problem(path)
+    if problem:
+        return [
+            Check("workspace", FAIL, f"{problem}: memory notes cannot be saved; fix it or {where}")
+        ]
     missing = [name for name in BOOTSTRAP_FILES if not (path / name).is_file()]
     detail = str(path) + (
         f" (missing, skipped in the prompt: {', '.join(missing)})" if missing else ""
     )
     return [Check("workspace", OK, detail)]
+
+
+def check_port(config: Config) -> list[Check]:
+    """Can `krill run` listen where it is told to (fails while another process holds it)."""
+    host, port = config.server.host, config.server.port
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            # As aiohttp binds: TIME_WAIT leftovers of an earlier run do not count.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        return [
+            Check(
+                "port",
+                FAIL,
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}); stop whatever uses "
+                f"it (another `krill run`?) or change {origin(config, 'server', 'port')}",
+            )
+        ]
+    return [Check("port", OK, f"{host}:{port} is free")]
 
 
 async def check_store(config: Config) -> list[Check]:
@@ -41,6 +94,10 @@ async def check_store(config: Config) -> list[Check]:
     from bot.store.sqlite.migrations import MIGRATIONS
 
     path = config.sqlite_path
+    problem = _folder_problem(path.parent)
+    if problem:
+        where = origin(config, "storage", "url")
+        return [Check("store", FAIL, f"cannot write {path}: {problem}; fix it or change {where}")]
     if not path.exists():
         return [Check("store", OK, f"{path} does not exist yet; `krill run` will create it")]
     latest = MIGRATIONS[-1][0]
@@ -72,6 +129,9 @@ async def check_anthropic(config: Config) -> list[Check]:
         return [Check("anthropic", FAIL, "no API key: set ANTHROPIC_API_KEY or anthropic.api_key")]
     import anthropic
 
+    key = origin(config, "anthropic", "api_key")
+    url = config.anthropic.base_url or "https://api.anthropic.com"
+
     client = anthropic.AsyncAnthropic(
         api_key=config.anthropic.api_key,
         base_url=config.anthropic.base_url or None,
@@ -83,11 +143,24 @@ async def check_anthropic(config: Config) -> list[Check]:
             model=config.agent.model, messages=[{"role": "user", "content": "ping"}]
         )
     except anthropic.AuthenticationError:
-        return [Check("anthropic", FAIL, "the API key was rejected (401)")]
+        return [Check("anthropic", FAIL, f"the API key was rejected (401); check {key}")]
     except anthropic.NotFoundError:
-        return [Check("anthropic", FAIL, f"model {config.agent.model!r} was not found")]
+        where = origin(config, "agent", "model")
+        return [
+            Check("anthropic", FAIL, f"model {config.agent.model!r} was not found; fix {where}")
+        ]
+    except anthropic.APIStatusError as exc:
+        return [Check("anthropic", FAIL, f"{url} answered {exc.status_code}: {exc.message}")]
     except Exception as exc:
-        return [Check("anthropic", WARN, f"could not reach the API: {type(exc).__name__}: {exc}")]
+        where = origin(config, "anthropic", "base_url")
+        return [
+            Check(
+                "anthropic",
+                FAIL,
+                f"cannot reach the model API at {url} ({type(exc).__name__}: {exc}); "
+                f"check the network, or {where}",
+            )
+        ]
     finally:
         await client.close()
     return [Check("anthropic", OK, f"key accepted; model {config.agent.model}")]
@@ -96,6 +169,7 @@ async def check_anthropic(config: Config) -> list[Check]:
 async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
     checks += check_workspace(config)
+    checks += check_port(config)
     channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]
     remote: list[Callable[[Config], Awaitable[list[Check]]]] = [
         check_store,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# The exit status of every CLI failure a person can fix (config, a folder, a port).
+EXIT_FIXABLE = 2
+
 
 class KrillError(Exception):
     """Base class for errors Krill raises on purpose."""
@@ -9,6 +12,11 @@ class KrillError(Exception):
 
 class ConfigError(KrillError):
     """The configuration is wrong; the message names the key and the file."""
+
+
+class StartupError(KrillError):
+    """Krill cannot start for a reason a person can fix (a folder, a port, an unreachable
+    service); the message names the config key or path and what to do."""
 
 
 class ModelError(KrillError):

@@ -21,7 +21,8 @@ def build_server(
     max_body_bytes: int,
     allowed_hosts: Collection[str] = (),
 ) -> web.Application:
-    """`ready()` maps each enabled channel to whether it is up; /healthz is 200 once all are.
+    """`ready()` maps each enabled channel to whether it is up; /healthz is 200 while all are,
+    else 503 naming the channels that are down (not started yet, or stopped working).
     Browser-facing paths accept only loopback names and `allowed_hosts` in `Host`."""
     app = web.Application(
         client_max_size=max_body_bytes, middlewares=[browser_guard(allowed_hosts)]
@@ -31,7 +32,8 @@ def build_server(
         channels = ready()
         if all(channels.values()):
             return web.json_response({"status": "ok", "channels": channels})
-        return web.json_response({"status": "starting", "channels": channels}, status=503)
+        down = sorted(name for name, up in channels.items() if not up)
+        return web.json_response({"status": "down", "down": down, "channels": channels}, status=503)
 
     async def metrics_view(request: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")

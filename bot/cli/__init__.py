@@ -15,10 +15,8 @@ from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, load_config
-from bot.errors import ConfigError, KrillError
+from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
 from bot.logs import redact, setup_logging
-
-EXIT_CONFIG = 2
 
 
 def _secrets(config: Config) -> list[str]:
@@ -96,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_FIXABLE
     quiet = args.command != "run"
     setup_logging(_secrets(config), level="WARNING" if quiet else None)
     handler = SUBCOMMANDS[args.command]
@@ -104,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         return handler(config, args)
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except KrillError as exc:  # e.g. a platform refused a token: the message says which
+        return EXIT_FIXABLE
+    except KrillError as exc:  # e.g. a port in use, a platform refused a token: it says which
         print(f"krill: {redact(str(exc), _secrets(config))}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_FIXABLE
     except KeyboardInterrupt:
         return 130

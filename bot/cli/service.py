@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import sys
 from pathlib import Path
 
 from bot.config import Config
+from bot.errors import EXIT_FIXABLE
 
 STARTER_CONFIG = """\
 # Krill configuration. Every key is optional; see README.md for the full list.
@@ -54,12 +56,29 @@ def chat_command(config: Config, args: argparse.Namespace) -> int:
 
 
 def init_command(args: argparse.Namespace) -> int:
+    target = Path(args.dir or ".").resolve()
+    if target.exists() and not target.is_dir():
+        print(f"krill init: {target} is a file; give a folder (new or existing)", file=sys.stderr)
+        return EXIT_FIXABLE
+    try:
+        _init(target, force=args.force)
+    except OSError as exc:
+        where = exc.filename or target
+        print(
+            f"krill init: cannot write {where} ({exc.strerror or exc}); choose a folder you "
+            "can write to, or fix its permissions",
+            file=sys.stderr,
+        )
+        return EXIT_FIXABLE
+    return 0
+
+
+def _init(target: Path, *, force: bool) -> None:
     from bot.agent.workspace import ensure_workspace
 
-    target = Path(args.dir or ".").resolve()
     target.mkdir(parents=True, exist_ok=True)
     config_path = target / "krill.toml"
-    if config_path.exists() and not args.force:
+    if config_path.exists() and not force:
         print(f"{config_path} already exists (use --force to overwrite)")
     else:
         config_path.write_text(STARTER_CONFIG, encoding="utf-8")
@@ -70,4 +89,3 @@ def init_command(args: argparse.Namespace) -> int:
     else:
         print(f"{workspace} already exists; left as it is")
     print(f"next: export ANTHROPIC_API_KEY=... && krill run --config {config_path}")
-    return 0

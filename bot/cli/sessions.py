@@ -95,8 +95,8 @@ async def _reset(config: Config, key: str) -> int:
     from bot.sessions.keys import conversation_of_key
 
     app = App(config, with_server=False, recover=False)
-    await app.start()
     try:
+        await app.start()
         current = await app.store.current_session(key)
         if current is None:
             print(f"krill reset: no session with key {key}", file=sys.stderr)

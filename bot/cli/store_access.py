@@ -11,10 +11,11 @@ from bot.store.base import Store
 
 async def with_store(config: Config, fn: Callable[[Store], Awaitable[int]]) -> int:
     """Run `fn` with the configured store open."""
+    from bot.startup import open_store
     from bot.store.sqlite import SQLiteStore
 
     store = SQLiteStore(config.sqlite_path)
-    await store.open()
+    await open_store(store, config)
     try:
         return await fn(store)
     finally:

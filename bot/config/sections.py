@@ -49,6 +49,8 @@ class ServerConfig(Section):
     max_body_bytes: int = Field(1_048_576, gt=0)
     # Host names accepted for /, /api, /ws and /admin besides loopback (DNS-rebinding guard).
     allowed_hosts: list[str] = Field(default_factory=list)
+    # Seconds without a successful poll (Telegram) or pong (Slack) before /healthz says 503.
+    health_stale_after: float = Field(90.0, gt=0)
 
 
 class AdminConfig(Section):

@@ -75,17 +75,17 @@ class Lanes:
     def __init__(self, *, config: Config, runner: AgentRunner, metrics: Metrics) -> None:
         self.config = config
         self.runner = runner
-        self.metrics = metrics
         self.queue: SessionQueue[Work] = SessionQueue(
             self._run_batch,
             mergeable=lambda item: isinstance(item, MessageWork),
             max_concurrent=config.agent.max_concurrent_turns,
             batch_cap=config.agent.queue_cap,
         )
+        # Read at scrape time, so the gauge cannot drift from the queue it describes.
+        metrics.queue_depth.set_function(self.queue.total_depth)
 
     def submit(self, key: str, work: Work) -> None:
         self.queue.submit(key, work)
-        self.metrics.queue_depth.set(self.queue.total_depth())
 
     def run_in_lane(self, key: str, run: Callable[[], Awaitable[T]]) -> asyncio.Future[T | None]:
         """Queue `run` behind the work already in `key`'s lane. Await the returned future to
@@ -116,7 +116,6 @@ class Lanes:
         )
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
-        self.metrics.queue_depth.set(self.queue.total_depth())
         try:
             first = items[0]
             if isinstance(first, CallWork):
@@ -132,7 +131,6 @@ class Lanes:
             await self.runner.run(job)
         finally:
             _settle(items)  # /stop cancelled the batch before its calls finished
-            self.metrics.queue_depth.set(self.queue.total_depth() - len(items))
 
 
 async def _call(key: str, work: CallWork) -> None:

@@ -13,13 +13,14 @@ import time
 from bot.config import Config
 from bot.memory.index import MemoryIndex
 from bot.memory.tools import format_hits
+from bot.startup import open_store
 from bot.store.base import VisiblePaths
 from bot.store.sqlite import SQLiteStore
 
 
 async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
     store = SQLiteStore(config.sqlite_path)
-    await store.open()  # runs the migrations that create the index tables
+    await open_store(store, config)  # runs the migrations that create the index tables
     index = MemoryIndex(store, config.workspace_dir, config.memory)
     await index.open()
     try:

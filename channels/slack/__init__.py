@@ -19,7 +19,7 @@ def create(config: Config, gateway: Gateway) -> SlackChannel:
     # Imported here, so the platform library loads only when the channel is enabled.
     from channels.slack.adapter import SlackChannel
 
-    return SlackChannel(config.slack, gateway)
+    return SlackChannel(config.slack, gateway, stale_after=config.server.health_stale_after)
 
 
 SPEC = ChannelSpec(name="slack", settings=lambda config: config.slack, create=create, check=check)

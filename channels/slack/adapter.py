@@ -42,6 +42,7 @@ from channels.slack.transport import (
     BACKOFF_FIRST_SECONDS,
     DEFAULT_PING_INTERVAL,
     EVENTS_PATH,
+    STALE_AFTER,
     HttpEvents,
     SlackSetupError,
     SocketTransport,
@@ -62,12 +63,18 @@ class SlackChannel:
     typing_interval = TYPING_REFRESH_SECONDS
 
     def __init__(
-        self, config: SlackConfig, core: Gateway, *, ping_interval: float = DEFAULT_PING_INTERVAL
+        self,
+        config: SlackConfig,
+        core: Gateway,
+        *,
+        ping_interval: float = DEFAULT_PING_INTERVAL,
+        stale_after: float = STALE_AFTER,
     ):
         self.config = config
         self.core = core
         self.stream_interval = config.stream_interval
         self.ping_interval = ping_interval
+        self.stale_after = stale_after
         self.client = AsyncWebClient(
             token=config.bot_token,
             base_url=config.api_base_url.rstrip("/") + "/",
@@ -117,6 +124,11 @@ class SlackChannel:
         self._socket: SocketTransport | None = None
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def healthy(self) -> bool:
+        """For /healthz: in Socket Mode, whether Slack answered a ping lately."""
+        return self._socket is None or self._socket.healthy
+
     def _identity(self) -> BotIdentity:
         return self.me
 
@@ -130,7 +142,10 @@ class SlackChannel:
         self._ready.set()
         if self.config.mode == "socket":
             self._socket = SocketTransport(
-                self.app, self.config.app_token, ping_interval=self.ping_interval
+                self.app,
+                self.config.app_token,
+                ping_interval=self.ping_interval,
+                stale_after=self.stale_after,
             )
             await self._socket.start()
         log.info(

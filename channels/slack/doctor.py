@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config
+from bot.config.origins import origin
 
 
 async def check(config: Config) -> list[Check]:
@@ -21,9 +22,19 @@ async def check(config: Config) -> list[Check]:
     try:
         auth = await client.auth_test()
     except SlackApiError as exc:
-        return [Check("slack", FAIL, f"auth.test failed: {exc.response.get('error')}")]
+        where = origin(config, "slack", "bot_token")
+        error = exc.response.get("error")
+        return [Check("slack", FAIL, f"auth.test failed ({error}); check {where}")]
     except Exception as exc:
-        return [Check("slack", WARN, f"could not reach {config.slack.api_base_url}: {exc}")]
+        where = origin(config, "slack", "api_base_url")
+        return [
+            Check(
+                "slack",
+                FAIL,
+                f"cannot reach {config.slack.api_base_url} ({exc or type(exc).__name__}); "
+                f"check the network, or {where}",
+            )
+        ]
     return [
         Check("slack", OK, f"bot token works for {auth.get('user')} ({config.slack.mode} mode)")
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -36,6 +37,8 @@ CONNECT_TIMEOUT_SECONDS = 15.0
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 DEFAULT_PING_INTERVAL = 5.0
+# Seconds without a pong after which the socket counts as down (/healthz).
+STALE_AFTER = 90.0
 # apps.connections.open errors no retry can fix: the app-level token is wrong.
 FATAL_TOKEN_ERRORS = frozenset(
     {"invalid_auth", "not_authed", "token_revoked", "account_inactive", "not_allowed_token_type"}
@@ -119,11 +122,18 @@ class SocketTransport:
     """
 
     def __init__(
-        self, app: AsyncApp, app_token: str, *, ping_interval: float = DEFAULT_PING_INTERVAL
+        self,
+        app: AsyncApp,
+        app_token: str,
+        *,
+        ping_interval: float = DEFAULT_PING_INTERVAL,
+        stale_after: float = STALE_AFTER,
     ):
         self.app = app
         self.app_token = app_token
         self.ping_interval = ping_interval
+        self.stale_after = stale_after
+        self._connected_at = 0.0  # wall clock, like the SDK's ping-pong time
         self.handler: AsyncSocketModeHandler | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._closing = False
@@ -168,6 +178,16 @@ class SocketTransport:
             # A fresh URL every time: the URLs apps.connections.open hands out expire.
             client.wss_uri = await client.issue_new_wss_url()
             await asyncio.wait_for(client.connect(), CONNECT_TIMEOUT_SECONDS)
+            self._connected_at = time.time()
+
+    @property
+    def healthy(self) -> bool:
+        """A pong (or the connection itself) within the last `stale_after` seconds."""
+        if self.handler is None or self._closing:
+            return False
+        # The SDK records the send time of the last ping Slack answered.
+        last_pong = self.handler.client.last_ping_pong_time or 0.0
+        return time.time() - max(last_pong, self._connected_at) <= self.stale_after
 
     async def _watch(self) -> None:
         assert self.handler is not None

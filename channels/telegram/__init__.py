@@ -49,7 +49,12 @@ def create(config: Config, gateway: Gateway) -> TelegramChannel:
             "(Telegram refuses any other secret_token)"
         )
     name = _workspace_name(config)
-    return TelegramChannel(telegram, gateway, names=(name,) if name else ())
+    return TelegramChannel(
+        telegram,
+        gateway,
+        names=(name,) if name else (),
+        stale_after=config.server.health_stale_after,
+    )
 
 
 SPEC = ChannelSpec(

@@ -25,7 +25,7 @@ from bot.backoff import Backoff
 from bot.channel_contract import AcceptResult, Gateway
 from bot.commands import COMMANDS
 from bot.config import TelegramConfig
-from bot.errors import ConfigError
+from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundMessage
 from channels.telegram.calls import (
     call_with_retries,
@@ -41,7 +41,7 @@ from channels.telegram.mapping import (
     names_from,
     update_to_inbound,
 )
-from channels.telegram.polling import Poller
+from channels.telegram.polling import STALE_AFTER, Poller
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,10 @@ class TelegramChannel:
         core: Gateway,
         *,
         names: tuple[str, ...] = (),
+        stale_after: float = STALE_AFTER,
     ):
         self.config = config
+        self._stale_after = stale_after
         self.stream_interval = config.stream_interval
         self._core = core
         self._names = names  # extra names the bot answers to, e.g. from IDENTITY.md
@@ -105,8 +107,8 @@ class TelegramChannel:
 
     @property
     def healthy(self) -> bool:
-        """For /healthz: in polling mode, whether the poller is still fetching updates."""
-        return self._poller is None or self._poller.running
+        """For /healthz: in polling mode, whether getUpdates succeeded lately."""
+        return self._poller is None or self._poller.healthy
 
     async def start(self) -> None:
         await self._connect()
@@ -119,7 +121,12 @@ class TelegramChannel:
                 await self.bot.delete_webhook()
             except TelegramError as exc:  # polling then logs the 409 it causes, and retries
                 log.warning("Telegram: could not delete the webhook: %s", self._redact(exc))
-            self._poller = Poller(self.bot, self.handle_update, allowed_updates=ALLOWED_UPDATES)
+            self._poller = Poller(
+                self.bot,
+                self.handle_update,
+                allowed_updates=ALLOWED_UPDATES,
+                stale_after=self._stale_after,
+            )
             self._poller.start()
             log.info("Telegram: polling for updates as @%s", self.bot.username)
 
@@ -147,7 +154,7 @@ class TelegramChannel:
                 ) from None
             except NetworkError as exc:
                 if attempt == CONNECT_ATTEMPTS:
-                    raise ConfigError(
+                    raise StartupError(
                         f"telegram.api_base_url: cannot reach the Telegram Bot API at "
                         f"{self.config.api_base_url} after {attempt} attempts "
                         f"({self._redact(exc)}); check the address and the network."

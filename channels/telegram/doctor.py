@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config
+from bot.config.origins import origin
 
 
 async def check(config: Config) -> list[Check]:
@@ -21,7 +22,22 @@ async def check(config: Config) -> list[Check]:
         async with asyncio.timeout(NETWORK_TIMEOUT):
             me = await bot.get_me()
     except InvalidToken:
-        return [Check("telegram", FAIL, "the bot token was rejected; check TELEGRAM_BOT_TOKEN")]
+        where = origin(config, "telegram", "token")
+        return [
+            Check(
+                "telegram",
+                FAIL,
+                f"the bot token was rejected; copy it again from @BotFather into {where}",
+            )
+        ]
     except (TelegramError, TimeoutError, OSError) as exc:
-        return [Check("telegram", WARN, f"could not reach {base}: {exc}")]
+        where = origin(config, "telegram", "api_base_url")
+        return [
+            Check(
+                "telegram",
+                FAIL,
+                f"cannot reach the Bot API at {base} ({exc or type(exc).__name__}); "
+                f"check the network, or {where}",
+            )
+        ]
     return [Check("telegram", OK, f"token works for @{me.username} ({config.telegram.mode} mode)")]

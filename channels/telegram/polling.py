@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -31,6 +32,8 @@ from bot.backoff import Backoff, backoff_delay
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 25  # seconds Telegram may hold a getUpdates request open
+# Seconds without a successful getUpdates after which the poller counts as down (/healthz).
+STALE_AFTER = 90.0
 FIRST_BACKOFF = 1.0  # seconds before retrying after a failed poll; doubles per failure
 MAX_BACKOFF = 30.0
 # A single update the core keeps failing on is skipped after this many tries, so one bad
@@ -58,12 +61,16 @@ class Poller:
         handle: Handler,
         *,
         allowed_updates: Sequence[str],
-        timeout: int = POLL_TIMEOUT,
+        stale_after: float = STALE_AFTER,
     ):
         self._bot = bot
         self._handle = handle
         self._allowed = list(allowed_updates)
-        self._timeout = timeout
+        # A healthy long poll must answer well inside the staleness window, or an idle bot
+        # would look down between two empty answers.
+        self._timeout = max(1, min(POLL_TIMEOUT, int(stale_after / 3)))
+        self._stale_after = stale_after
+        self._last_ok = time.monotonic()
         self._offset: int | None = None
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -71,6 +78,7 @@ class Poller:
         self._handle_failures: dict[int, int] = {}
 
     def start(self) -> None:
+        self._last_ok = time.monotonic()
         self._task = asyncio.create_task(self._run(), name="telegram-polling")
         self._task.add_done_callback(self._ended)
 
@@ -78,6 +86,11 @@ class Poller:
     def running(self) -> bool:
         """Still fetching updates (False once stopped, or after a rejected token or a crash)."""
         return self._task is not None and not self._task.done() and not self._stopping.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        """Running, and a getUpdates succeeded within the last `stale_after` seconds."""
+        return self.running and time.monotonic() - self._last_ok <= self._stale_after
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         # _run only returns when stopped; anything else is a bug that must not go unnoticed.
@@ -181,6 +194,7 @@ class Poller:
         except TelegramError as exc:
             await self._failed(f"unexpected error: {exc.message}")
             return None
+        self._last_ok = time.monotonic()
         if self._backoff.failures:
             log.info(
                 "Telegram polling recovered after %d failed attempt(s)", self._backoff.failures
@@ -201,6 +215,7 @@ class Poller:
         except Exception as exc:  # polling must survive whatever this fallback meets
             await self._failed(f"unexpected error: {exc}")
             return None
+        self._last_ok = time.monotonic()
         updates: list[Update] = []
         for item in raw if isinstance(raw, list) else []:
             try:
