@@ -36,8 +36,7 @@ from bot.memory.flush_policy import (
     turn_senders,
     with_flush_prompt,
 )
-from bot.sessions.keys import is_direct_key
-from bot.sessions.limits import history_limit_for_key
+from bot.sessions.limits import history_limit_for
 from bot.store.base import SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -139,7 +138,7 @@ class FlushService:
         started = self.clock()
         try:
             limit = (
-                history_limit_for_key(self.config, session.session_key)
+                history_limit_for(self.config, session.origin)
                 if history_limit is None
                 else history_limit
             )
@@ -177,7 +176,7 @@ class FlushService:
     async def _converse(
         self, session: SessionRow, reason: Reason, history_limit: int
     ) -> FlushOutcome:
-        direct = is_direct_key(session.session_key)
+        direct = session.is_direct
         now = dt.datetime.fromtimestamp(self.clock(), self.zone)
         history = await self.store.load_history(session.session_id, max_user_turns=history_limit)
         config = self.config
@@ -190,7 +189,7 @@ class FlushService:
         )
         messages = with_flush_prompt(rendered, flush_prompt(reason, now, is_direct=direct))
         # Same system prompt and tools as the session's turns: the cached prefix.
-        policy = policy_for_messages(config, turn_senders(history, session.session_key))
+        policy = policy_for_messages(config, turn_senders(history, session))
         exchange = Exchange(
             system=self.workspace.system_blocks(is_direct=direct),
             tools=self.tools.definitions(policy=policy),

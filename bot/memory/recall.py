@@ -40,7 +40,7 @@ class Recall:
     async def recall(self, job: TurnJob, session: SessionRow) -> str | None:
         query = "\n".join(m.text for m in job.messages)
         try:
-            hits = await self.index.search(query, include_private=job.is_direct)
+            hits = await self.index.search(query, include_private=session.is_direct)
         except Exception:  # a broken index must never cost a person their reply
             log.exception("memory recall failed for %s", job.session_key)
             return None
