@@ -10,6 +10,7 @@ still a dependency.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -209,27 +210,30 @@ def test_every_unit_imports_only_what_the_module_map_allows() -> None:
     assert not broken, "imports README's module map does not allow:\n" + "\n".join(broken)
 
 
-def test_bot_imports_no_platform_library() -> None:
-    broken = [
+def bot_imports_where(matches: Callable[[Import], bool]) -> str:
+    """The imports under bot/ that `matches`, one line each ("" when none)."""
+    return "\n".join(
         f"{imp.path}:{imp.line} imports {imp.module}"
         for imp in all_imports()
-        if imp.path.startswith("bot/")
-        and any(within(imp.module, lib) for lib in PLATFORM_LIBRARIES)
-    ]
-    assert not broken, "platform libraries belong to their channel package:\n" + "\n".join(broken)
+        if imp.path.startswith("bot/") and matches(imp)
+    )
+
+
+def test_bot_imports_no_platform_library() -> None:
+    broken = bot_imports_where(
+        lambda imp: any(within(imp.module, lib) for lib in PLATFORM_LIBRARIES)
+    )
+    assert not broken, f"platform libraries belong to their channel package:\n{broken}"
 
 
 def test_only_the_composition_roots_import_channels() -> None:
-    broken = [
-        f"{imp.path}:{imp.line} imports {imp.module}"
-        for imp in all_imports()
-        if imp.path.startswith("bot/")
-        and imp.path not in CHANNEL_ROOTS
-        and any(within(m, "channels") for m in imported_modules(imp))
-    ]
-    assert not broken, "bot/ reaches channels only through the composition roots:\n" + "\n".join(
-        broken
+    broken = bot_imports_where(
+        lambda imp: (
+            imp.path not in CHANNEL_ROOTS
+            and any(within(m, "channels") for m in imported_modules(imp))
+        )
     )
+    assert not broken, f"bot/ reaches channels only through the composition roots:\n{broken}"
 
 
 def test_no_module_is_over_the_size_limit() -> None:
