@@ -1,1 +1,2 @@
-"""The agent core: system prompt and workspace, untrusted-content wrapping, silent replies."""
+"""The agent core: the one model⇄tools loop, turns over a session's transcript, model calls
+and their accounting, reply delivery, the workspace and system prompt, silent replies."""

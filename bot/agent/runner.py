@@ -21,7 +21,6 @@ from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError
 from bot.sessions.access import all_admins
-from bot.sessions.keys import conversation_of_key, is_direct_key
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -35,7 +34,7 @@ from bot.transcript import (
     PromptPurpose,
     new_id,
 )
-from bot.types import Address, ChatType, InboundMessage, SessionOrigin
+from bot.types import Address, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -70,13 +69,6 @@ class TurnJob:
     @property
     def address(self) -> Address | None:
         return self.messages[-1].address if self.messages else None
-
-    @property
-    def is_direct(self) -> bool:
-        first = self.first
-        if first is None:  # internal turns (heartbeat): private data only in a DM session
-            return is_direct_key(self.session_key)
-        return first.chat_type == ChatType.DIRECT
 
 
 @dataclass(slots=True)
@@ -141,17 +133,22 @@ class AgentRunner:
             payload = PersonTurn(lines, context, recall)
         return Entry(session.session_id, payload, turn_id=job.turn_id)
 
-    async def run(self, job: TurnJob) -> TurnOutcome:
+    async def _session(self, job: TurnJob) -> SessionRow:
         # A resumed turn continues in the session that holds it, even if /reset or
         # `krill reset` started a newer one meanwhile.
         session = await self.store.session_of_turn(job.turn_id) if job.resume else None
-        if session is None:
-            origin = (
-                SessionOrigin.of(job.first)
-                if job.first
-                else conversation_of_key(job.session_key, "local")
+        if session is None and job.first is not None:
+            session = await self.store.get_or_create_session(
+                job.session_key, SessionOrigin.of(job.first)
             )
-            session = await self.store.get_or_create_session(job.session_key, origin)
+        elif session is None:  # internal turns (heartbeat) run in a session that exists
+            session = await self.store.current_session(job.session_key)
+        if session is None:
+            raise LookupError(f"no session {job.session_key!r} for internal turn {job.turn_id}")
+        return session
+
+    async def run(self, job: TurnJob) -> TurnOutcome:
+        session = await self._session(job)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
             channel=channel,
@@ -160,7 +157,7 @@ class AgentRunner:
             store=self.store,
             metrics=self.metrics,
             visible=job.prompt is None,
-            typing_on_tools=job.is_direct,
+            typing_on_tools=session.is_direct,
         )
         outcome = TurnOutcome()
         try:
@@ -247,7 +244,7 @@ class AgentRunner:
             session_key=job.session_key,
             session_id=session.session_id,
             principal=job.first.principal if job.first else "system",
-            is_direct=job.is_direct,
+            is_direct=session.is_direct,
             workspace=self.workspace.path,
             turn_id=job.turn_id,
             origin=session.origin,
@@ -270,7 +267,7 @@ class AgentRunner:
             prepare=self.context.prepare if self.context is not None else None,
         )
         exchange = Exchange(
-            system=self.workspace.system_blocks(is_direct=job.is_direct),
+            system=self.workspace.system_blocks(is_direct=session.is_direct),
             tools=self.tools.definitions(policy=policy),
             policy=policy,
             context=context,

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.agent.runner import TurnJob, new_turn_id
-from bot.sessions.limits import resolve_history_limit
+from bot.sessions.limits import history_limit_for
 from bot.sessions.queue import SessionQueue
-from bot.types import InboundMessage
+from bot.types import InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner
@@ -111,9 +111,7 @@ class Lanes:
         await self.queue.close()
 
     def _history_limit(self, msg: InboundMessage) -> int:
-        return resolve_history_limit(
-            self.config.channel_policy(msg.channel), msg.chat_type, msg.chat_id, msg.user_id
-        )
+        return history_limit_for(self.config, SessionOrigin.of(msg))
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:

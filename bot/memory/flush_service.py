@@ -38,7 +38,7 @@ from bot.memory.flush_policy import (
 )
 from bot.memory.scopes import scope_of
 from bot.sessions.access import is_admin
-from bot.sessions.limits import history_limit_for_key
+from bot.sessions.limits import history_limit_for
 from bot.store.base import SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -140,7 +140,7 @@ class FlushService:
         started = self.clock()
         try:
             limit = (
-                history_limit_for_key(self.config, session.session_key)
+                history_limit_for(self.config, session.origin)
                 if history_limit is None
                 else history_limit
             )
@@ -179,7 +179,7 @@ class FlushService:
         self, session: SessionRow, reason: Reason, history_limit: int
     ) -> FlushOutcome:
         scope = scope_of(session.origin, session.session_key)
-        direct = scope.is_direct
+        direct = session.is_direct
         admin = direct and self._peer_is_admin(session)
         now = dt.datetime.fromtimestamp(self.clock(), self.zone)
         history = await self.store.load_history(session.session_id, max_user_turns=history_limit)
@@ -194,7 +194,7 @@ class FlushService:
         prompt = flush_prompt(reason, now, note=scope.daily_note(now), curated=admin)
         messages = with_flush_prompt(rendered, prompt)
         # Same system prompt and tools as the session's turns: the cached prefix.
-        policy = policy_for_messages(config, turn_senders(history, session.session_key))
+        policy = policy_for_messages(config, turn_senders(history, session))
         exchange = Exchange(
             system=self.workspace.system_blocks(is_direct=direct),
             tools=self.tools.definitions(policy=policy),

@@ -9,8 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.agent.runner import TurnJob, new_turn_id
-from bot.sessions.keys import is_direct_key
-from bot.sessions.limits import history_limit_for_key
+from bot.sessions.limits import history_limit_for
 from bot.transcript import PromptPurpose
 from bot.types import Address
 
@@ -92,7 +91,7 @@ class Heartbeat:
             new_turn_id(),
             prompt=HEARTBEAT_PROMPT.format(checklist=checklist),
             kind=PromptPurpose.HEARTBEAT,
-            history_limit=history_limit_for_key(self.config, key),
+            history_limit=history_limit_for(self.config, session.origin),
         )
 
         async def beat() -> None:
@@ -110,6 +109,6 @@ class Heartbeat:
         candidates = [
             s
             for s in await self.store.list_sessions(current_only=True)
-            if s.address is not None and is_direct_key(s.session_key)
+            if s.address is not None and s.is_direct
         ]
         return max(candidates, key=lambda s: s.last_activity_at or 0.0, default=None)

@@ -1,1 +1,1 @@
-"""Routing decisions made before a message reaches a session: keys, access and history limits."""
+"""Pure session policy: keys, access, history limits, the per-session queue and reply throttle."""

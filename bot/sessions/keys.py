@@ -187,21 +187,12 @@ def validate_session_key(key: str) -> str:
     return format_session_key(parts)
 
 
-def is_direct_key(key: str) -> bool:
-    """True for one-person conversations: direct keys and the shared `main` DM key.
-
-    Malformed keys are not direct: callers use this to gate private data such as MEMORY.md.
-    """
-    try:
-        return conversation_of_key(key).chat_type == ChatType.DIRECT
-    except ValueError:
-        return False
-
-
 def conversation_of_key(key: str, channel: str = "") -> SessionOrigin:
     """Where a stored session key's conversation happens. Raises ValueError when malformed.
 
-    The one place that reads channel, chat type, chat id and thread back out of a key.
+    The one place that reads channel, chat type, chat id and thread back out of a key; only
+    for keys without a session row to read its recorded origin from (the origin backfill
+    migration, `krill reset` of a row older than origins).
     `channel` stands in for the DM forms that span channels (per-peer, main); a DM key
     carries the person (`peer_id`), not the platform's chat id, so `chat_id` is "" there.
     """

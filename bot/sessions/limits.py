@@ -9,8 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from bot.config import ChannelPolicyConfig, Config, GroupOverride, PeerOverride
-from bot.sessions.keys import conversation_of_key
-from bot.types import ChatType
+from bot.types import ChatType, SessionOrigin
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -62,18 +61,16 @@ def resolve_history_limit(
     return policy.history_limit
 
 
-def history_limit_for_key(config: Config, key: str) -> int:
-    """The user-turn limit a person's turn in this stored session uses, so internal calls
-    (flush, heartbeat) send the same history and read the same cache entries."""
-    try:
-        conversation = conversation_of_key(key)
-    except ValueError:
+def history_limit_for(config: Config, origin: SessionOrigin | None) -> int:
+    """The user-turn limit a person's turn in the session with this recorded origin uses, so
+    internal calls (flush, heartbeat) send the same history and read the same cache entries."""
+    if origin is None:  # a row older than origins whose key did not parse
         return NO_LIMIT
     return resolve_history_limit(
-        config.channel_policy(conversation.channel) if conversation.channel else None,
-        conversation.chat_type,
-        conversation.chat_id,
-        conversation.peer_id or "",
+        config.channel_policy(origin.channel),
+        origin.chat_type,
+        origin.chat_id,
+        origin.peer_id or "",
     )
 
 

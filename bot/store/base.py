@@ -56,6 +56,11 @@ class SessionRow:
         )
 
     @property
+    def is_direct(self) -> bool:
+        """A one-person conversation: the gate for private data such as MEMORY.md."""
+        return self.chat_type == ChatType.DIRECT
+
+    @property
     def cache_hit_ratio(self) -> float:
         prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
         return self.cache_read_tokens / prompt if prompt else 0.0

@@ -1,5 +1,6 @@
-"""Tools beyond memory: web_fetch, large results kept on disk, MCP servers, and tool policy.
+"""Tools: the registry and tool contract, tool policy, web_fetch, large results kept on disk,
+and MCP servers (the memory tools live in `bot.memory`).
 
-`bot.tools.extension` wires them into a running App; the other modules import nothing heavy
-at package import, so the core can use `bot.tools.policy` cheaply.
+`bot.app` builds them into the registry; the modules import nothing heavy at package
+import, so the core can use `bot.tools.policy` cheaply.
 """

@@ -35,6 +35,15 @@ class ToolError(Exception):
     """A failure the model should read as the tool's result."""
 
 
+def positive_int_arg(args: dict[str, Any], key: str, default: int) -> int:
+    """`args[key]` as a whole number of at least 1 (`default` when absent); a ToolError
+    the model can act on otherwise."""
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+        raise ToolError(f"{key} must be a whole number of at least 1")
+    return int(value)
+
+
 @dataclass(slots=True)
 class ToolContext:
     """What a tool may know about the turn it runs in."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ToolResultsConfig
-from bot.tools.registry import Tool, ToolContext, ToolError, ToolResult
+from bot.tools.registry import Tool, ToolContext, ToolError, ToolResult, positive_int_arg
 from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
@@ -193,8 +193,8 @@ class ResultProcessor:
     async def read(self, args: dict[str, Any], ctx: ToolContext) -> str:
         """`read_tool_result(id, from_line, lines)`: a page of a kept result."""
         result_id = str(args.get("id", "")).strip()
-        from_line = _positive_int(args, "from_line", 1)
-        count = _positive_int(args, "lines", self.config.preview_lines)
+        from_line = positive_int_arg(args, "from_line", 1)
+        count = positive_int_arg(args, "lines", self.config.preview_lines)
         path = self.store.find(result_id)
         if path is None:
             raise ToolError(
@@ -239,13 +239,6 @@ class ResultProcessor:
             # Kept results are mostly outside content (web pages, MCP output).
             untrusted_source=READ_SOURCE,
         )
-
-
-def _positive_int(args: dict[str, Any], key: str, default: int) -> int:
-    value = args.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
-        raise ToolError(f"{key} must be a whole number of at least 1")
-    return int(value)
 
 
 async def remove_expired(store: ResultStore) -> int:

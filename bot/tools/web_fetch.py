@@ -27,7 +27,7 @@ from yarl import URL
 
 from bot import __version__
 from bot.config import WebFetchConfig
-from bot.tools.registry import Tool, ToolContext, ToolError
+from bot.tools.registry import Tool, ToolContext, ToolError, positive_int_arg
 from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
@@ -384,10 +384,9 @@ class WebFetchTool:
         url = args.get("url")
         if not isinstance(url, str) or not url.strip():
             raise ToolError("url is required")
-        max_chars = args.get("max_chars", self.config.max_chars)
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-            raise ToolError("max_chars must be a positive whole number")
-        max_chars = min(max_chars, self.config.max_chars)
+        max_chars = min(
+            positive_int_arg(args, "max_chars", self.config.max_chars), self.config.max_chars
+        )
         try:
             page = await self.fetcher.fetch(url.strip())
         except FetchRefused as exc:

@@ -6,9 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.config import GroupOverride, PeerOverride, SlackConfig, TelegramConfig
-from bot.sessions.limits import apply_turn_limit, requires_mention, resolve_history_limit
-from bot.types import ChatType
+from bot.config import Config, GroupOverride, PeerOverride, SlackConfig, TelegramConfig
+from bot.sessions.limits import (
+    apply_turn_limit,
+    history_limit_for,
+    requires_mention,
+    resolve_history_limit,
+)
+from bot.types import ChatType, SessionOrigin
 
 
 def telegram(**kwargs: object) -> TelegramConfig:
@@ -57,6 +62,16 @@ def test_group_uses_group_override() -> None:
 
 def test_group_override_zero_means_unlimited_not_unset() -> None:
     assert resolve_history_limit(telegram(), ChatType.GROUP, "-300", "5") == 0
+
+
+def test_a_sessions_recorded_origin_picks_its_limit() -> None:
+    config = Config(telegram=telegram())
+    dm = SessionOrigin("telegram", ChatType.DIRECT, "111", peer_id="111")
+    topic = SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="9")
+    assert history_limit_for(config, dm) == 5
+    assert history_limit_for(config, topic) == 7
+    assert history_limit_for(config, SessionOrigin("local", ChatType.DIRECT, "me")) == 0
+    assert history_limit_for(config, None) == 0  # a row whose key never parsed
 
 
 def test_group_override_without_limit_falls_back_to_default() -> None:

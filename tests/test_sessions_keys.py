@@ -8,7 +8,6 @@ from bot.config import SessionConfig
 from bot.sessions.keys import (
     conversation_of_key,
     format_session_key,
-    is_direct_key,
     linked_identity,
     parse_session_key,
     session_key,
@@ -312,7 +311,8 @@ def test_malformed_keys(key: str) -> None:
         parse_session_key(key)
     with pytest.raises(ValueError):
         validate_session_key(key)
-    assert is_direct_key(key) is False
+    with pytest.raises(ValueError):
+        conversation_of_key(key)
 
 
 def test_validate_normalizes_case_and_whitespace() -> None:
@@ -340,8 +340,8 @@ def test_validate_rejects_other_agents() -> None:
         ("agent:main:slack:channel:c1:thread:1.2", False),
     ],
 )
-def test_is_direct_key(key: str, direct: bool) -> None:
-    assert is_direct_key(key) is direct
+def test_direct_keys(key: str, direct: bool) -> None:
+    assert (conversation_of_key(key, "local").chat_type == ChatType.DIRECT) is direct
 
 
 def test_origin_of_a_message_names_its_conversation() -> None:
