@@ -65,17 +65,19 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),
         # `krill memory` (bot/memory/cli.py) opens the SQLite store itself.
-        *("bot.store", "bot.store.sqlite", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.startup", "bot.store", "bot.store.sqlite", "bot.tools", "bot.transcript"),
+        "bot.types",
     ),
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
-        *("bot.metrics", "bot.sessions", "bot.store", "bot.types"),
+        *("bot.metrics", "bot.sessions", "bot.store", "bot.transcript", "bot.types"),
     ),
+    "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.gateway", "bot.memory", "bot.sessions"),
         *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
