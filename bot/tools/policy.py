@@ -93,7 +93,6 @@ def policy_for_messages(config: Config, messages: Sequence[InboundMessage]) -> T
     With no messages (internal turns such as a memory flush) only the global rules apply,
     as for a non-admin in a DM.
     """
-    admins = config.admin.users
     if not messages:
         return resolve_policy(
             config, channel="", chat_type=ChatType.DIRECT, chat_id="", user_id="", admin=False
@@ -105,7 +104,7 @@ def policy_for_messages(config: Config, messages: Sequence[InboundMessage]) -> T
         chat_type=first.chat_type,
         chat_id=first.chat_id,
         user_id=first.user_id,
-        admin=all(is_admin(m.principal, admins) for m in messages),
+        admin=all(is_admin(m.principal, config.admin) for m in messages),
     )
 
 
