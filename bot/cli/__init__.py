@@ -16,7 +16,7 @@ from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, load_config
 from bot.errors import ConfigError, KrillError
-from bot.logs import redact, setup_logging
+from bot.logs import log_level, redact, setup_logging
 
 EXIT_CONFIG = 2
 
@@ -45,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "init":
             p.add_argument(
                 "--config", help="path to krill.toml (default: $KRILL_CONFIG or ./krill.toml)"
+            )
+        if name not in ("init", "doctor"):
+            p.add_argument(
+                "--log-level",
+                type=str.upper,
+                choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                help="log lines at this level and above (default: logging.level; WARNING for "
+                "commands other than run)",
             )
         return p
 
@@ -97,10 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
         return EXIT_CONFIG
-    quiet = args.command != "run"
-    setup_logging(_secrets(config), level="WARNING" if quiet else None)
     handler = SUBCOMMANDS[args.command]
     try:
+        setup_logging(
+            config.logging,
+            _secrets(config),
+            level=log_level(config.logging, args.log_level, quiet=args.command != "run"),
+            log_file=config.resolve(config.logging.file) if config.logging.file else None,
+        )
         return handler(config, args)
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
