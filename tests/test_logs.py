@@ -41,7 +41,7 @@ def test_configured_secrets_are_redacted_in_messages_and_tracebacks(caplog) -> N
     assert "hunter…alue" in caplog.text
 
 
-def test_json_lines_are_redacted_and_carry_the_turn(tmp_path, monkeypatch) -> None:
+def test_json_lines_are_redacted_and_carry_the_turn(tmp_path) -> None:
     import json
 
     from bot.config import LoggingConfig
@@ -50,6 +50,7 @@ def test_json_lines_are_redacted_and_carry_the_turn(tmp_path, monkeypatch) -> No
 
     path = tmp_path / "krill.log"
     settings = LoggingConfig(format="json")
+    hook = sys.excepthook
     setup_logging(settings, ["hunter2-very-secret-value"], level="INFO", log_file=path)
     try:
         log = logging.getLogger("test.json")
@@ -59,7 +60,7 @@ def test_json_lines_are_redacted_and_carry_the_turn(tmp_path, monkeypatch) -> No
     finally:
         logging.getLogger().handlers.clear()
         logging.captureWarnings(False)
-        monkeypatch.setattr("sys.excepthook", sys.__excepthook__)
+        sys.excepthook = hook
     first, second = (json.loads(line) for line in path.read_text().splitlines())
     assert first["turn_id"] == "t-1"
     assert first["session_key"] == "agent:main:local:direct:ann"
