@@ -34,6 +34,17 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
         print(f"krill backup: {target} already exists (use --force to replace it)", file=sys.stderr)
         return EXIT_REFUSED
     workspace = config.workspace_dir
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        files = _backup(config, target, workspace)
+    except OSError as exc:
+        raise KrillError(f"cannot write the backup {target}: {exc.strerror}") from None
+    size = target.stat().st_size / 1e6
+    print(f"backed up the store and {files} workspace file(s) to {target} ({size:.1f} MB)")
+    return 0
+
+
+def _backup(config: Config, target: Path, workspace: Path) -> int:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".krill-backup-") as scratch:
         copy = Path(scratch) / DATABASE
         progress = TerminalProgress("copying the store")
@@ -47,9 +58,7 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
         partial = Path(scratch) / "backup.tar.gz"
         files = _pack(partial, copy, workspace)
         os.replace(partial, target)
-    size = target.stat().st_size / 1e6
-    print(f"backed up the store and {files} workspace file(s) to {target} ({size:.1f} MB)")
-    return 0
+    return files
 
 
 def restore_command(config: Config, args: argparse.Namespace) -> int:

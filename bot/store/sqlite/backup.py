@@ -30,10 +30,14 @@ def lock_path(database: Path) -> Path:
     return database.with_name(database.name + ".lock")
 
 
-def hold_shared(database: Path) -> IO[bytes]:
+def hold_shared(database: Path) -> IO[bytes] | None:
     """Mark the store at `database` as open until the returned file is closed (or the
-    process ends, however it ends)."""
-    handle = lock_path(database).open("ab")
+    process ends, however it ends). None when the folder is not writable to this process:
+    then it cannot write the store either, and opening the database says so."""
+    try:
+        handle = lock_path(database).open("ab")
+    except OSError:
+        return None
     fcntl.flock(handle, fcntl.LOCK_SH)
     return handle
 
