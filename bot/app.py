@@ -104,7 +104,7 @@ class App:
             self.index = MemoryIndex(self.store, config.workspace_dir, memory)
             MemoryTools(self.index, memory, config.agent.timezone).register(self.tools)
             if memory.search.recall:
-                recall = Recall(self.index, memory.search, config.admin.users)
+                recall = Recall(self.index, memory.search, config.admin)
             if memory.flush.enabled:
                 self.flusher = FlushService(
                     config=config,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
+from bot.sessions.access import how_to_grant_admin
 from bot.tools.policy import describe_tools, policy_for_messages
 from bot.types import ChatType, InboundMessage, SessionOrigin
 
@@ -35,7 +36,6 @@ COMMANDS: dict[str, str] = {
 # (/whoami is how a person learns the id an operator needs for admin.users).
 OWN_DM_COMMANDS = {"status", "reset", "new"}
 INFO_COMMANDS = {"help", "whoami"}
-REFUSAL = "Sorry, only an admin can use /{name} here."
 # Commands that change the session run in its lane, after the turn in progress.
 LANE_COMMANDS = {"reset", "new", "compact"}
 
@@ -65,6 +65,14 @@ def parse_command(text: str, bot_username: str = "") -> Command | None:
     if target and bot_username and target.lower() != bot_username.lower():
         return None
     return Command(name, args.strip())
+
+
+def refusal(command: Command, msg: InboundMessage) -> str:
+    """The reply to a command `msg`'s sender may not run: says what an operator changes."""
+    return (
+        f"Sorry, only an admin can use /{command.name} here. "
+        f"To allow it, an operator can {how_to_grant_admin(msg.principal)}."
+    )
 
 
 def authorized(command: Command, msg: InboundMessage, *, admin: bool) -> bool:

@@ -1,17 +1,25 @@
-"""Logging set-up with a redaction filter, so tokens and keys never reach a log line, and
-a redacting pipe for what child processes write to stderr."""
+"""Logging set-up: text or JSON lines, the turn's id and session key on each line, message
+bodies only when the operator asks, a redaction filter so tokens and keys never reach a log
+line, and a redacting pipe for what child processes write to stderr."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import json
 import logging
 import os
 import re
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from types import TracebackType
 from typing import TextIO
+
+from bot.config import LoggingConfig
+from bot.errors import ConfigError
+from bot.log_context import Content, TurnContextFilter
 
 # Shapes of secrets Krill handles: Anthropic keys, Slack tokens, Telegram bot tokens,
 # bearer headers, and secret-looking key=value pairs.
@@ -24,6 +32,20 @@ SECRET_PATTERNS = [
     re.compile(r"(?i)((?:api[_-]?key|token|secret|password)[\"']?\s*[=:]\s*[\"']?)[^\s\"',]{6,}"),
 ]
 MASK = "***"
+TEXT_FORMAT = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+# Libraries whose DEBUG lines carry message bodies (API request and response payloads).
+CONTENT_LOGGERS = (
+    "aiosqlite",
+    "anthropic",
+    "telegram",
+    "slack_bolt",
+    "slack_sdk",
+    "mcp",
+    "websockets",
+    "aiohttp",
+    "httpx",
+    "httpcore",
+)
 
 
 def mask(value: str) -> str:
@@ -88,20 +110,104 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def setup_logging(secrets: Iterable[str] = (), level: str | None = None) -> None:
-    level = (level or os.environ.get("KRILL_LOG_LEVEL") or "INFO").upper()
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+class ContentFilter(logging.Filter):
+    """Replaces `Content` arguments by their length unless `logging.include_content` is on."""
+
+    def __init__(self, include: bool):
+        super().__init__()
+        self.include = include
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.include:
+            return True
+        if isinstance(record.msg, Content):
+            record.msg = record.msg.hidden()
+        if isinstance(record.args, tuple):
+            record.args = tuple(_hide(arg) for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {name: _hide(arg) for name, arg in record.args.items()}
+        return True
+
+
+def _hide(arg: object) -> object:
+    return arg.hidden() if isinstance(arg, Content) else arg
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line; `turn_id` and `session_key` come from `TurnContextFilter`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info:  # only when no RedactingFilter folded it into the message
+            message += "\n" + self.formatException(record.exc_info)
+        line = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message,
+            "turn_id": getattr(record, "turn_id", None),
+            "session_key": getattr(record, "session_key", None),
+        }
+        return json.dumps(line, ensure_ascii=False)
+
+
+def log_level(settings: LoggingConfig, flag: str | None, *, quiet: bool) -> str:
+    """The level to log at: `--log-level`, else `$KRILL_LOG_LEVEL`, else `logging.level`
+    when the operator set it; else INFO for the service and WARNING for `quiet` commands
+    (`krill chat` and the other CLI commands, whose output is meant for a person)."""
+    chosen = flag or os.environ.get("KRILL_LOG_LEVEL")
+    if chosen:
+        return chosen.upper()
+    if "level" in settings.model_fields_set or not quiet:
+        return settings.level
+    return "WARNING"
+
+
+def setup_logging(
+    settings: LoggingConfig,
+    secrets: Iterable[str] = (),
+    *,
+    level: str,
+    log_file: Path | None = None,
+) -> None:
+    """Route every log line through one handler: to `log_file` (appended) or stderr, in
+    `settings.format`, with message bodies hidden unless `settings.include_content`, and
+    secrets redacted. Raises ConfigError naming `logging.file` when it cannot be written."""
+    handler: logging.Handler
+    if log_file is None:
+        handler = logging.StreamHandler()
+    else:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(log_file, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"logging.file: cannot write {log_file} ({exc.strerror}); "
+                "fix its folder's permissions or choose another path"
+            ) from None
+    if settings.format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(TEXT_FORMAT)
+    handler.addFilter(TurnContextFilter())
+    handler.addFilter(ContentFilter(settings.include_content))  # before redaction renders
     handler.addFilter(RedactingFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level.upper())
     # Warnings and a crash's traceback would otherwise reach stderr without the filter.
     logging.captureWarnings(True)
     sys.excepthook = _log_uncaught
     # Library chatter at INFO (every HTTP request) drowns what operators need to see.
     for noisy in ("httpx", "httpx2", "httpcore", "aiohttp.access", "apscheduler", "telegram.ext"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    if not settings.include_content:
+        # At DEBUG these dump whole request bodies: the person's words and the model's.
+        for library in CONTENT_LOGGERS:
+            logger = logging.getLogger(library)
+            logger.setLevel(max(logging.INFO, logger.getEffectiveLevel()))
 
 
 def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:

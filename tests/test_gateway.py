@@ -193,7 +193,8 @@ async def test_tool_loop_runs_tools_and_is_bounded(tmp_path: Path, fake_anthropi
 async def test_unauthorized_command_is_refused_and_never_reaches_the_model(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
-    async with Harness(tmp_path, fake_anthropic.url, '[admin]\nusers = ["local:root"]\n') as h:
+    config = '[admin]\nusers = ["local:root"]\nlocal_is_admin = false\n'
+    async with Harness(tmp_path, fake_anthropic.url, config) as h:
         group = message("/reset", user="mallory", chat_type=ChatType.GROUP, chat_id="g1")
         assert await h.send(group) == AcceptResult.COMMAND
         status = message("/status", user="mallory", chat_type=ChatType.GROUP, chat_id="g1")
@@ -202,6 +203,7 @@ async def test_unauthorized_command_is_refused_and_never_reaches_the_model(
         await h.send(admin)
     assert h.channel.finals[0].startswith("Sorry, only an admin")
     assert h.channel.finals[1].startswith("Sorry, only an admin")
+    assert 'add "local:mallory" to admin.users in krill.toml' in h.channel.finals[1]
     assert "Session: agent:main:local:group:g1" in h.channel.finals[2]
     assert fake_anthropic.message_requests == []
 
@@ -413,3 +415,11 @@ async def test_a_group_turn_that_uses_a_tool_then_stays_silent_shows_nothing(
         await h.send(group)
     assert len(fake_anthropic.message_requests) == 2
     assert h.channel.deliveries == [] and h.channel.typing_pulses == 0
+
+
+async def test_local_users_are_admins_by_default(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        await h.send(message("/stop", user="mallory", chat_type=ChatType.GROUP, chat_id="g1"))
+        await h.send(message("/whoami", user="mallory"))
+    assert not h.channel.finals[0].startswith("Sorry")
+    assert "Admin: yes" in h.channel.finals[1]

@@ -27,7 +27,7 @@ TOP = frozenset({"bot.app", "bot.doctor", "bot.chat", "bot.cli"})
 # What a channel package sees of the core: the adapter contract and the small shared pieces.
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
-    *("bot.errors", "bot.http_guard", "bot.types", "channels.chunking"),
+    *("bot.errors", "bot.http_guard", "bot.log_context", "bot.types", "channels.chunking"),
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
 # the `bot` package's version; README's module map says the same, one line a unit.
@@ -40,17 +40,18 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.untrusted": (),
     "bot.metrics": (),
     "bot.http_guard": (),
-    "bot.logs": (),
+    "bot.log_context": (),
+    "bot.logs": ("bot.config", "bot.errors", "bot.log_context"),
     "bot.transcript": ("bot.types",),
     "bot.inbound": ("bot.types",),
     "bot.transcript_export": ("bot.transcript",),
     "bot.config": ("bot.errors",),
     "bot.channel_contract": ("bot.checks", "bot.config", "bot.types"),
     "bot.server": ("bot.http_guard", "bot.metrics"),
-    "bot.commands": ("bot.config", "bot.store", "bot.tools", "bot.types"),
+    "bot.commands": ("bot.config", "bot.sessions", "bot.store", "bot.tools", "bot.types"),
     "bot.sessions": ("bot.config", "bot.types"),
     "bot.store": ("bot.store.sqlite", "bot.transcript", "bot.types"),
-    "bot.store.sqlite": ("bot.store", "bot.sessions", "bot.transcript", "bot.types"),
+    "bot.store.sqlite": ("bot.errors", "bot.store", "bot.sessions", "bot.transcript", "bot.types"),
     "bot.tools": (
         *("bot.backoff", "bot.checks", "bot.config", "bot.logs", "bot.sessions"),
         *("bot.types", "bot.untrusted"),
@@ -65,7 +66,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.log_context", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
+        "bot.types",
     ),
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),

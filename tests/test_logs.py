@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 from bot.logs import RedactingFilter, redact
 
@@ -38,3 +39,43 @@ def test_configured_secrets_are_redacted_in_messages_and_tracebacks(caplog) -> N
         logger.removeFilter(handler_filter)
     assert "hunter2-very-secret-value" not in caplog.text
     assert "hunter…alue" in caplog.text
+
+
+def test_json_lines_are_redacted_and_carry_the_turn(tmp_path) -> None:
+    import json
+
+    from bot.config import LoggingConfig
+    from bot.log_context import Content, turn_context
+    from bot.logs import setup_logging
+
+    path = tmp_path / "krill.log"
+    settings = LoggingConfig(format="json")
+    hook = sys.excepthook
+    setup_logging(settings, ["hunter2-very-secret-value"], level="INFO", log_file=path)
+    try:
+        log = logging.getLogger("test.json")
+        with turn_context("t-1", "agent:main:local:direct:ann"):
+            log.info("said %s with %s", Content("a private body"), "hunter2-very-secret-value")
+        log.warning("outside sk-ant-api03-abcdefghijklmnop")
+    finally:
+        logging.getLogger().handlers.clear()
+        logging.captureWarnings(False)
+        sys.excepthook = hook
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert first["turn_id"] == "t-1"
+    assert first["session_key"] == "agent:main:local:direct:ann"
+    assert first["message"] == "said <14 chars> with hunter…alue"
+    assert second["turn_id"] is None and "abcdefghijklmnop" not in second["message"]
+
+
+def test_log_level_precedence(monkeypatch) -> None:
+    from bot.config import LoggingConfig
+    from bot.logs import log_level
+
+    monkeypatch.delenv("KRILL_LOG_LEVEL", raising=False)
+    assert log_level(LoggingConfig(), None, quiet=False) == "INFO"
+    assert log_level(LoggingConfig(), None, quiet=True) == "WARNING"  # krill chat and friends
+    assert log_level(LoggingConfig(level="debug"), None, quiet=True) == "DEBUG"
+    assert log_level(LoggingConfig(level="debug"), "error", quiet=True) == "ERROR"
+    monkeypatch.setenv("KRILL_LOG_LEVEL", "info")
+    assert log_level(LoggingConfig(level="debug"), None, quiet=True) == "INFO"

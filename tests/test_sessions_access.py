@@ -7,6 +7,7 @@ import random
 import pytest
 
 from bot.config import (
+    AdminConfig,
     ChannelPolicyConfig,
     DmPolicy,
     GroupOverride,
@@ -18,6 +19,7 @@ from bot.sessions.access import (
     PAIRING_ALPHABET,
     AccessDecision,
     check_access,
+    how_to_grant_admin,
     is_admin,
     new_pairing_code,
     normalize_code,
@@ -210,15 +212,28 @@ def test_reasons_are_short() -> None:
 
 
 def test_is_admin() -> None:
-    admins = ["telegram:12345", "slack:U0123ABC"]
+    admins = AdminConfig(users=["telegram:12345", "slack:U0123ABC"])
     assert is_admin("telegram:12345", admins)
     assert is_admin("slack:U0123ABC", admins)
     assert is_admin("SLACK:u0123abc", admins)
-    assert is_admin(" telegram:12345 ", [" telegram:12345"])
+    assert is_admin(" telegram:12345 ", AdminConfig(users=[" telegram:12345"]))
     assert not is_admin("telegram:1234", admins)
     assert not is_admin("slack:12345", admins)
     assert not is_admin("12345", admins)
-    assert not is_admin("telegram:12345", [])
+    assert not is_admin("telegram:12345", AdminConfig())
+
+
+def test_local_users_are_admins_unless_turned_off() -> None:
+    assert is_admin("local:alice", AdminConfig())
+    assert not is_admin("local:alice", AdminConfig(local_is_admin=False))
+    assert is_admin("local:root", AdminConfig(local_is_admin=False, users=["local:root"]))
+    # Only the channel part counts: a Telegram user named "local" is no one special.
+    assert not is_admin("telegram:local", AdminConfig())
+
+
+def test_how_to_grant_admin_names_the_key() -> None:
+    assert how_to_grant_admin("telegram:123") == 'add "telegram:123" to admin.users in krill.toml'
+    assert "admin.local_is_admin = true" in how_to_grant_admin("local:bob")
 
 
 # --- pairing codes ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError
+from bot.log_context import Content, turn_context
 from bot.sessions.access import all_admins
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
@@ -148,6 +149,10 @@ class AgentRunner:
         return session
 
     async def run(self, job: TurnJob) -> TurnOutcome:
+        with turn_context(job.turn_id, job.session_key):
+            return await self._run(job)
+
+    async def _run(self, job: TurnJob) -> TurnOutcome:
         session = await self._session(job)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
@@ -168,6 +173,7 @@ class AgentRunner:
                     except Exception:  # housekeeping must never block a person's turn
                         log.exception("before-turn work failed for %s", job.session_key)
             if not job.resume:
+                log.debug("turn %s: %s", job.kind, Content("\n".join(m.text for m in job.messages)))
                 recall = (
                     await self.recall.recall(job, session)
                     if self.recall is not None and job.messages
@@ -183,6 +189,7 @@ class AgentRunner:
             if not await self._replay_written_reply(job, session, stream):
                 outcome.model_calls = await self._converse(job, session, stream)
             text = stream.finish_text()
+            log.debug("turn %s: reply %s", job.kind, Content(text))
             outcome.silent = not text or is_silent(text)
             outcome.text = "" if outcome.silent else text
             if not outcome.silent:
@@ -248,7 +255,7 @@ class AgentRunner:
             workspace=self.workspace.path,
             turn_id=job.turn_id,
             origin=session.origin,
-            admin=all_admins(job.messages, self.config.admin.users),
+            admin=all_admins(job.messages, self.config.admin),
         )
         context_manager = self.context
 

@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 from bot import __version__
 from bot.cli.admin import doctor_command, memory_command, pairing_command
+from bot.cli.backup import backup_command, restore_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
-from bot.logs import redact, setup_logging
+from bot.logs import log_level, redact, setup_logging
 
 
 def _secrets(config: Config) -> list[str]:
@@ -44,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--config", help="path to krill.toml (default: $KRILL_CONFIG or ./krill.toml)"
             )
+        if name not in ("init", "doctor"):
+            p.add_argument(
+                "--log-level",
+                type=str.upper,
+                choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                help="log lines at this level and above (default: logging.level; WARNING for "
+                "commands other than run)",
+            )
         return p
 
     add("run", "start the service: channels, scheduler and the HTTP server")
@@ -68,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("action", choices=["search", "reindex"])
     memory.add_argument("query", nargs="*", metavar="QUERY", help="search: words to look for")
     memory.add_argument("--limit", type=int, help="search: results to show (memory.search)")
+    backup = add("backup", "copy the store and the workspace into one archive at PATH")
+    backup.add_argument("path", metavar="PATH", help="the archive to write (.tar.gz)")
+    backup.add_argument("--force", action="store_true", help="replace an existing PATH")
+    restore = add("restore", "put the store and the workspace back from a backup at PATH")
+    restore.add_argument("path", metavar="PATH", help="an archive written by krill backup")
+    restore.add_argument("--force", action="store_true", help="replace existing data")
     add("doctor", "check config, tokens, workspace and store, and say what is wrong")
     return parser
 
@@ -81,6 +96,8 @@ SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "sessions": sessions_command,
     "pairing": pairing_command,
     "memory": memory_command,
+    "backup": backup_command,
+    "restore": restore_command,
 }
 
 
@@ -95,10 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
         return EXIT_FIXABLE
-    quiet = args.command != "run"
-    setup_logging(_secrets(config), level="WARNING" if quiet else None)
     handler = SUBCOMMANDS[args.command]
     try:
+        setup_logging(
+            config.logging,
+            _secrets(config),
+            level=log_level(config.logging, args.log_level, quiet=args.command != "run"),
+            log_file=config.resolve(config.logging.file) if config.logging.file else None,
+        )
         return handler(config, args)
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)

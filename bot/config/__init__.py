@@ -16,16 +16,25 @@ from bot.config.platforms import (
     ToolFilterConfig,
 )
 from bot.config.root import Config
-from bot.config.sections import ContextConfig, MemoryConfig, MemorySearchConfig, SessionConfig
+from bot.config.sections import (
+    AdminConfig,
+    ContextConfig,
+    LoggingConfig,
+    MemoryConfig,
+    MemorySearchConfig,
+    SessionConfig,
+)
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
 __all__ = [
+    "AdminConfig",
     "ChannelPolicyConfig",
     "Config",
     "ContextConfig",
     "DmPolicy",
     "GroupOverride",
     "GroupPolicy",
+    "LoggingConfig",
     "McpConfig",
     "McpServerConfig",
     "MemoryConfig",

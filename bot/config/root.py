@@ -15,6 +15,7 @@ from bot.config.sections import (
     AnthropicConfig,
     ContextConfig,
     LocalConfig,
+    LoggingConfig,
     MemoryConfig,
     SchedulerConfig,
     Section,
@@ -34,6 +35,7 @@ class Config(Section):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
     session: SessionConfig = Field(default_factory=SessionConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)

@@ -1,5 +1,5 @@
 """The general configuration sections: agent, model provider, workspace, storage, server,
-admin, sessions, local chat, context management, memory and scheduler.
+admin, logging, sessions, local chat, context management, memory and scheduler.
 
 Every default lives here, beside its key.
 """
@@ -55,6 +55,21 @@ class ServerConfig(Section):
 
 class AdminConfig(Section):
     users: list[str] = Field(default_factory=list)
+    # The local channel is the host's own terminal and web chat; its users run admin
+    # commands unless the operator turns that off.
+    local_is_admin: bool = True
+
+
+class LoggingConfig(Section):
+    format: Literal["text", "json"] = "text"  # json: one object a line, with turn_id/session_key
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    file: str = ""  # empty: stderr
+    include_content: bool = False  # message bodies in log lines (and library DEBUG dumps)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, level: object) -> object:
+        return level.upper() if isinstance(level, str) else level
 
 
 class SessionConfig(Section):

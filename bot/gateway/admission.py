@@ -50,7 +50,7 @@ class Admission:
         self.refusal_replies = ReplyBudget()
 
     def is_admin(self, msg: InboundMessage) -> bool:
-        return access.is_admin(msg.principal, self.config.admin.users)
+        return access.is_admin(msg.principal, self.config.admin)
 
     async def refusal(self, msg: InboundMessage, key: str) -> AcceptResult | None:
         """None when `msg` may pass; else the `AcceptResult` of refusing it (the refusal or

@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from bot.channel_contract import AcceptResult
-from bot.commands import LANE_COMMANDS, REFUSAL, REPLIES, Command, authorized, parse_command
+from bot.commands import LANE_COMMANDS, REPLIES, Command, authorized, parse_command, refusal
 from bot.gateway.admission import merge_buffer
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
@@ -100,7 +100,7 @@ class GatewayService:
             return AcceptResult.DUPLICATE
         if not authorized(command, msg, admin=self.admission.is_admin(msg)):
             log.info("refused /%s from %s in %s", command.name, msg.principal, key)
-            await self.replies.send_text(msg.address, REFUSAL.format(name=command.name))
+            await self.replies.send_text(msg.address, refusal(command, msg))
             return AcceptResult.COMMAND
         reply = REPLIES[command.name]
 

@@ -72,7 +72,7 @@ class SessionCommands:
         self.status_sources = tuple(status_sources)
 
     def is_admin(self, msg: InboundMessage) -> bool:
-        return access.is_admin(msg.principal, self.config.admin.users)
+        return access.is_admin(msg.principal, self.config.admin)
 
     async def current_session(self, key: str) -> SessionRow | None:
         return await self.store.current_session(key)

@@ -227,7 +227,7 @@ class FlushService:
         origin = session.origin
         if origin is None or origin.peer_id is None:
             return False
-        return is_admin(f"{origin.channel}:{origin.peer_id}", self.config.admin.users)
+        return is_admin(f"{origin.channel}:{origin.peer_id}", self.config.admin)
 
     async def _record(
         self, session: SessionRow, reason: Reason, outcome: FlushOutcome, started: float

@@ -8,10 +8,9 @@ one person's DM never reaches a group or another person, whatever words they use
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bot.config import MemorySearchConfig
+from bot.config import AdminConfig, MemorySearchConfig
 from bot.memory.index import MemoryIndex, SearchHit
 from bot.memory.scopes import scope_of, visible_scopes
 from bot.memory.tools import format_hits
@@ -37,18 +36,16 @@ def fit_budget(hits: list[SearchHit], max_chars: int) -> list[SearchHit]:
 class Recall:
     """The runner's memory recall (`bot.agent.hooks.TurnRecall`)."""
 
-    def __init__(
-        self, index: MemoryIndex, config: MemorySearchConfig, admins: Sequence[str]
-    ) -> None:
+    def __init__(self, index: MemoryIndex, config: MemorySearchConfig, admin: AdminConfig) -> None:
         self.index = index
         self.config = config
-        self.admins = admins
+        self.admin = admin
 
     async def recall(self, job: TurnJob, session: SessionRow) -> str | None:
         query = "\n".join(m.text for m in job.messages)
         try:
             scope = scope_of(session.origin, session.session_key)
-            visible = visible_scopes(scope, admin=all_admins(job.messages, self.admins))
+            visible = visible_scopes(scope, admin=all_admins(job.messages, self.admin))
             hits = await self.index.search(query, visible)
         except Exception:  # a broken index must never cost a person their reply
             log.exception("memory recall failed for %s", job.session_key)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.config import ChannelPolicyConfig
+from bot.config import AdminConfig, ChannelPolicyConfig
 from bot.sessions.limits import group_override
 from bot.types import ChatType, InboundMessage
 
@@ -24,6 +24,8 @@ PAIRING_TTL_SECONDS = 3600
 MAX_PENDING_PAIRINGS = 3
 
 WILDCARD = "*"
+# The host's own terminal and web chat (channels/local); it has no access policy.
+LOCAL_CHANNEL = "local"
 
 
 @dataclass(frozen=True)
@@ -98,23 +100,33 @@ def check_access(
     return AccessDecision("allow", f"{where}s open")
 
 
-def is_admin(principal: str, admins: Iterable[str]) -> bool:
-    """Whether `<channel>:<user_id>` is listed in `admin.users`.
+def is_admin(principal: str, admin: AdminConfig) -> bool:
+    """Whether `<channel>:<user_id>` is an admin: a local-channel user while
+    `admin.local_is_admin` holds, or anyone listed in `admin.users`.
 
     Case-insensitive: Telegram ids are digits, and Slack ids are upper-case but easy to
     paste in lower case; no two real ids differ only by case.
     """
     wanted = principal.strip().casefold()
-    return any(entry.strip().casefold() == wanted for entry in admins)
+    if admin.local_is_admin and wanted.partition(":")[0] == LOCAL_CHANNEL:
+        return True
+    return any(entry.strip().casefold() == wanted for entry in admin.users)
 
 
-def all_admins(messages: Iterable[InboundMessage], admins: Iterable[str]) -> bool:
+def how_to_grant_admin(principal: str) -> str:
+    """The operator's step that makes `principal` an admin, for refusals to quote."""
+    step = f'add "{principal}" to admin.users in krill.toml'
+    if principal.partition(":")[0] == LOCAL_CHANNEL:
+        step += " (or set admin.local_is_admin = true)"
+    return step
+
+
+def all_admins(messages: Iterable[InboundMessage], admin: AdminConfig) -> bool:
     """Whether a turn answers only admins: messages queued while the bot was busy are
     answered together, and one of them may come from someone else. No messages (internal
     turns) is not an admin's turn."""
-    listed = list(admins)
     senders = [m.principal for m in messages]
-    return bool(senders) and all(is_admin(p, listed) for p in senders)
+    return bool(senders) and all(is_admin(p, admin) for p in senders)
 
 
 def new_pairing_code(rng: random.Random | None = None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol
 
 from bot.transcript import Entry
@@ -317,3 +318,6 @@ class Store(
     async def close(self) -> None: ...
     async def schema_version(self) -> int: ...
     async def integrity_check(self) -> str: ...
+    async def backup(self, target: Path, progress: Callable[[int, int], None] | None) -> None:
+        """A consistent copy of everything at `target` while the store stays in use;
+        `progress(done, total)` is called as it goes."""

@@ -104,7 +104,7 @@ def policy_for_messages(config: Config, messages: Sequence[InboundMessage]) -> T
         chat_type=first.chat_type,
         chat_id=first.chat_id,
         user_id=first.user_id,
-        admin=all_admins(messages, config.admin.users),
+        admin=all_admins(messages, config.admin),
     )
 
 

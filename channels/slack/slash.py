@@ -16,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.channel_contract import AcceptResult, Gateway
+from bot.log_context import Content
 from bot.types import InboundMessage, OutboundMessage
 from channels.slack.api import MEMORY_ITEMS
 from channels.slack.format import to_mrkdwn
@@ -59,7 +60,9 @@ class SlashCommands:
     async def _run(self, msg: InboundMessage) -> None:
         try:
             result = await self.gateway.accept(msg)
-            log.info("slack: %s %r from %s in %s", result, msg.text, msg.user_id, msg.chat_id)
+            log.info(
+                "slack: %s %s from %s in %s", result, Content(msg.text), msg.user_id, msg.chat_id
+            )
             if result == AcceptResult.IGNORED:
                 await self.send_private(OutboundMessage(msg.address, NOT_ENABLED_HERE, "", 0))
         except Exception:

@@ -13,10 +13,11 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import aiosqlite
 
+from bot.store.sqlite.backup import Progress, backup_database, hold_shared
 from bot.store.sqlite.migrations import BACKFILLS, MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ class Connection:
         self.synchronous = synchronous
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._in_use: IO[bytes] | None = None  # tells `krill restore` the store is open
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -41,6 +43,7 @@ class Connection:
     async def open(self) -> None:
         if str(self.path) != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._in_use = hold_shared(Path(self.path))
         self._db = await aiosqlite.connect(str(self.path), isolation_level=None)
         for pragma in (
             "PRAGMA journal_mode=WAL",
@@ -55,6 +58,13 @@ class Connection:
         if self._db is not None:
             await self._db.close()
             self._db = None
+        if self._in_use is not None:
+            self._in_use.close()
+            self._in_use = None
+
+    async def backup(self, target: Path, progress: Progress | None = None) -> None:
+        """Write a consistent copy of the database to `target`, while it stays in use."""
+        await asyncio.to_thread(backup_database, Path(self.path), target, progress)
 
     async def _migrate(self) -> None:
         await self.db.execute(

@@ -1,0 +1,121 @@
+"""`krill chat` as a person uses it: Ctrl-C ends it at once, and its log lines stay out of
+the conversation (stderr at WARNING, or a file) unless asked for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import signal
+import sys
+from pathlib import Path
+
+from tests.fakes.anthropic import FakeAnthropic
+from tests.krill_process import run_cli, write_config
+from tests.test_e2e_local import model_env, plain_echo
+
+PLANTED = "the vault combination is PLANTED-4711"
+
+
+async def test_ctrl_c_ends_chat_at_once(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    fake_anthropic.default_handler = plain_echo
+    config = write_config(tmp_path, {})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KRILL_", "ANTHROPIC_"))}
+    terminal, keyboard = pty.openpty()  # stdin is a terminal, as when a person chats
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "chat",
+        "--name",
+        "ann",
+        "--config",
+        str(config),
+        cwd=tmp_path,
+        env=env | model_env(fake_anthropic),
+        stdin=keyboard,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    os.close(keyboard)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        os.write(terminal, b"hello\n")
+        seen = b""
+        while b"echo: hello" not in seen:
+            seen += await asyncio.wait_for(proc.stdout.read(1024), 60)
+        # The chat now waits for the next line at its prompt; before, Ctrl-C waited for Enter
+        # forever. (Generous: shutting down is slow on a loaded machine.)
+        proc.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(proc.wait(), 30)
+        err = (await proc.stderr.read()).decode()
+    finally:
+        os.close(terminal)
+    assert code in (0, 130), err
+    assert "Traceback" not in err
+
+
+async def test_chat_logs_stay_quiet_and_can_go_to_a_file(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    fake_anthropic.default_handler = plain_echo
+    quiet = write_config(tmp_path, {})
+    code, out, err = await run_cli(
+        tmp_path, "chat", "--config", str(quiet), env=model_env(fake_anthropic), stdin=b"hi\n"
+    )
+    assert code == 0 and out.strip() == "echo: hi"
+    assert err == ""  # INFO lines (store, model calls) would mix into the conversation
+    logged = write_config(tmp_path, {"logging": {"level": "INFO", "file": "logs/krill.log"}})
+    code, out, err = await run_cli(
+        tmp_path, "chat", "--config", str(logged), env=model_env(fake_anthropic), stdin=b"hi\n"
+    )
+    assert code == 0 and out.strip() == "echo: hi" and err == ""
+    assert "INFO" in (tmp_path / "logs" / "krill.log").read_text()
+
+
+async def chat_log(
+    tmp_path: Path, fake: FakeAnthropic, logging: dict[str, object], *args: str
+) -> list[dict[str, object]]:
+    """Chat one planted message at DEBUG in JSON; the log lines, each parsed."""
+    fake.default_handler = plain_echo
+    config = write_config(tmp_path, {"logging": {"format": "json"} | logging})
+    env = model_env(fake) | {"ANTHROPIC_API_KEY": "sk-ant-api03-secretsecretsecret"}
+    code, out, err = await run_cli(
+        tmp_path,
+        "chat",
+        "--name",
+        "ann",
+        "--log-level",
+        "debug",
+        *args,
+        "--config",
+        str(config),
+        env=env,
+        stdin=f"{PLANTED}\n".encode(),
+    )
+    assert code == 0, err
+    assert out.strip() == f"echo: {PLANTED}"
+    assert "secretsecretsecret" not in err
+    return [json.loads(line) for line in err.splitlines()]
+
+
+async def test_json_lines_carry_the_turn(tmp_path: Path, fake_anthropic: FakeAnthropic):
+    lines = await chat_log(tmp_path, fake_anthropic, {})
+    assert {"time", "level", "logger", "message", "turn_id", "session_key"} <= set(lines[0])
+    in_turn = [line for line in lines if line["turn_id"]]
+    assert in_turn, lines
+    assert {line["session_key"] for line in in_turn} == {"agent:main:local:direct:ann"}
+    assert len({line["turn_id"] for line in in_turn}) == 1
+    # Outside a turn (start-up, shutdown) the fields are present and empty.
+    assert any(line["turn_id"] is None for line in lines)
+
+
+async def test_message_bodies_only_with_include_content(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    hidden = await chat_log(tmp_path, fake_anthropic, {})
+    assert "PLANTED-4711" not in json.dumps(hidden)
+    assert any(f"<{len(PLANTED)} chars>" in str(line["message"]) for line in hidden)
+    shown = await chat_log(tmp_path, fake_anthropic, {"include_content": True})
+    assert "PLANTED-4711" in json.dumps(shown)
