@@ -257,3 +257,12 @@ def test_comments_are_not_memory_but_keep_line_numbers() -> None:
     (chunk,) = chunk_text(text, chunk_tokens=400, overlap_tokens=80)
     assert "explains" not in chunk.text and "inline" not in chunk.text
     assert chunk.text.split("\n")[5] == "- Alice likes tea"
+
+
+async def test_a_forced_reindex_reports_progress_file_by_file(index: MemoryIndex) -> None:
+    seen: list[tuple[int, int]] = []
+    report = await index.refresh(
+        force=True, progress=lambda done, total: seen.append((done, total))
+    )
+    assert len(report.indexed) == 3  # MEMORY.md and the two daily notes
+    assert seen == [(1, 3), (2, 3), (3, 3)]

@@ -51,9 +51,14 @@ def pairing_command(config: Config, args: argparse.Namespace) -> int:
 
 
 def memory_command(config: Config, args: argparse.Namespace) -> int:
+    from bot.cli.progress import TerminalProgress
     from bot.memory.cli import run_memory_command
 
-    return asyncio.run(run_memory_command(config, args))
+    progress = TerminalProgress("reindexing memory")
+    try:
+        return asyncio.run(run_memory_command(config, args, progress))
+    finally:
+        progress.finish()
 
 
 def doctor_command(args: argparse.Namespace) -> int:

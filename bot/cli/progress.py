@@ -1,4 +1,5 @@
-"""Progress of long CLI work (backup, restore) on a terminal: one line, rewritten in place.
+"""Progress of long CLI work (backup, restore, memory reindex) on a terminal: one line,
+rewritten in place.
 
 Nothing is written when stderr is not a terminal, so scripts and logs stay clean.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 
 from bot.config import Config
 from bot.memory.index import MemoryIndex
@@ -18,7 +19,13 @@ from bot.store.base import VisiblePaths
 from bot.store.sqlite import SQLiteStore
 
 
-async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
+async def run_memory_command(
+    config: Config,
+    args: argparse.Namespace,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """`progress(done, total)` follows a reindex file by file (the CLI shows it on a
+    terminal)."""
     store = SQLiteStore(config.sqlite_path)
     await open_store(store, config)  # runs the migrations that create the index tables
     index = MemoryIndex(store, config.workspace_dir, config.memory)
@@ -26,7 +33,7 @@ async def run_memory_command(config: Config, args: argparse.Namespace) -> int:
     try:
         if args.action == "reindex":
             started = time.perf_counter()
-            report = await index.refresh(force=True)
+            report = await index.refresh(force=True, progress=progress)
             files, chunks = await index.stats()
             elapsed = (time.perf_counter() - started) * 1000
             print(

@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,8 +115,13 @@ class MemoryIndex:
 
     # --- keeping up with the files ----------------------------------------------------------
 
-    async def refresh(self, *, force: bool = False) -> RefreshReport:
-        """Bring the index in line with the files on disk; `force` re-reads every file."""
+    async def refresh(
+        self, *, force: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> RefreshReport:
+        """Bring the index in line with the files on disk; `force` re-reads every file.
+
+        `progress(done, total)` is told after each file on disk, so a long reindex shows
+        that it moves."""
         async with self._lock:
             started = time.perf_counter()
             report = RefreshReport()
@@ -126,7 +131,9 @@ class MemoryIndex:
             for name in sorted(set(self._known) - set(on_disk)):
                 await self._remove(name)
                 report.removed.append(name)
-            for name, (real, mtime_ns, size) in sorted(on_disk.items()):
+            for done, (name, (real, mtime_ns, size)) in enumerate(sorted(on_disk.items()), 1):
+                if progress is not None:
+                    progress(done, len(on_disk))
                 if not force and self._is_current(name, mtime_ns, size):
                     report.unchanged += 1
                     continue
