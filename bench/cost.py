@@ -38,7 +38,7 @@ from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.context.compaction import SUMMARIZER_SYSTEM
+from bot.context.compaction.prompts import SUMMARIZER_SYSTEM
 from bot.context.pipeline import ContextPipeline
 from bot.tools.registry import Tool
 from bot.types import Address, ChatType, InboundMessage

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.context.compaction import SUMMARIZER_SYSTEM
+from bot.context.compaction.prompts import SUMMARIZER_SYSTEM
 from bot.context.messages import SUMMARY_HEADER
 from bot.context.overflow import BRANCH_REASON, MAX_OVERFLOW_RECOVERIES
 from bot.context.pipeline import ContextPipeline

@@ -1,4 +1,4 @@
-"""Tests for bot.agent.untrusted: wrapping, marker ids and neutralizing spoofed markers."""
+"""Tests for bot.untrusted: wrapping, marker ids and neutralizing spoofed markers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot.agent.untrusted import PLACEHOLDER, marker_id_for, sanitize, wrap_untrusted
+from bot.untrusted import PLACEHOLDER, marker_id_for, sanitize, wrap_untrusted
 
 MID = marker_id_for("entry-42")
 

@@ -7,48 +7,58 @@ previous turn wrote even when a tool loop added many blocks in between.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
+
+from anthropic.types import (
+    CacheControlEphemeralParam,
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+)
+
+from bot.context.blocks import content_blocks, make_message
 
 MAX_BREAKPOINTS = 4
+CacheTTL = Literal["5m", "1h"]
 
 
-def cache_marker(ttl: str) -> dict[str, str]:
+def cache_marker(ttl: CacheTTL) -> CacheControlEphemeralParam:
     # "5m" is the provider default; naming it explicitly keeps requests self-describing.
     return {"type": "ephemeral", "ttl": ttl}
 
 
-def _marked(message: dict[str, Any], marker: dict[str, str]) -> dict[str, Any] | None:
+def _marked(message: MessageParam, marker: CacheControlEphemeralParam) -> MessageParam | None:
     """A copy of `message` with a breakpoint on its last block, or None if it takes none."""
-    content = message.get("content")
-    if isinstance(content, str):
-        if not content:
-            return None
-        return {**message, "content": [{"type": "text", "text": content, "cache_control": marker}]}
-    if isinstance(content, list) and content:
-        block = content[-1]
-        if block.get("type") in ("thinking", "redacted_thinking"):
-            return None
-        return {**message, "content": [*content[:-1], {**block, "cache_control": marker}]}
-    return None
+    blocks = content_blocks(message)
+    if not blocks:
+        return None
+    block = blocks[-1]
+    if block["type"] == "thinking" or block["type"] == "redacted_thinking":
+        return None
+    marked = block.copy()
+    marked["cache_control"] = marker
+    return make_message(message["role"], [*blocks[:-1], marked])
 
 
 def apply_breakpoints(
     *,
-    system: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    messages: list[dict[str, Any]],
-    ttl: str,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    system: list[TextBlockParam],
+    tools: list[ToolParam],
+    messages: list[MessageParam],
+    ttl: CacheTTL,
+) -> tuple[list[TextBlockParam], list[ToolParam], list[MessageParam]]:
     """Return system, tools and messages with cache_control markers placed. Inputs are not
     changed; only the few dicts that get a marker are copied (a long history is not)."""
     marker = cache_marker(ttl)
     system, tools, messages = list(system), list(tools), list(messages)
     used = 0
     if tools:
-        tools[-1] = {**tools[-1], "cache_control": marker}
+        tools[-1] = tools[-1].copy()
+        tools[-1]["cache_control"] = marker
         used += 1
     if system:
-        system[-1] = {**system[-1], "cache_control": marker}
+        system[-1] = system[-1].copy()
+        system[-1]["cache_control"] = marker
         used += 1
     if messages and used < MAX_BREAKPOINTS and (last := _marked(messages[-1], marker)):
         messages[-1] = last
@@ -57,7 +67,7 @@ def apply_breakpoints(
     for index in range(len(messages) - 2, -1, -1):
         if used >= MAX_BREAKPOINTS:
             break
-        if messages[index].get("role") == "user" and (prev := _marked(messages[index], marker)):
+        if messages[index]["role"] == "user" and (prev := _marked(messages[index], marker)):
             messages[index] = prev
             used += 1
             break

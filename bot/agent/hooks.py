@@ -1,11 +1,14 @@
 """What the agent runner is given besides the model: the narrow protocols of the parts that
 take part in a turn (memory recall, housekeeping before a turn, context management). The
-composition root (`bot.app`) passes them to `AgentRunner`'s constructor.
+composition root (`bot.app`) passes them to `AgentRunner`'s constructor. (What runs before
+a compaction is `bot.context.host.BeforeCompaction`: context asks for it.)
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from anthropic.types import MessageParam
 
 if TYPE_CHECKING:
     from bot.agent.runner import TurnJob
@@ -27,18 +30,12 @@ class BeforeTurn(Protocol):
     async def before_turn(self, job: TurnJob, session: SessionRow) -> None: ...
 
 
-class BeforeCompaction(Protocol):
-    """Runs before history is compacted (e.g. a memory flush); a failure never blocks it."""
-
-    async def before_compaction(self, session: SessionRow) -> None: ...
-
-
 class ContextManager(Protocol):
     """Shapes the messages of every model call and makes room after an overflow."""
 
     async def prepare(
-        self, session: SessionRow, history: list[Entry], messages: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]: ...
+        self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
+    ) -> list[MessageParam]: ...
 
     async def recover_overflow(
         self, session: SessionRow, error: ContextOverflow, attempt: int

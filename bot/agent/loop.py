@@ -13,9 +13,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
-from anthropic.types import ContentBlockParam, ToolResultBlockParam
+from anthropic.types import (
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlockParam,
+)
 
 from bot.agent.model import ModelClient, ModelReply
 from bot.context.messages import build_messages, clean_block
@@ -39,7 +45,7 @@ LIMIT_RESULT = "Not run: the tool-call limit for this turn was reached."
 STREAM_RETRIES = 1
 STREAM_RETRY_DELAY = 1.0
 
-Messages = list[dict[str, Any]]
+Messages = list[MessageParam]
 # Makes room after "prompt is too long" (attempt 1, 2, ...) and says whether to retry.
 Recover = Callable[[ContextOverflow, int], Awaitable[bool]]
 # Says why a tool may not run in this exchange, or None when it may.
@@ -51,15 +57,15 @@ class Conversation(Protocol):
 
     async def messages(self) -> Messages: ...
     async def add_reply(self, reply: ModelReply) -> None: ...
-    async def add_results(self, blocks: list[dict[str, Any]]) -> None: ...
+    async def add_results(self, blocks: list[ToolResultBlockParam]) -> None: ...
 
 
 @dataclass(slots=True)
 class Exchange:
     """The request pieces of one run besides its messages."""
 
-    system: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    system: list[TextBlockParam]
+    tools: list[ToolParam]
     policy: ToolPolicy
     context: ToolContext
     max_tool_rounds: int
@@ -131,22 +137,20 @@ class AgentLoop:
                 await conversation.add_results([_not_run(call) for call in reply.tool_uses])
                 return outcome
             results = await asyncio.gather(*(self._tool(c, exchange) for c in reply.tool_uses))
-            outcome.ran += [
-                (c.get("name", ""), r) for c, r in zip(reply.tool_uses, results, strict=True)
-            ]
+            outcome.ran += [(c["name"], r) for c, r in zip(reply.tool_uses, results, strict=True)]
             await conversation.add_results([r.block() for r in results])
             rounds += 1
             if stream is not None:
                 stream.next_iteration()
 
-    async def _tool(self, call: dict[str, Any], exchange: Exchange) -> ToolResult:
-        refusal = exchange.gate(str(call.get("name", ""))) if exchange.gate else None
+    async def _tool(self, call: ToolUseBlockParam, exchange: Exchange) -> ToolResult:
+        refusal = exchange.gate(call["name"]) if exchange.gate else None
         if refusal is not None:
-            return ToolResult(call.get("id", ""), refusal, True)
+            return ToolResult(call["id"], refusal, True)
         return await self.tools.run(call, exchange.context, policy=exchange.policy)
 
 
-def _not_run(call: dict[str, Any]) -> dict[str, Any]:
+def _not_run(call: ToolUseBlockParam) -> ToolResultBlockParam:
     return {
         "type": "tool_result",
         "tool_use_id": call["id"],
@@ -185,10 +189,9 @@ class TranscriptConversation:
         return messages
 
     async def add_reply(self, reply: ModelReply) -> None:
-        content = cast(list[ContentBlockParam], reply.content)
         entry = Entry(
             self.session.session_id,
-            AssistantReply(content, reply.stop_reason, reply.model),
+            AssistantReply(reply.content, reply.stop_reason, reply.model),
             turn_id=self.turn_id,
             usage=reply.usage,
             created_at=self.clock(),
@@ -196,9 +199,8 @@ class TranscriptConversation:
         await self.accountant.record_reply(entry, reply.usage, reply.model, reply.latency)
         self.session.model = reply.model
 
-    async def add_results(self, blocks: list[dict[str, Any]]) -> None:
-        results = ToolResults(cast(list[ToolResultBlockParam], blocks))
-        entry = Entry(self.session.session_id, results, turn_id=self.turn_id)
+    async def add_results(self, blocks: list[ToolResultBlockParam]) -> None:
+        entry = Entry(self.session.session_id, ToolResults(blocks), turn_id=self.turn_id)
         await self.store.append_entries([entry])
 
 
@@ -221,5 +223,5 @@ class EphemeralConversation:
         content = [clean_block(b) for b in reply.content]
         self.history = [*self.history, {"role": "assistant", "content": content}]
 
-    async def add_results(self, blocks: list[dict[str, Any]]) -> None:
-        self.history = [*self.history, {"role": "user", "content": blocks}]
+    async def add_results(self, blocks: list[ToolResultBlockParam]) -> None:
+        self.history = [*self.history, {"role": "user", "content": list(blocks)}]

@@ -14,10 +14,17 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import httpx2
+from anthropic.types import (
+    ContentBlockParam,
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+    ToolUseBlockParam,
+)
 
 from bot.agent.caching import apply_breakpoints
 from bot.config import Config
@@ -46,17 +53,17 @@ ToolStartCallback = Callable[[str], Awaitable[None]]
 
 @dataclass(slots=True)
 class ModelReply:
-    content: list[dict[str, Any]]
+    content: list[ContentBlockParam]
     stop_reason: str
     usage: Usage
     model: str
     latency: float = 0.0
     request_id: str = ""
-    tool_uses: list[dict[str, Any]] = field(default_factory=list)
+    tool_uses: list[ToolUseBlockParam] = field(default_factory=list)
 
     @property
     def text(self) -> str:
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return "".join(b["text"] for b in self.content if b["type"] == "text")
 
 
 def _usage_from(raw: Any) -> Usage:
@@ -144,9 +151,9 @@ class ModelClient:
     async def complete(
         self,
         *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        system: list[TextBlockParam],
+        messages: list[MessageParam],
+        tools: list[ToolParam] | None = None,
         on_text: TextCallback | None = None,
         on_tool_start: ToolStartCallback | None = None,
         max_tokens: int | None = None,
@@ -182,7 +189,10 @@ class ModelClient:
             mapped = interrupted(map_error(exc)) if began else map_error(exc)
             log.warning("model call failed: %s", mapped)
             raise mapped from exc
-        content = [block.model_dump(exclude_none=True) for block in final.content]
+        # The JSON boundary: the response's blocks, dumped, are what the next request sends.
+        content = [
+            cast(ContentBlockParam, block.model_dump(exclude_none=True)) for block in final.content
+        ]
         return ModelReply(
             content=content,
             stop_reason=final.stop_reason or "end_turn",
@@ -190,5 +200,5 @@ class ModelClient:
             model=final.model,
             latency=time.monotonic() - started,
             request_id=getattr(final, "_request_id", "") or "",
-            tool_uses=[b for b in content if b.get("type") == "tool_use"],
+            tool_uses=[b for b in content if b["type"] == "tool_use"],
         )

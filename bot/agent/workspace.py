@@ -8,7 +8,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from anthropic.types import TextBlockParam
 
 import bot
 
@@ -115,7 +116,7 @@ class Workspace:
         self._prompts[include_memory] = (keys, prompt)
         return prompt
 
-    def system_blocks(self, *, is_direct: bool) -> list[dict[str, Any]]:
+    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]:
         """The system prompt as the model request carries it (see `system_prompt`)."""
         return [{"type": "text", "text": self.system_prompt(include_memory=is_direct)}]
 

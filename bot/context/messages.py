@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
-from bot.agent.untrusted import marker_id_for, sanitize, wrap_untrusted
+from anthropic.types import ContentBlockParam, MessageParam, TextBlockParam
+
 from bot.context.tool_pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
 from bot.context.tool_pairing import merge_same_role, repair_pairing
 from bot.transcript import (
@@ -24,6 +25,7 @@ from bot.transcript import (
     PersonTurn,
     ToolResults,
 )
+from bot.untrusted import marker_id_for, sanitize, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +49,13 @@ _ALLOWED_BLOCK_KEYS = {
 }
 
 
-def clean_block(block: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep only the fields the API accepts back (responses carry extra ones)."""
+def clean_block(block: Mapping[str, Any]) -> ContentBlockParam:
+    """Keep only the fields the API accepts back (responses carry extra ones): the JSON
+    boundary where a stored or returned block becomes a request param."""
     keys = _ALLOWED_BLOCK_KEYS.get(block.get("type", ""))
     if keys is None:
-        return dict(block)
-    return {k: block[k] for k in keys if k in block}
+        return cast(ContentBlockParam, block)
+    return cast(ContentBlockParam, {k: block[k] for k in keys if k in block})
 
 
 def format_time(timestamp: float, tz: str) -> str:
@@ -71,7 +74,7 @@ def render_chat_message(msg: ChatLine, marker: str, tz: str) -> str:
     return wrap_untrusted(msg.text, source="chat", marker_id=marker, meta=meta)
 
 
-def render_person_turn(entry_id: str, turn: PersonTurn, tz: str) -> list[dict[str, Any]]:
+def render_person_turn(entry_id: str, turn: PersonTurn, tz: str) -> list[TextBlockParam]:
     """Content blocks for a person's turn: buffered group context, the message(s), recall."""
     marker = marker_id_for(entry_id)
     parts: list[str] = []
@@ -87,14 +90,14 @@ def render_person_turn(entry_id: str, turn: PersonTurn, tz: str) -> list[dict[st
     elif context:
         parts.append(CURRENT_HEADER)
     parts.extend(render_chat_message(m, marker, tz) for m in messages)
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": "\n\n".join(parts)}]
+    blocks: list[TextBlockParam] = [{"type": "text", "text": "\n\n".join(parts)}]
     if turn.recall:
         recall = wrap_untrusted(turn.recall, source="memory", marker_id=marker)
         blocks.append({"type": "text", "text": f"{RECALL_HEADER}\n{recall}"})
     return blocks
 
 
-def entry_to_message(entry: Entry, tz: str) -> dict[str, Any] | None:
+def entry_to_message(entry: Entry, tz: str) -> MessageParam | None:
     """The API message for one entry; None for entries the model never sees."""
     match entry.payload:
         case Compaction(summary=summary):
@@ -109,12 +112,12 @@ def entry_to_message(entry: Entry, tz: str) -> dict[str, Any] | None:
             return {"role": "user", "content": [clean_block(b) for b in results]}
         case AssistantReply(content=blocks):
             content = [clean_block(b) for b in blocks]
-            content = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+            content = [b for b in content if not (b["type"] == "text" and not b["text"])]
             return {"role": "assistant", "content": content} if content else None
     return None
 
 
-def build_messages(history: list[Entry], tz: str) -> list[dict[str, Any]]:
+def build_messages(history: list[Entry], tz: str) -> list[MessageParam]:
     """The API `messages` for a history: alternating roles, starting with a user turn, with
     tool_use/tool_result pairing repaired."""
     messages = [m for e in history if (m := entry_to_message(e, tz)) is not None]

@@ -95,7 +95,7 @@ def truncation_branch(
                 [
                     cast(
                         ToolResultBlockParam,
-                        {**b, "content": cap_result_content(b.get("content"), cap)},
+                        {**b, "content": cap_result_content(b.get("content", ""), cap)},
                     )
                     for b in payload.results
                 ]

@@ -10,18 +10,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from anthropic.types import MessageParam
 from cachetools import LRUCache
 
 from bot.context.compaction import (
     FOCUS_MAX_CHARS,
     CompactionResult,
-    ContextHost,
     compact_session,
     needs_compaction,
     overhead_chars,
 )
+from bot.context.host import BeforeCompaction, SummaryModel, UsageCharger, WorkspaceFiles
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,
@@ -37,10 +38,6 @@ from bot.store.base import SessionRow
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, EntryKind
 
 if TYPE_CHECKING:
-    from bot.agent.accounting import UsageAccountant
-    from bot.agent.hooks import BeforeCompaction
-    from bot.agent.model import ModelClient
-    from bot.agent.workspace import Workspace
     from bot.config import Config
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
@@ -68,10 +65,10 @@ class ContextPipeline:
         *,
         config: Config,
         store: Store,
-        model: ModelClient,
-        workspace: Workspace,
+        model: SummaryModel,
+        workspace: WorkspaceFiles,
         tools: ToolRegistry,
-        accountant: UsageAccountant,
+        accountant: UsageCharger,
         before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float],
     ) -> None:
@@ -101,8 +98,8 @@ class ContextPipeline:
         return state
 
     async def prepare(
-        self, session: SessionRow, history: list[Entry], messages: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
+    ) -> list[MessageParam]:
         """The messages to send for this model call (`ContextManager.prepare`)."""
         config = self.config
         cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
@@ -211,24 +208,9 @@ class ContextPipeline:
         return result.message
 
 
-async def session_context_tokens(host: ContextHost, session: SessionRow) -> int:
-    """Estimated context of a session's stored history (for idle maintenance decisions)."""
-    config = host.config
-    tz, limit = (
-        config.agent.timezone,
-        result_char_limit(config.agent.context_window, config.context),
-    )
-    history = await host.store.load_history(session.session_id)
-    messages = cap_tool_results(build_messages(history, tz), limit)
-    return context_tokens(
-        history, messages, tz=tz, overhead_chars=overhead_chars(host), result_limit=limit
-    )
-
-
 __all__ = [
     "CompactionResult",
     "ContextPipeline",
     "compact_session",
     "needs_compaction",
-    "session_context_tokens",
 ]

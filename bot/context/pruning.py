@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from anthropic.types import ContentBlockParam, MessageParam, ToolResultBlockParam
 
 from bot.config import ContextConfig
+from bot.context.blocks import content_blocks, make_message, result_blocks, result_text
 from bot.context.tokens import plain_tokens_for_chars
 from bot.tools.registry import tool_allowed
 
@@ -30,16 +33,8 @@ def cache_is_cold(last_call_at: float | None, now: float, ttl_seconds: float) ->
     return last_call_at is None or now - last_call_at >= ttl_seconds
 
 
-def result_text(block: dict[str, Any]) -> str:
-    content = block.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
-
-
-def has_image(block: dict[str, Any]) -> bool:
-    content = block.get("content")
-    return isinstance(content, list) and any(b.get("type") == "image" for b in content)
+def has_image(block: ToolResultBlockParam) -> bool:
+    return any(b["type"] == "image" for b in result_blocks(block))
 
 
 def trim_text(text: str, head: int, tail: int) -> str:
@@ -60,17 +55,19 @@ def _pruned_size(text: str, action: PruneAction | None, config: ContextConfig) -
     return len(text)
 
 
-def tool_names_by_id(messages: list[dict[str, Any]]) -> dict[str, str]:
+def tool_names_by_id(messages: list[MessageParam]) -> dict[str, str]:
     return {
-        b["id"]: b.get("name", "")
+        b["id"]: b["name"]
         for m in messages
-        if m.get("role") == "assistant"
-        for b in m.get("content") or []
-        if b.get("type") == "tool_use" and "id" in b
+        if m["role"] == "assistant"
+        for b in content_blocks(m)
+        if b["type"] == "tool_use"
     }
 
 
-def prunable_results(messages: list[dict[str, Any]], config: ContextConfig) -> list[dict[str, Any]]:
+def prunable_results(
+    messages: list[MessageParam], config: ContextConfig
+) -> list[ToolResultBlockParam]:
     """The tool_result blocks pruning may touch, oldest first.
 
     Never results at or before the first user message, never those of the last
@@ -81,36 +78,31 @@ def prunable_results(messages: list[dict[str, Any]], config: ContextConfig) -> l
         (
             i
             for i, m in enumerate(messages)
-            if m.get("role") == "user" and any(b.get("type") != "tool_result" for b in _blocks(m))
+            if m["role"] == "user" and any(b["type"] != "tool_result" for b in content_blocks(m))
         ),
         None,
     )
     if first_user is None:
         return []
-    assistants = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    assistants = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     keep = config.prune_keep_last_assistants
     if keep and len(assistants) < keep:
         return []
     # Results answering one of the protected assistant messages sit after the oldest of them.
     cutoff = assistants[-keep] if keep else len(messages)
     names = tool_names_by_id(messages)
-    found: list[dict[str, Any]] = []
+    found: list[ToolResultBlockParam] = []
     for index in range(first_user + 1, cutoff):
         message = messages[index]
-        if message.get("role") != "user":
+        if message["role"] != "user":
             continue
-        for block in _blocks(message):
-            if block.get("type") != "tool_result" or has_image(block):
+        for block in content_blocks(message):
+            if block["type"] != "tool_result" or has_image(block):
                 continue
-            name = names.get(block.get("tool_use_id", ""), "")
+            name = names.get(block["tool_use_id"], "")
             if tool_allowed(name, config.prune_tools_allow, config.prune_tools_deny):
                 found.append(block)
     return found
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    return content if isinstance(content, list) else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +112,7 @@ class PruneOutcome:
 
 
 def plan_pruning(
-    messages: list[dict[str, Any]],
+    messages: list[MessageParam],
     *,
     tokens: int,
     window: int,
@@ -159,31 +151,31 @@ def plan_pruning(
 
 
 def apply_pruning(
-    messages: list[dict[str, Any]], plan: PrunePlan, config: ContextConfig
-) -> list[dict[str, Any]]:
+    messages: list[MessageParam], plan: PrunePlan, config: ContextConfig
+) -> list[MessageParam]:
     """`messages` with the plan's actions applied (new objects only where something changed)."""
     if not plan:
         return messages
-    out: list[dict[str, Any]] = []
+    out: list[MessageParam] = []
     for message in messages:
-        blocks = _blocks(message)
-        if message.get("role") != "user" or not any(
-            b.get("type") == "tool_result" and b.get("tool_use_id") in plan for b in blocks
+        blocks = content_blocks(message)
+        if message["role"] != "user" or not any(
+            b["type"] == "tool_result" and b["tool_use_id"] in plan for b in blocks
         ):
             out.append(message)
             continue
-        new_blocks = []
+        new_blocks: list[ContentBlockParam] = []
         for block in blocks:
-            is_result = block.get("type") == "tool_result"
-            action = plan.get(block.get("tool_use_id", "")) if is_result else None
-            if action and not has_image(block):
+            action = plan.get(block["tool_use_id"]) if block["type"] == "tool_result" else None
+            if block["type"] == "tool_result" and action and not has_image(block):
                 text = result_text(block)
-                pruned = (
+                pruned = block.copy()
+                pruned["content"] = (
                     CLEARED_TEXT
                     if action == "clear"
                     else trim_text(text, config.prune_head_chars, config.prune_tail_chars)
                 )
-                block = {**block, "content": pruned}
+                block = pruned
             new_blocks.append(block)
-        out.append({**message, "content": new_blocks})
+        out.append(make_message("user", new_blocks))
     return out

@@ -5,7 +5,7 @@ Shared by the pipeline (every request) and compaction (tokens before/after), so 
 
 from __future__ import annotations
 
-from typing import Any
+from anthropic.types import MessageParam
 
 from bot.context.messages import entry_to_message, merge_same_role
 from bot.context.tokens import entries_after, find_anchor, messages_tokens
@@ -15,7 +15,7 @@ from bot.transcript import Entry
 
 def context_tokens(
     history: list[Entry],
-    messages: list[dict[str, Any]],
+    messages: list[MessageParam],
     *,
     tz: str,
     overhead_chars: int,

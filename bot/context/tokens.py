@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from anthropic.types import MessageParam
 
 from bot.transcript import AssistantReply, Compaction, Entry
 
@@ -47,7 +50,7 @@ def _content_chars(content: Any) -> tuple[int, int]:
     return chars, images
 
 
-def block_size(block: dict[str, Any]) -> tuple[int, int]:
+def block_size(block: Mapping[str, Any]) -> tuple[int, int]:
     """(characters, images) of one content block, counting what the model reads."""
     kind = block.get("type")
     if kind == "text":
@@ -64,7 +67,7 @@ def block_size(block: dict[str, Any]) -> tuple[int, int]:
     return len(json.dumps(block, ensure_ascii=False)), 0
 
 
-def messages_tokens(messages: list[dict[str, Any]], overhead_chars: int = 0) -> int:
+def messages_tokens(messages: Iterable[MessageParam], overhead_chars: int = 0) -> int:
     """Unanchored estimate of API messages plus `overhead_chars` (system prompt, tools)."""
     chars = overhead_chars
     images = 0

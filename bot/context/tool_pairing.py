@@ -10,7 +10,10 @@ dropped, and a synthetic error result stands in for any result that is missing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from anthropic.types import ContentBlockParam, MessageParam, ToolResultBlockParam, ToolUseBlockParam
+
+from bot.context.blocks import content_blocks, make_message
 
 MISSING_RESULT = "Error: this tool call did not finish (interrupted); no result is available."
 
@@ -27,39 +30,31 @@ class PairingReport:
         return any((self.moved, self.orphans_dropped, self.duplicates_dropped, self.synthesized))
 
 
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    return list(content or [])
-
-
-def merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_same_role(messages: list[MessageParam]) -> list[MessageParam]:
     """Join consecutive messages of one role (the API wants roles to alternate)."""
-    merged: list[dict[str, Any]] = []
+    merged: list[MessageParam] = []
     for message in messages:
         if merged and merged[-1]["role"] == message["role"]:
-            merged[-1] = {
-                "role": message["role"],
-                "content": [*merged[-1]["content"], *message["content"]],
-            }
+            joined = [*content_blocks(merged[-1]), *content_blocks(message)]
+            merged[-1] = make_message(message["role"], joined)
         else:
             merged.append(message)
     return merged
 
 
-def _results_first(message: dict[str, Any]) -> dict[str, Any]:
+def _results_first(message: MessageParam) -> MessageParam:
     # The API wants tool_result blocks before any other content in a user message.
     if message["role"] != "user":
         return message
-    results = [b for b in message["content"] if b.get("type") == "tool_result"]
-    if not results or message["content"][: len(results)] == results:
+    blocks = content_blocks(message)
+    results: list[ContentBlockParam] = [b for b in blocks if b["type"] == "tool_result"]
+    if not results or blocks[: len(results)] == results:
         return message
-    others = [b for b in message["content"] if b.get("type") != "tool_result"]
-    return {"role": "user", "content": results + others}
+    others: list[ContentBlockParam] = [b for b in blocks if b["type"] != "tool_result"]
+    return make_message("user", results + others)
 
 
-def repair_pairing(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], PairingReport]:
+def repair_pairing(messages: list[MessageParam]) -> tuple[list[MessageParam], PairingReport]:
     """Return repaired messages (alternating roles, results first) and what was fixed.
 
     Messages that need no repair come back equal to the input (list content assumed).
@@ -67,26 +62,26 @@ def repair_pairing(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     report = PairingReport()
     # Where each call lives, and the first result seen for each id (with its position).
     call_at: dict[str, int] = {}
-    calls: list[list[dict[str, Any]]] = []
+    calls: list[list[ContentBlockParam]] = []
     for index, message in enumerate(messages):
-        kept: list[dict[str, Any]] = []
-        if message.get("role") == "assistant":
-            for block in _blocks(message):
-                if block.get("type") == "tool_use":
-                    if block.get("id") in call_at:
+        kept: list[ContentBlockParam] = []
+        if message["role"] == "assistant":
+            for block in content_blocks(message):
+                if block["type"] == "tool_use":
+                    if block["id"] in call_at:
                         report.duplicates_dropped += 1
                         continue
-                    call_at[block.get("id", "")] = index
+                    call_at[block["id"]] = index
                 kept.append(block)
         calls.append(kept)
-    results: dict[str, tuple[int, dict[str, Any]]] = {}
+    results: dict[str, tuple[int, ToolResultBlockParam]] = {}
     for index, message in enumerate(messages):
-        if message.get("role") != "user":
+        if message["role"] != "user":
             continue
-        for block in _blocks(message):
-            if block.get("type") != "tool_result":
+        for block in content_blocks(message):
+            if block["type"] != "tool_result":
                 continue
-            call_id = block.get("tool_use_id", "")
+            call_id = block["tool_use_id"]
             if call_id not in call_at:
                 report.orphans_dropped += 1
             elif call_id in results:
@@ -94,37 +89,46 @@ def repair_pairing(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             else:
                 results[call_id] = (index, block)
 
-    out: list[dict[str, Any]] = []
+    out: list[MessageParam] = []
     for index, message in enumerate(messages):
-        if message.get("role") == "assistant":
+        if message["role"] == "assistant":
             content = calls[index]
             if not content:
                 continue
-            out.append({"role": "assistant", "content": content})
-            answers: list[dict[str, Any]] = []
-            for block in content:
-                if block.get("type") != "tool_use":
-                    continue
-                found = results.get(block.get("id", ""))
-                if found is None:
-                    report.synthesized += 1
-                    answers.append(
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": block.get("id", ""),
-                            "content": MISSING_RESULT,
-                            "is_error": True,
-                        }
-                    )
-                    continue
-                if found[0] != index + 1:
-                    report.moved += 1
-                answers.append(found[1])
+            out.append(make_message("assistant", content))
+            answers = [
+                _answer(block, results, index, report)
+                for block in content
+                if block["type"] == "tool_use"
+            ]
             if answers:
-                out.append({"role": "user", "content": answers})
+                out.append(make_message("user", answers))
         else:
-            others = [b for b in _blocks(message) if b.get("type") != "tool_result"]
+            others: list[ContentBlockParam] = [
+                b for b in content_blocks(message) if b["type"] != "tool_result"
+            ]
             if others:
-                out.append({"role": message.get("role", "user"), "content": others})
+                out.append(make_message(message["role"], others))
     repaired = [_results_first(m) for m in merge_same_role(out)]
     return repaired, report
+
+
+def _answer(
+    call: ToolUseBlockParam,
+    results: dict[str, tuple[int, ToolResultBlockParam]],
+    index: int,
+    report: PairingReport,
+) -> ContentBlockParam:
+    """The result for the call in message `index`: the one found, or a synthetic error."""
+    found = results.get(call["id"])
+    if found is None:
+        report.synthesized += 1
+        return {
+            "type": "tool_result",
+            "tool_use_id": call["id"],
+            "content": MISSING_RESULT,
+            "is_error": True,
+        }
+    if found[0] != index + 1:
+        report.moved += 1
+    return found[1]

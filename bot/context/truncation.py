@@ -6,9 +6,12 @@ so a capped result renders byte-identically on every turn and the prompt cache h
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+
+from anthropic.types import ContentBlockParam, MessageParam
 
 from bot.config import ContextConfig
+from bot.context.blocks import ResultContent, content_blocks, make_message, text_block
 from bot.context.tokens import CHARS_PER_TOKEN
 
 # A cut lands on a newline when one lies in this last share of the budget, so the model
@@ -36,62 +39,52 @@ def cut_head(text: str, budget: int) -> str:
     return head[:newline] if newline > 0 else head
 
 
-def _text_blocks(content: Any) -> list[dict[str, Any]] | None:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return content
-    return None
-
-
-def cap_result_content(content: Any, limit: int) -> Any:
+def cap_result_content(
+    content: str | Iterable[ResultContent], limit: int
+) -> str | Iterable[ResultContent]:
     """Cap a tool_result's content to `limit` characters of text; images are kept as they are.
 
     Several text blocks share the budget in proportion to their size. Returns `content`
     itself when nothing needs cutting.
     """
-    blocks = _text_blocks(content)
-    if blocks is None:
-        return content
-    sizes = [len(b.get("text", "")) if b.get("type") == "text" else 0 for b in blocks]
-    total = sum(sizes)
+    capped: list[ResultContent] = (
+        [text_block(content)] if isinstance(content, str) else list(content)
+    )
+    texts = [(i, b) for i, b in enumerate(capped) if b["type"] == "text" and b["text"]]
+    total = sum(len(block["text"]) for _, block in texts)
     if total <= limit:
         return content
-    capped: list[dict[str, Any]] = []
     kept_total = 0
-    for block, size in zip(blocks, sizes, strict=True):
-        if not size:
-            capped.append(block)
-            continue
-        share = max(1, limit * size // total)  # an empty text block is a 400 error
-        text = cut_head(block["text"], share)
-        kept_total += len(text)
-        capped.append({**block, "text": text})
-    notice = TRUNCATION_NOTICE.format(kept=kept_total, total=total)
-    last_text = max(i for i, size in enumerate(sizes) if size)
-    capped[last_text] = {**capped[last_text], "text": capped[last_text]["text"] + notice}
+    for n, (index, block) in enumerate(texts, 1):
+        share = max(1, limit * len(block["text"]) // total)  # an empty text block is a 400 error
+        cut = block.copy()
+        cut["text"] = cut_head(block["text"], share)
+        kept_total += len(cut["text"])
+        if n == len(texts):
+            cut["text"] += TRUNCATION_NOTICE.format(kept=kept_total, total=total)
+        capped[index] = cut
     if isinstance(content, str):
-        return capped[0]["text"]
+        return "".join(block["text"] for block in capped if block["type"] == "text")
     return capped
 
 
-def cap_tool_results(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+def cap_tool_results(messages: list[MessageParam], limit: int) -> list[MessageParam]:
     """`messages` with every tool_result over `limit` characters capped (new objects only
     where something changed)."""
-    out: list[dict[str, Any]] = []
+    out: list[MessageParam] = []
     for message in messages:
-        content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, list):
+        if message["role"] != "user" or isinstance(message["content"], str):
             out.append(message)
             continue
         changed = False
-        blocks: list[dict[str, Any]] = []
-        for block in content:
-            if block.get("type") == "tool_result":
-                capped = cap_result_content(block.get("content"), limit)
-                if capped is not block.get("content"):
-                    block = {**block, "content": capped}
+        blocks: list[ContentBlockParam] = []
+        for block in content_blocks(message):
+            if block["type"] == "tool_result" and "content" in block:
+                capped = cap_result_content(block["content"], limit)
+                if capped is not block["content"]:
+                    block = block.copy()
+                    block["content"] = capped
                     changed = True
             blocks.append(block)
-        out.append({**message, "content": blocks} if changed else message)
+        out.append(make_message("user", blocks) if changed else message)
     return out

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import Any
 
+from anthropic.types import MessageParam
+
+from bot.context.blocks import content_blocks, make_message, text_block
 from bot.memory.notes import daily_note_path
 from bot.sessions.keys import conversation_of_key
 from bot.store.base import SessionRow
@@ -128,10 +130,10 @@ def turn_senders(history: list[Entry], key: str) -> list[InboundMessage]:
     return senders
 
 
-def with_flush_prompt(messages: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+def with_flush_prompt(messages: list[MessageParam], prompt: str) -> list[MessageParam]:
     """The history's messages with the flush prompt as the final user content."""
-    block = {"type": "text", "text": prompt}
+    block = text_block(prompt)
     if messages and messages[-1]["role"] == "user":
         last = messages[-1]
-        return [*messages[:-1], {"role": "user", "content": [*last["content"], block]}]
-    return [*messages, {"role": "user", "content": [block]}]
+        return [*messages[:-1], make_message("user", [*content_blocks(last), block])]
+    return [*messages, make_message("user", [block])]

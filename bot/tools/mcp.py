@@ -39,13 +39,13 @@ from mcp.types import (
 from mcp.types import Tool as McpTool
 from yarl import URL
 
-from bot.agent.untrusted import marker_id_for, wrap_untrusted
 from bot.backoff import Backoff
 from bot.checks import FAIL, OK, Check
 from bot.config import Config, McpConfig, McpServerConfig
 from bot.logs import redacted_stderr
 from bot.tools.policy import MCP_SEPARATOR
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 

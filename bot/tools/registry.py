@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from anthropic.types import ToolParam, ToolResultBlockParam, ToolUseBlockParam
+from anthropic.types.tool_result_block_param import Content as ResultContent
+
 log = logging.getLogger(__name__)
 
 # The same call (name and input) failing this many times in one turn is not run again.
@@ -45,7 +48,7 @@ class ToolContext:
     failures: dict[str, int] = field(default_factory=dict)
 
 
-ToolResultContent = str | list[dict[str, Any]]
+ToolResultContent = str | list[ResultContent]
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResultContent]]
 
 
@@ -60,7 +63,7 @@ class Tool:
     # wraps their output as untrusted, naming this source.
     untrusted_source: str = ""
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self) -> ToolParam:
         return {
             "name": self.name,
             "description": self.description,
@@ -74,8 +77,8 @@ class ToolResult:
     content: ToolResultContent
     is_error: bool = False
 
-    def block(self) -> dict[str, Any]:
-        block: dict[str, Any] = {
+    def block(self) -> ToolResultBlockParam:
+        block: ToolResultBlockParam = {
             "type": "tool_result",
             "tool_use_id": self.tool_use_id,
             "content": self.content,
@@ -132,14 +135,14 @@ class ToolRegistry:
         deny: Sequence[str] = (),
         *,
         policy: ToolFilter | None = None,
-    ) -> list[dict]:
+    ) -> list[ToolParam]:
         allowed = _allowed(allow, deny, policy)
         # Sorted so the tools block (the start of the cached prefix) is byte-stable.
         return [self._tools[n].definition() for n in self.names() if allowed(n)]
 
     async def run(
         self,
-        call: dict[str, Any],
+        call: ToolUseBlockParam,
         ctx: ToolContext,
         allow: Sequence[str] = ("*",),
         deny: Sequence[str] = (),
@@ -158,7 +161,7 @@ class ToolRegistry:
         return result
 
     async def _run(
-        self, call: dict[str, Any], ctx: ToolContext, allowed: Callable[[str], bool]
+        self, call: ToolUseBlockParam, ctx: ToolContext, allowed: Callable[[str], bool]
     ) -> ToolResult:
         name = call.get("name", "")
         call_id = call.get("id", "")

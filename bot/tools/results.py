@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.agent.untrusted import marker_id_for, wrap_untrusted
 from bot.config import ToolResultsConfig
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolResult
+from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from bot import __version__
-from bot.agent.untrusted import marker_id_for, wrap_untrusted
 from bot.config import WebFetchConfig
 from bot.tools.registry import Tool, ToolContext, ToolError
+from bot.untrusted import marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 

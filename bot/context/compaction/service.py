@@ -1,0 +1,193 @@
+"""The compaction service: `compact_session` runs one compaction end to end.
+
+It is the one place that calls the summarizer and writes to the store. If a model call
+fails, nothing is written and the history stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_failures
+from bot.context.compaction.chunks import plan_chunks
+from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
+from bot.context.compaction.render import render_items
+from bot.context.compaction.split import choose_split, split_history
+from bot.context.compaction.summarizer import Summarizer, summarize, summary_token_budget
+from bot.context.host import ContextHost
+from bot.context.messages import build_messages
+from bot.context.size import context_tokens
+from bot.context.tokens import messages_tokens, tokens_for_chars
+from bot.context.truncation import cap_tool_results, result_char_limit
+from bot.errors import ModelError
+from bot.store.base import SessionRow
+from bot.transcript import Compaction, Entry, is_person_turn, new_id
+from bot.untrusted import marker_id_for
+
+log = logging.getLogger(__name__)
+
+CompactionReason = Literal["threshold", "manual", "overflow", "idle"]
+
+# Kept turns may fill at most this share of (window - reserve); beyond it fewer are kept,
+# so one compaction makes real room instead of triggering again on the next call.
+KEPT_MAX_SHARE = 0.5
+
+
+def needs_compaction(tokens: int, window: int, reserve: int) -> bool:
+    """True when the context no longer leaves `reserve` tokens free in the window."""
+    return tokens > window - reserve
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    status: Literal["compacted", "skipped", "failed"]
+    reason: CompactionReason
+    message: str  # one line a person can read (the /compact reply)
+    entry: Entry | None = None  # the persisted compaction entry
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summarized: int = 0  # transcript messages folded into the summary
+    omitted: int = 0  # oversized messages left out
+    kept_turns: int = 0
+    model_calls: int = 0
+    problems: tuple[str, ...] = ()  # quality problems patched after the retries ran out
+
+    @property
+    def compacted(self) -> bool:
+        return self.status == "compacted"
+
+
+def overhead_chars(host: ContextHost) -> int:
+    """Characters of what precedes the messages: the system prompt and tool definitions."""
+    system = host.workspace.system_blocks(is_direct=True)
+    tools = host.tools.definitions(host.config.tools.allow, host.config.tools.deny)
+    return sum(len(b.get("text", "")) for b in system) + len(json.dumps(tools))
+
+
+async def compact_session(
+    host: ContextHost,
+    session: SessionRow,
+    *,
+    focus: str = "",
+    reason: CompactionReason = "manual",
+    history: list[Entry] | None = None,
+    tokens_before: int | None = None,
+    max_keep_turns: int | None = None,
+) -> CompactionResult:
+    """Summarize `session`'s older history and persist a compaction entry.
+
+    Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
+    defaults to the stored history; pass the turn's own when called mid-turn. Never raises
+    for a model failure: the result says "failed" and the history is untouched. Call it in
+    the session's lane (the queue), so no turn runs at the same time.
+    """
+    config = host.config
+    cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
+    keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
+    probe = split_history(history or await host.store.load_history(session.session_id), keep)
+    if not probe.summarize:
+        return CompactionResult(
+            "skipped",
+            reason,
+            f"Nothing to compact yet: only the last {keep} turn(s) are in the history, and "
+            "those are always kept as they are.",
+        )
+    for hook in host.before_compaction:
+        try:
+            await hook.before_compaction(session)
+        except Exception:  # a failed flush must not stop the compaction that needs room
+            log.exception("before-compaction hook failed for %s", session.session_key)
+    if history is None:  # a hook may have added entries (a flush turn)
+        history = await host.store.load_history(session.session_id)
+    limit = result_char_limit(window, cfg)
+    overhead = overhead_chars(host)
+    budget = int((window - cfg.reserve_tokens) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
+    split = choose_split(history, keep_turns=keep, budget_tokens=budget, tz=tz, result_limit=limit)
+    before = tokens_before or context_tokens(
+        history,
+        cap_tool_results(build_messages(history, tz), limit),
+        tz=tz,
+        overhead_chars=overhead,
+        result_limit=limit,
+    )
+    items = render_items(split, tz, cfg)
+    identifiers = required_identifiers(items)
+    ask = latest_ask(items)
+    plan = plan_chunks(items, window, cfg)
+    summarizer = Summarizer(host.model, summary_token_budget(window))
+    try:
+        summary, problems = await summarize(
+            summarizer,
+            plan,
+            identifiers=identifiers,
+            ask=ask,
+            focus=focus,
+            marker=marker_id_for(new_id()),
+            retries=cfg.summary_retries,
+        )
+    except ModelError as exc:
+        log.warning("compaction of %s cancelled: %s", session.session_key, exc)
+        return CompactionResult(
+            "failed",
+            reason,
+            f"Compaction failed ({exc}); the history is unchanged.",
+            tokens_before=before,
+            model_calls=summarizer.calls,
+        )
+    agents_md = host.workspace.read_text(RULES_FILE) or ""
+    summary = finalize_summary(
+        summary,
+        identifiers=identifiers,
+        failures=tool_failures(items),
+        rules=rules_section(agents_md),
+    )
+    kept_turns = sum(1 for e in split.kept if is_person_turn(e))
+    compaction = Compaction(
+        summary=summary,
+        first_kept_entry_id=split.kept[0].id,
+        reason=reason,
+        tokens_before=before,
+        summarized_messages=len(items),
+        omitted_messages=plan.omitted,
+    )
+    entry = Entry(session.session_id, compaction)
+    after_messages = cap_tool_results(build_messages([entry, *split.kept], tz), limit)
+    after = messages_tokens(after_messages, overhead)
+    compaction.tokens_after = after
+    await host.store.append_entries([entry])
+    await host.store.increment_session(session.session_id, compaction_count=1)
+    # Leaves the time of the last model call alone: that one tracks the conversation's own
+    # prompt cache, which the summarizer's requests do not touch.
+    await host.accountant.charge(
+        session.session_id,
+        summarizer.usage,
+        summarizer.model_id or config.agent.model,
+        read_cache=False,
+        context_tokens=after,
+    )
+    log.info(
+        "compacted %s (%s): ~%d -> ~%d tokens, %d messages summarized in %d call(s)",
+        session.session_key,
+        reason,
+        before,
+        after,
+        len(items),
+        summarizer.calls,
+    )
+    return CompactionResult(
+        "compacted",
+        reason,
+        f"Compacted {len(items)} earlier messages into a summary (~{before:,} -> ~{after:,} "
+        f"tokens); the last {kept_turns} turn(s) are kept as they were.",
+        entry=entry,
+        tokens_before=before,
+        tokens_after=after,
+        summarized=len(items),
+        omitted=plan.omitted,
+        kept_turns=kept_turns,
+        model_calls=summarizer.calls,
+        problems=tuple(problems),
+    )

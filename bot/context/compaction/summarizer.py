@@ -1,0 +1,119 @@
+"""The summarizer: the model calls of one compaction, staged over chunks (one summary per
+part, then a merge), with the quality guard's problems sent back as feedback for a retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from anthropic.types import MessageParam
+
+from bot.context.compaction.chunks import ChunkPlan
+from bot.context.compaction.guard import summary_problems
+from bot.context.compaction.prompts import (
+    CHUNK_PROMPT,
+    FALLBACK_PART,
+    FALLBACK_SUMMARY,
+    MERGE_PROMPT,
+    RETRY_PROMPT,
+    SUMMARIZER_SYSTEM,
+    focus_note,
+    required_note,
+)
+from bot.context.compaction.render import transcript_text
+from bot.context.host import SummaryModel
+from bot.types import Usage
+from bot.untrusted import wrap_untrusted
+
+log = logging.getLogger(__name__)
+
+SUMMARY_MAX_TOKENS = 4_096
+SUMMARY_WINDOW_SHARE = 0.1  # small windows get proportionally shorter summaries
+
+
+def summary_token_budget(window: int) -> int:
+    return min(SUMMARY_MAX_TOKENS, int(window * SUMMARY_WINDOW_SHARE))
+
+
+@dataclass(slots=True)
+class Summarizer:
+    """Runs the summarizer calls of one compaction and totals their usage."""
+
+    model: SummaryModel
+    max_tokens: int
+    usage: Usage = field(default_factory=Usage)
+    model_id: str = ""
+    calls: int = 0
+
+    async def ask(self, messages: list[MessageParam]) -> str:
+        reply = await self.model.complete(
+            system=[{"type": "text", "text": SUMMARIZER_SYSTEM}],
+            messages=messages,
+            max_tokens=self.max_tokens,
+        )
+        self.calls += 1
+        self.usage = self.usage + reply.usage
+        self.model_id = reply.model
+        return reply.text.strip()
+
+
+def _user(text: str) -> MessageParam:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+async def summarize(
+    summarizer: Summarizer,
+    plan: ChunkPlan,
+    *,
+    identifiers: Sequence[str],
+    ask: str,
+    focus: str,
+    marker: str,
+    retries: int,
+) -> tuple[str, list[str]]:
+    """Staged summary with the quality guard. Returns (summary, problems left)."""
+    focus_text = focus_note(focus, marker)
+    required = required_note(identifiers)
+    substantive = [c for c in plan.chunks if any(not i.omitted for i in c)]
+    if not substantive:
+        return FALLBACK_SUMMARY, []
+    if len(plan.chunks) == 1:
+        final_prompt = CHUNK_PROMPT.format(
+            part="this part",
+            focus=focus_text,
+            required=required,
+            transcript=transcript_text(plan.chunks[0], marker),
+        )
+    else:
+        partials = []
+        for index, chunk in enumerate(plan.chunks, 1):
+            prompt = CHUNK_PROMPT.format(
+                part=f"part {index} of {len(plan.chunks)}",
+                focus=focus_text,
+                required="",
+                transcript=transcript_text(chunk, marker),
+            )
+            partial = await summarizer.ask([_user(prompt)])
+            partials.append(partial or FALLBACK_PART.format(count=len(chunk)))
+        parts = "\n\n".join(f"### Part {i}\n{p}" for i, p in enumerate(partials, 1))
+        final_prompt = MERGE_PROMPT.format(
+            focus=focus_text,
+            required=required,
+            parts=wrap_untrusted(parts, source="partial-summaries", marker_id=marker),
+        )
+    conversation: list[MessageParam] = [_user(final_prompt)]
+    summary = await summarizer.ask(conversation)
+    problems = summary_problems(summary, identifiers, ask)
+    for _ in range(retries):
+        if not problems:
+            break
+        log.info("compaction summary rejected: %s", "; ".join(problems))
+        conversation += [
+            {"role": "assistant", "content": [{"type": "text", "text": summary or "(empty)"}]},
+            _user(RETRY_PROMPT.format(problems="\n".join(f"- {p}" for p in problems))),
+        ]
+        summary = await summarizer.ask(conversation)
+        problems = summary_problems(summary, identifiers, ask)
+    return summary, problems
