@@ -39,6 +39,7 @@ from bot.metrics import Metrics
 from bot.scheduler.heartbeat import Heartbeat
 from bot.scheduler.idle import IdleWork
 from bot.scheduler.jobs import Jobs
+from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
 from bot.startup import listen_failed, open_store, prepare_workspace
@@ -166,6 +167,7 @@ class App:
             ),
             index=self.index,
             results=self.results,
+            retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
         )
         self.gateway = GatewayService(
             config=config,

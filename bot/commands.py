@@ -1,7 +1,9 @@
 """Chat commands (/status, /reset, ...): parsing, authorization and the replies they give.
 
 Command text never reaches the model. Admins may run every command anywhere; other allowed
-users may run /status, /reset and /new in their own DM, and /help and /whoami anywhere.
+users may run /status, /reset and /new in their own DM (not with `dm_scope = "main"`, where
+every DM shares the operator's session), and /help and /whoami anywhere. In channels where
+the bot reads every message (Slack), a command counts only when it addresses the bot.
 Replies are built over `CommandHost`, the narrow view of the gateway the commands need.
 """
 
@@ -75,10 +77,20 @@ def refusal(command: Command, msg: InboundMessage) -> str:
     )
 
 
-def authorized(command: Command, msg: InboundMessage, *, admin: bool) -> bool:
+def addressed(msg: InboundMessage) -> bool:
+    """Whether command text in `msg` was meant for the bot: always in a DM, a group (where
+    Telegram delivers commands to bots) or a native command route; in a Slack channel only
+    when the bot was mentioned or it is a thread the bot takes part in."""
+    return msg.chat_type != ChatType.CHANNEL or msg.mentioned or msg.is_command_surface
+
+
+def authorized(command: Command, msg: InboundMessage, *, admin: bool, shared_dm: bool) -> bool:
+    """May `msg`'s sender run `command`? `shared_dm`: DMs share one session (dm_scope main),
+    so no DM is the sender's own."""
     if admin or command.name in INFO_COMMANDS:
         return True
-    return command.name in OWN_DM_COMMANDS and msg.chat_type == ChatType.DIRECT
+    own_dm = msg.chat_type == ChatType.DIRECT and not shared_dm
+    return command.name in OWN_DM_COMMANDS and own_dm
 
 
 class CommandHost(Protocol):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from bot.commands import Command, authorized, parse_command
+from bot.commands import Command, addressed, authorized, parse_command
 from bot.types import ChatType
 from tests.app_harness import message
 
@@ -33,11 +35,24 @@ def test_authorization_rules() -> None:
     dm = message("/reset")
     group = message("/reset", chat_type=ChatType.GROUP, chat_id="g")
     for name in ("status", "reset", "new"):
-        assert authorized(Command(name, ""), dm, admin=False)
-        assert not authorized(Command(name, ""), group, admin=False)
-        assert authorized(Command(name, ""), group, admin=True)
+        assert authorized(Command(name, ""), dm, admin=False, shared_dm=False)
+        assert not authorized(Command(name, ""), group, admin=False, shared_dm=False)
+        assert authorized(Command(name, ""), group, admin=True, shared_dm=False)
+        # With dm_scope = "main" every DM is the operator's session: admins only.
+        assert not authorized(Command(name, ""), dm, admin=False, shared_dm=True)
+        assert authorized(Command(name, ""), dm, admin=True, shared_dm=True)
     for name in ("help", "whoami"):
-        assert authorized(Command(name, ""), group, admin=False)
+        assert authorized(Command(name, ""), group, admin=False, shared_dm=False)
+        assert authorized(Command(name, ""), dm, admin=False, shared_dm=True)
     for name in ("stop", "compact"):  # DESIGN grants these to admins only
-        assert not authorized(Command(name, ""), dm, admin=False)
-        assert authorized(Command(name, ""), dm, admin=True)
+        assert not authorized(Command(name, ""), dm, admin=False, shared_dm=False)
+        assert authorized(Command(name, ""), dm, admin=True, shared_dm=False)
+
+
+def test_commands_in_slack_channels_count_only_when_addressed() -> None:
+    channel = message("/status", chat_type=ChatType.CHANNEL, chat_id="C1")
+    assert not addressed(channel)
+    assert addressed(dataclasses.replace(channel, mentioned=True))
+    assert addressed(dataclasses.replace(channel, is_command_surface=True))
+    assert addressed(message("/status"))  # a DM
+    assert addressed(message("/status", chat_type=ChatType.GROUP, chat_id="g"))

@@ -29,3 +29,18 @@ def test_only_the_most_recent_senders_are_remembered() -> None:
     assert budget.take("a") and budget.take("b") and budget.take("c")
     assert not budget.take("c") and not budget.take("b")
     assert budget.take("a")  # forgotten, so it starts afresh
+
+
+def test_turn_budget_says_how_long_a_sender_waits_and_counts_merged_turns() -> None:
+    clock = Clock()
+    budget = ReplyBudget(replies=2, window=60, clock=clock)
+    assert budget.left("a") == 2 and budget.wait(["a"]) == 0
+    budget.record(["a"])
+    clock.now = 10
+    budget.record(["a", "b"])
+    assert budget.left("a") == 0 and budget.left("b") == 1
+    assert budget.wait(["b"]) == 0
+    assert budget.wait(["a", "b"]) == 50  # until the first turn leaves the window
+    budget.record(["a"])  # a merged turn that ran anyway still counts
+    clock.now = 60
+    assert budget.wait(["a"]) == 10

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 
 from bot import __version__
-from bot.cli.admin import doctor_command, memory_command, pairing_command
+from bot.cli.admin import PAIRING_CHANNELS, doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
@@ -69,9 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("action", choices=["list", "show", "export"])
     sessions.add_argument("key", nargs="?", metavar="SESSION_KEY")
     sessions.add_argument("--all", action="store_true", help="list: include old sessions")
-    pairing = add("pairing", "list or approve pairing requests from unknown users")
-    pairing.add_argument("action", choices=["list", "approve"])
-    pairing.add_argument("channel", choices=["telegram", "slack"])
+    pairing = add("pairing", "list, approve or deny pairing requests from unknown users")
+    pairing.add_argument("action", choices=["list", "approve", "deny"])
+    pairing.add_argument(
+        "channel", nargs="?", choices=PAIRING_CHANNELS, help="list: every channel if left out"
+    )
     pairing.add_argument("code", nargs="?", metavar="CODE")
     memory = add("memory", "search the memory index, or rebuild it from the workspace files")
     memory.add_argument("action", choices=["search", "reindex"])

@@ -1,5 +1,5 @@
-"""`krill pairing`, `krill memory` and `krill doctor`: approving people, the memory index
-from the shell, and checking a set-up."""
+"""`krill pairing`, `krill memory` and `krill doctor`: listing, approving and denying
+people who asked to pair, the memory index from the shell, and checking a set-up."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.store.base import Store
 
+# The channels whose DM policy may be "pairing".
+PAIRING_CHANNELS = ("telegram", "slack")
+
 
 def pairing_command(config: Config, args: argparse.Namespace) -> int:
     from bot.sessions.access import PAIRING_TTL_SECONDS, normalize_code
@@ -21,30 +24,36 @@ def pairing_command(config: Config, args: argparse.Namespace) -> int:
         now = time.time()
         pending = [
             p
-            for p in await store.pairing_pending(args.channel)
+            for channel in ([args.channel] if args.channel else PAIRING_CHANNELS)
+            for p in await store.pairing_pending(channel)
             if now - p.created_at < PAIRING_TTL_SECONDS
         ]
         if args.action == "list":
             for p in pending:
-                print(f"{p.code}  {p.channel}:{p.user_id}  {p.user_name}")
+                minutes = max(1, int(PAIRING_TTL_SECONDS - (now - p.created_at)) // 60)
+                print(f"{p.code}  {p.channel}:{p.user_id}  {p.user_name}  ({minutes} min left)")
             if not pending:
-                print(f"no pending pairing requests on {args.channel}")
+                print(f"no pending pairing requests on {args.channel or 'any channel'}")
             return 0
-        if not args.code:
-            print("krill pairing approve: a CODE is required", file=sys.stderr)
+        if not args.channel or not args.code:
+            print(f"krill pairing {args.action}: CHANNEL and CODE are required", file=sys.stderr)
             return 1
         code = normalize_code(args.code)
         match = next((p for p in pending if p.code == code), None)
         if match is None:
             print(
                 f"krill pairing: no pending request with code {code} on {args.channel} "
-                "(codes expire after 1 hour)",
+                "(codes expire after 1 hour; `krill pairing list` shows the pending ones)",
                 file=sys.stderr,
             )
             return 1
-        match.status = PairingStatus.APPROVED
+        if args.action == "approve":
+            match.status = PairingStatus.APPROVED
+        else:
+            # Kept as denied for the pairing TTL, so the person cannot ask again at once.
+            match.status, match.created_at = PairingStatus.DENIED, now
         await store.pairing_put(match)
-        print(f"approved {args.channel}:{match.user_id} {match.user_name}".rstrip())
+        print(f"{match.status} {args.channel}:{match.user_id} {match.user_name}".rstrip())
         return 0
 
     return asyncio.run(with_store(config, run))

@@ -23,6 +23,9 @@ class AgentConfig(Section):
     max_tool_iterations: int = Field(12, gt=0)
     max_concurrent_turns: int = Field(8, gt=0)
     queue_cap: int = Field(20, gt=0)  # messages merged into one follow-up turn at most
+    # Model turns one sender may start per minute; beyond it their messages wait and merge
+    # into the next turn. 0 = no cap.
+    sender_turns_per_minute: int = Field(20, ge=0)
 
 
 class AnthropicConfig(Section):
@@ -41,6 +44,9 @@ class WorkspaceConfig(Section):
 
 class StorageConfig(Section):
     url: str = "sqlite:///data/krill.db"
+    # Finished inbound and dedupe rows, the delivery ledger and old (non-current) sessions
+    # with their transcripts are pruned once older than this; 0 keeps everything forever.
+    retention_days: float = Field(0, ge=0)
 
 
 class ServerConfig(Section):

@@ -1,5 +1,10 @@
 """Who gets in: access checks with their refusals and pairing replies, and the buffering of
-unmentioned group chatter that later rides along with the next mention."""
+unmentioned group chatter that later rides along with the next mention.
+
+A channel holds at most `MAX_PENDING_PAIRINGS` pending pairing requests, each valid for the
+pairing TTL. When they are all taken, the oldest is dropped for the newcomer: a few
+throwaway accounts cannot lock real people out of pairing, and the operator sees every
+request (`krill pairing list`) and can deny one (`krill pairing deny`)."""
 
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ PAIRING_REPLY = (
     "Hi! This assistant needs the owner's approval first. Your pairing code is {code} "
     "(valid for 1 hour). Ask the owner to run: krill pairing approve {channel} {code}"
 )
-PAIRING_FULL = "Too many people are waiting for approval right now. Please try again later."
+PAIRING_DENIED = "Sorry, the owner declined your request. You can ask again later."
 
 
 def merge_buffer(payload: str, lines: list[BufferedLine]) -> str:
@@ -81,19 +86,24 @@ class Admission:
         now = time.time()
         existing = await self.store.pairing_get(msg.channel, msg.user_id)
         if existing and now - existing.created_at < access.PAIRING_TTL_SECONDS:
-            code = existing.code
-        else:
-            pending = [
-                p
-                for p in await self.store.pairing_pending(msg.channel)
-                if now - p.created_at < access.PAIRING_TTL_SECONDS
-            ]
-            if len(pending) >= access.MAX_PENDING_PAIRINGS:
-                return PAIRING_FULL
-            code = access.new_pairing_code()
-            await self.store.pairing_put(
-                Pairing(msg.channel, msg.user_id, code, PairingStatus.PENDING, now, msg.user_name)
+            if existing.status == PairingStatus.DENIED:
+                return PAIRING_DENIED
+            return PAIRING_REPLY.format(code=existing.code, channel=msg.channel)
+        pending = [
+            p
+            for p in await self.store.pairing_pending(msg.channel)
+            if now - p.created_at < access.PAIRING_TTL_SECONDS
+        ]
+        # Oldest first (the store's order): those beyond the limit make room.
+        for dropped in pending[: max(0, len(pending) - access.MAX_PENDING_PAIRINGS + 1)]:
+            log.info(
+                "pairing request of %s:%s dropped for a newer one", msg.channel, dropped.user_id
             )
+            await self.store.pairing_delete(dropped.channel, dropped.user_id)
+        code = access.new_pairing_code()
+        await self.store.pairing_put(
+            Pairing(msg.channel, msg.user_id, code, PairingStatus.PENDING, now, msg.user_name)
+        )
         return PAIRING_REPLY.format(code=code, channel=msg.channel)
 
     def requires_mention(self, msg: InboundMessage) -> bool:

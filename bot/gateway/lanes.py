@@ -4,6 +4,10 @@ A person's messages (`MessageWork`) merge into one turn; a turn interrupted by a
 (`ResumeWork`) and anything else that must not overlap a turn (`CallWork`: commands, memory
 flushes, compaction, heartbeats) run alone. `Lanes.run_in_lane` is the one way to run code
 in a session's lane, waiting for it or not.
+
+With `agent.sender_turns_per_minute`, a person's messages wait before a turn while any of
+their senders has started that many turns in the last minute, and the waiting messages
+then go into that one turn: spam costs one model call per allowance, never one per message.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bot.agent.runner import TurnJob, new_turn_id
 from bot.sessions.limits import history_limit_for
 from bot.sessions.queue import SessionQueue
+from bot.sessions.throttle import TURN_WINDOW_SECONDS, ReplyBudget
 from bot.types import InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
@@ -72,14 +77,26 @@ def inbound_ids(items: list[Work]) -> list[int]:
 class Lanes:
     """Owns the per-session queue and runs what it hands over."""
 
-    def __init__(self, *, config: Config, runner: AgentRunner, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        runner: AgentRunner,
+        metrics: Metrics,
+        turn_window: float = TURN_WINDOW_SECONDS,
+    ) -> None:
         self.config = config
         self.runner = runner
+        per_minute = config.agent.sender_turns_per_minute
+        self.sender_turns = (
+            ReplyBudget(replies=per_minute, window=turn_window) if per_minute > 0 else None
+        )
         self.queue: SessionQueue[Work] = SessionQueue(
             self._run_batch,
             mergeable=lambda item: isinstance(item, MessageWork),
             max_concurrent=config.agent.max_concurrent_turns,
             batch_cap=config.agent.queue_cap,
+            gate=self._hold_for_senders if self.sender_turns is not None else None,
         )
         # Read at scrape time, so the gauge cannot drift from the queue it describes.
         metrics.queue_depth.set_function(self.queue.total_depth)
@@ -113,6 +130,22 @@ class Lanes:
     def _history_limit(self, msg: InboundMessage) -> int:
         return history_limit_for(self.config, SessionOrigin.of(msg))
 
+    async def _hold_for_senders(self, key: str, items: list[Work]) -> None:
+        """Before a turn for people's messages: wait while a sender is over their turn
+        budget, then take every message waiting in the lane into this turn. A sender's last
+        turn of the window takes them all too, since what it left behind would wait."""
+        budget = self.sender_turns
+        if budget is None or not isinstance(items[0], MessageWork):
+            return
+        senders = _senders(items)
+        delay = budget.wait(senders)
+        if delay > 0:
+            log.info("%s: %s over the turn budget; next turn in %.0fs", key, senders, delay)
+            await asyncio.sleep(delay)
+        if delay > 0 or any(budget.left(s) <= 1 for s in senders):
+            items.extend(self.queue.take_waiting(key))
+        budget.record(_senders(items))
+
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
             first = items[0]
@@ -129,6 +162,10 @@ class Lanes:
             await self.runner.run(job)
         finally:
             _settle(items)  # /stop cancelled the batch before its calls finished
+
+
+def _senders(items: list[Work]) -> set[str]:
+    return {item.message.principal for item in items if isinstance(item, MessageWork)}
 
 
 async def _call(key: str, work: CallWork) -> None:

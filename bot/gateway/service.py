@@ -1,6 +1,9 @@
 """`GatewayService`, the core as channel adapters meet it (`bot.channel_contract.Gateway`):
 `accept` an inbound message, decide what it is (duplicate, refused, command, buffered group
 chatter, or a message for the agent), record it durably, and queue it on its session's lane.
+
+Each sender gets a small budget of command answers (refusals included) per minute; commands
+beyond it are recorded and logged but neither run nor answered.
 """
 
 from __future__ import annotations
@@ -9,13 +12,22 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from bot.channel_contract import AcceptResult
-from bot.commands import LANE_COMMANDS, REPLIES, Command, authorized, parse_command, refusal
+from bot.commands import (
+    LANE_COMMANDS,
+    REPLIES,
+    Command,
+    addressed,
+    authorized,
+    parse_command,
+    refusal,
+)
 from bot.gateway.admission import merge_buffer
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.sessions.keys import session_key
+from bot.sessions.throttle import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS, ReplyBudget
 from bot.store.base import InboundStatus
 from bot.types import ChatType, HistoryLine, InboundMessage
 
@@ -59,6 +71,7 @@ class GatewayService:
         self.activity = activity
         self.metrics = metrics
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
+        self.command_replies = ReplyBudget(replies=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS)
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         result = await self._accept(sanitize_inbound(msg))
@@ -71,7 +84,7 @@ class GatewayService:
         if refused is not None:
             return refused
         command = parse_command(msg.text, self.bot_usernames.get(msg.channel, ""))
-        if command is not None:
+        if command is not None and addressed(msg):
             return await self._command(command, msg, key)
         buffered = await self.admission.buffered(msg, key)
         if buffered is not None:
@@ -98,7 +111,16 @@ class GatewayService:
     async def _command(self, command: Command, msg: InboundMessage, key: str) -> AcceptResult:
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.COMMAND):
             return AcceptResult.DUPLICATE
-        if not authorized(command, msg, admin=self.admission.is_admin(msg)):
+        if not self.command_replies.take(msg.principal):
+            log.info(
+                "ignoring /%s from %s in %s: over its command budget",
+                command.name,
+                msg.principal,
+                key,
+            )
+            return AcceptResult.COMMAND
+        shared_dm = self.config.session.dm_scope == "main"
+        if not authorized(command, msg, admin=self.admission.is_admin(msg), shared_dm=shared_dm):
             log.info("refused /%s from %s in %s", command.name, msg.principal, key)
             await self.replies.send_text(msg.address, refusal(command, msg))
             return AcceptResult.COMMAND

@@ -1,5 +1,6 @@
 """The scheduler `krill run` starts: per-session idle work rebuilt from the store, periodic
-memory reindexing, the removal of expired stored tool results, and the heartbeat."""
+memory reindexing, the removal of expired stored tool results, the heartbeat and the daily
+retention pass."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.scheduler.heartbeat import HEARTBEAT_JOB
 from bot.scheduler.jobs import next_periodic_run
+from bot.scheduler.retention import RETENTION_INTERVAL_SECONDS, RETENTION_JOB
 from bot.tools.results import CLEANUP_INTERVAL_SECONDS, remove_expired
 
 if TYPE_CHECKING:
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from bot.scheduler.heartbeat import Heartbeat
     from bot.scheduler.idle import IdleWork
     from bot.scheduler.jobs import Jobs
+    from bot.scheduler.retention import Retention
     from bot.store.base import Store
     from bot.tools.results import ResultStore
 
@@ -38,6 +41,7 @@ class Scheduler:
         heartbeat: Heartbeat,
         index: MemoryIndex | None,
         results: ResultStore,
+        retention: Retention,
     ) -> None:
         self.config = config
         self.store = store
@@ -46,6 +50,7 @@ class Scheduler:
         self.heartbeat = heartbeat
         self.index = index
         self.results = results
+        self.retention = retention
         self.index_stats: tuple[int, int] | None = None
 
     async def start(self) -> None:
@@ -83,6 +88,19 @@ class Scheduler:
                 misfire_grace=max(1, int(interval)),
             )
 
+        if self.retention.enabled:
+            last = await self.store.job_last_run(RETENTION_JOB)
+            self.jobs.every(
+                RETENTION_JOB,
+                self._prune,
+                RETENTION_INTERVAL_SECONDS,
+                # A store never pruned is pruned at start-up, in the background.
+                first=now
+                if last is None
+                else next_periodic_run(last, RETENTION_INTERVAL_SECONDS, now),
+                misfire_grace=int(RETENTION_INTERVAL_SECONDS),
+            )
+
     async def stop(self) -> None:
         await self.jobs.stop()
 
@@ -114,3 +132,10 @@ class Scheduler:
             await remove_expired(self.results)
 
         await self.jobs.guarded(RESULTS_CLEANUP_JOB, body)
+
+    async def _prune(self) -> None:
+        async def body() -> None:
+            await self.retention.run()
+            await self.store.job_record_run(RETENTION_JOB, self.jobs.clock())
+
+        await self.jobs.guarded(RETENTION_JOB, body)

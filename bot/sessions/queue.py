@@ -3,8 +3,9 @@
 Messages that arrive while a session is busy wait in its lane and are handed to the next
 turn together (up to `batch_cap`), in arrival order; nothing is dropped. Work items that
 must run alone (commands such as /reset) are never merged with messages: `mergeable` says
-which items may be. The queue is generic over the work item type (`bot.gateway.lanes`
-defines Krill's).
+which items may be. A `gate` may hold a batch back before it takes a concurrency slot (a
+sender over their turn budget) and grow it meanwhile with `take_waiting`. The queue is
+generic over the work item type (`bot.gateway.lanes` defines Krill's).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class SessionQueue(Generic[W]):
         mergeable: Callable[[W], bool],
         max_concurrent: int,
         batch_cap: int,
+        gate: Callable[[str, list[W]], Awaitable[None]] | None = None,
     ):
         self._runner = runner
         self._mergeable = mergeable
+        self._gate = gate
         self._limit = asyncio.Semaphore(max_concurrent)
         self._batch_cap = batch_cap
         self._lanes: dict[str, _Lane[W]] = {}
@@ -74,12 +77,23 @@ class SessionQueue(Generic[W]):
             batch.append(lane.items.popleft())
         return batch
 
+    def take_waiting(self, key: str) -> list[W]:
+        """Remove and return the mergeable items waiting at the head of `key`'s lane, however
+        many (a gate adds them to the batch it holds back)."""
+        lane = self._lanes.get(key)
+        taken: list[W] = []
+        while lane and lane.items and self._mergeable(lane.items[0]):
+            taken.append(lane.items.popleft())
+        return taken
+
     async def _drain(self, key: str, lane: _Lane[W]) -> None:
         try:
             while lane.items:
                 batch = self._take_batch(lane)
                 lane.running = batch
                 try:
+                    if self._gate is not None:
+                        await self._gate(key, batch)
                     async with self._limit:
                         await self._runner(key, batch)
                 except asyncio.CancelledError:

@@ -103,6 +103,7 @@ class BufferedLine:
 class PairingStatus(StrEnum):
     PENDING = "pending"  # a code was issued; an operator has not approved it yet
     APPROVED = "approved"
+    DENIED = "denied"  # an operator said no; no new code until the pairing TTL has passed
 
 
 @dataclass(slots=True)
@@ -272,6 +273,29 @@ class PairingStore(Protocol):
     async def pairing_get(self, channel: str, user_id: str) -> Pairing | None: ...
     async def pairing_put(self, pairing: Pairing) -> None: ...
     async def pairing_pending(self, channel: str) -> list[Pairing]: ...
+    async def pairing_delete(self, channel: str, user_id: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What one retention pass removed."""
+
+    inbound: int = 0  # finished inbound rows and dedupe-only rows
+    ledger: int = 0  # delivered reply chunks
+    buffered: int = 0  # unaddressed group lines never picked up
+    sessions: int = 0  # old (non-current) sessions...
+    entries: int = 0  # ...and their transcript entries
+
+    @property
+    def total(self) -> int:
+        return self.inbound + self.ledger + self.buffered + self.sessions + self.entries
+
+
+class RetentionStore(Protocol):
+    async def prune_before(self, cutoff: float) -> Pruned:
+        """Remove what `storage.retention_days` lets go that was last touched before
+        `cutoff` (unix seconds); unfinished work and current sessions always stay."""
+        ...
 
 
 class JobStore(Protocol):
@@ -308,6 +332,7 @@ class Store(
     InboundStore,
     LedgerStore,
     PairingStore,
+    RetentionStore,
     JobStore,
     MemoryIndexStore,
     Protocol,

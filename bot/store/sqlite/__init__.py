@@ -6,6 +6,7 @@ from bot.store.sqlite.jobs import JobTables
 from bot.store.sqlite.ledger import LedgerTables
 from bot.store.sqlite.memory_index import MemoryIndexTables
 from bot.store.sqlite.pairings import PairingTables
+from bot.store.sqlite.retention import RetentionTables
 from bot.store.sqlite.sessions import SessionTables
 from bot.store.sqlite.transcript import TranscriptTables
 from bot.store.sqlite.turns import TurnTables
@@ -18,6 +19,7 @@ class SQLiteStore(
     InboundTables,
     LedgerTables,
     PairingTables,
+    RetentionTables,
     JobTables,
     MemoryIndexTables,
     Connection,

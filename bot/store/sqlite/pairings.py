@@ -1,4 +1,5 @@
-"""DM pairing requests in SQLite: the code a stranger was given and whether it was approved."""
+"""DM pairing requests in SQLite: the code a stranger was given and whether it was approved
+or denied."""
 
 from __future__ import annotations
 
@@ -43,3 +44,9 @@ class PairingTables(Connection):
             (channel, PairingStatus.PENDING),
         )
         return [_pairing_from_row(r) for r in rows]
+
+    async def pairing_delete(self, channel: str, user_id: str) -> None:
+        async with self.transaction() as db:
+            await db.execute(
+                "DELETE FROM pairings WHERE channel = ? AND user_id = ?", (channel, user_id)
+            )

@@ -1,0 +1,36 @@
+"""The daily retention job: with `storage.retention_days` set, prune what the store keeps
+only for dedupe, delivery bookkeeping or history (see `RetentionStore.prune_before`) once it
+is older than that many days."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.store.base import Pruned, RetentionStore
+
+log = logging.getLogger(__name__)
+
+RETENTION_JOB = "retention"
+RETENTION_INTERVAL_SECONDS = 86_400.0
+SECONDS_PER_DAY = 86_400.0
+
+
+class Retention:
+    def __init__(self, *, store: RetentionStore, days: float, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.days = days
+        self.clock = clock
+
+    @property
+    def enabled(self) -> bool:
+        return self.days > 0
+
+    async def run(self) -> Pruned:
+        """One pass: remove everything prunable last touched more than `days` ago."""
+        pruned = await self.store.prune_before(self.clock() - self.days * SECONDS_PER_DAY)
+        if pruned.total:
+            log.info("retention: pruned rows older than %g day(s): %s", self.days, pruned)
+        return pruned
