@@ -14,9 +14,11 @@ from bot.types import ChatType
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 
+# Local users are admins by default (admin.local_is_admin); here only carol is.
 ADMIN = """
 [admin]
 users = ["local:carol"]
+local_is_admin = false
 """
 LOCKER = "locker code is 7319"
 PASSPORT = "passport ends in 5521"
