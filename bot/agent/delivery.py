@@ -211,6 +211,12 @@ class ReplyStream:
         return sent
 
     async def close(self) -> None:
+        # A turn cut short (/stop, shutdown) must not leave a preview send running on
+        # into a closed store.
+        if self._preview_task is not None and not self._preview_task.done():
+            self._preview_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._preview_task
         if self._typing is not None:
             self._typing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
