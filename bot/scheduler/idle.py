@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from cachetools import LRUCache
+
 from bot.memory.flush_policy import (
     Reason,
     flush_threshold,
@@ -59,15 +61,6 @@ def idle_compaction_due(
     return expires is not None and expires <= now and session.context_tokens >= threshold
 
 
-def _remember(seen: dict[str, float | None], key: str, value: float | None) -> None:
-    """Record one attempt per key, forgetting the oldest keys past MAX_TRACKED_KEYS (a
-    forgotten key costs at most one more attempt)."""
-    seen.pop(key, None)
-    seen[key] = value
-    while len(seen) > MAX_TRACKED_KEYS:
-        del seen[next(iter(seen))]
-
-
 class IdleWork:
     def __init__(
         self,
@@ -94,8 +87,10 @@ class IdleWork:
         )
         # The activity (last_activity_at) whose idle flush was already tried, per key, and
         # the model call whose cold cache was already compacted: one attempt each.
-        self._flush_tried: dict[str, float | None] = {}
-        self._compacted: dict[str, float | None] = {}
+        # One attempt per key and activity moment; past MAX_TRACKED_KEYS the least recently
+        # used keys are forgotten (a forgotten key costs at most one more attempt).
+        self._flush_tried: LRUCache[str, float | None] = LRUCache(maxsize=MAX_TRACKED_KEYS)
+        self._compacted: LRUCache[str, float | None] = LRUCache(maxsize=MAX_TRACKED_KEYS)
 
     @property
     def flush_enabled(self) -> bool:
@@ -161,7 +156,7 @@ class IdleWork:
             if self.lanes.busy(key):
                 self._retry_later(self.idle_flush, "flush", key)
                 return
-            _remember(self._flush_tried, key, session.last_activity_at)
+            self._flush_tried[key] = session.last_activity_at
             session_id = session.session_id
 
             async def flush_if_due() -> None:
@@ -194,7 +189,7 @@ class IdleWork:
             if self.lanes.busy(key):
                 self._retry_later(self.idle_maintenance, "idle", key)
                 return
-            _remember(self._compacted, key, session.last_model_call_at)
+            self._compacted[key] = session.last_model_call_at
             result = await self.lanes.run_in_lane(key, lambda: self.compactor.compact(key, ""))
             log.info("idle compaction of %s: %s", key, result)
 
