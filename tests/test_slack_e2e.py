@@ -294,7 +294,7 @@ async def test_long_replies_are_chunked_and_streamed(
     assert any(code in c for c in chunks)  # the code block is never cut
 
     # Streaming: native chat.*Stream in a thread, post-and-update at the top of a DM.
-    fake_anthropic.chunk_delay = 0.02
+    fake_anthropic.chunk_delay = 0.06  # about 2 s: appends are paced at 1 a second
     long = " ".join(f"word{i}" for i in range(200))
     fake_anthropic.queue_text(long)
     fake_anthropic.queue_text(long)
