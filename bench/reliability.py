@@ -24,7 +24,14 @@ Anthropic API (tests/fakes/) and drives it through the real channel endpoints:
 Every message carries a token (`m<chat>x<seq>`); the fake model answers with the tokens of
 the newest message(s) of its request, so each reply says exactly which messages it answers.
 
-Run: python bench/reliability.py [--quick] [--seed N]
+- platform pushes back, real limits: many chats x many messages (200 x 20 by default; every
+  tenth chat a group) through the Telegram webhook while the fake Bot API enforces
+  Telegram's flood limits (1 a second per chat, 20 a minute per group, 30 a second overall,
+  429 with retry_after beyond them). Reports the 429s Krill provoked (target 0) and the p50
+  and p99 delay from acknowledgement to reply against the floor: the same replies sent by an
+  ideal sender that waits only as long as the limits demand.
+
+Run: python bench/reliability.py [--quick] [--seed N] [--real-limits CHATS MESSAGES]
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import heapq
 import json
 import logging
 import random
@@ -641,6 +649,140 @@ async def load_scenario(*, chats: int, messages: int, seed: int) -> Row:
     return row
 
 
+# --- platform pushes back: real limits ---------------------------------------------------------
+
+# Every GROUP_EVERY-th chat of the real-limits run is a group (20 messages a minute), the
+# rest are private chats (1 a second each); all share Telegram's 30 a second.
+GROUP_EVERY = 10
+FLOOD_CHAT_SECONDS = 1.0
+FLOOD_GROUP = (20, 60.0)
+FLOOD_OVERALL = (30, 1.0)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
+def fastest_schedule(replies: list[tuple[float, int, bool]]) -> list[float]:
+    """When each reply could reach Telegram at the earliest under its flood limits.
+
+    `replies` are (ready, chat, is_group) in the order Krill sent them: a reply is ready once
+    the newest message it answers was acknowledged. One ideal sender takes, at each moment,
+    the reply that may go soonest: so these are the lowest delays the limits allow for the
+    replies Krill chose to send (merging waiting messages into one reply included).
+    """
+    by_chat: dict[int, list[int]] = {}
+    for index, (_, chat, _) in enumerate(replies):
+        by_chat.setdefault(chat, []).append(index)
+    heap = [(replies[ids[0]][0], ids[0]) for ids in by_chat.values()]
+    heapq.heapify(heap)
+    position = {chat: 0 for chat in by_chat}
+    overall: list[float] = []
+    groups: dict[int, list[float]] = {}
+    placed = [0.0] * len(replies)
+    now = 0.0
+    while heap:
+        eligible, index = heapq.heappop(heap)
+        _, chat, is_group = replies[index]
+        at = max(eligible, now)
+        blocked = at
+        count, period = FLOOD_OVERALL
+        if len(overall) >= count and overall[-count] > at - period:
+            blocked = overall[-count] + period
+        sent_here = groups.setdefault(chat, [])
+        count, period = FLOOD_GROUP
+        if is_group and len(sent_here) >= count and sent_here[-count] > at - period:
+            blocked = max(blocked, sent_here[-count] + period)
+        if blocked > at:
+            heapq.heappush(heap, (blocked, index))
+            continue
+        placed[index] = now = at
+        overall.append(at)
+        sent_here.append(at)
+        position[chat] += 1
+        if position[chat] < len(by_chat[chat]):
+            following = by_chat[chat][position[chat]]
+            heapq.heappush(heap, (max(replies[following][0], at + FLOOD_CHAT_SECONDS), following))
+    return placed
+
+
+async def real_limits_scenario(*, chats: int, messages: int, seed: int) -> Row:
+    """`chats` x `messages` through the Telegram webhook while the fake enforces Telegram's
+    flood limits: nothing lost or doubled, no 429 provoked, delays against the floor."""
+    rng = random.Random(seed)
+    row = Row(f"real limits: {chats} chats x {messages}")
+    async with TimedTelegram() as tg, FakeSlack() as slack, FakeAnthropic() as model:
+        flood = tg.enforce_flood_limits()
+        model.default_handler = ack_handler(rng, 0.0, 0.2)
+        # Previews at the default pace, so they are paced too.
+        config = channel_config(tg, slack, telegram={"stream_interval": 1.5})
+        env = model.env() | {"KRILL_LOG_LEVEL": "WARNING"}
+        with tempfile.TemporaryDirectory() as tmp:
+            krill = await KrillProcess(Path(tmp), config, env).start()
+            traffic = Traffic(tg, slack, krill.url)
+            acked: dict[tuple[int, int], float] = {}
+
+            async def chat_sender(http: aiohttp.ClientSession, chat: int) -> None:
+                peer = FIRST_TELEGRAM_CHAT + chat
+                for seq in range(1, messages + 1):
+                    text = f"message m{chat}x{seq}"
+                    if chat % GROUP_EVERY == 0:
+                        update = tg.group_message(-peer, peer, text, mention=True)
+                        traffic.telegram_chats.add(-peer)
+                    else:
+                        update = tg.private_message(peer, text)
+                        traffic.telegram_chats.add(peer)
+                    headers = {SECRET_HEADER: WEBHOOK_SECRET}
+                    body = json.dumps(update).encode()
+                    await traffic._until_ok(http, "/telegram/webhook", body, headers)
+                    acked[(chat, seq)] = time.monotonic()
+                    traffic.sent.add((chat, seq))
+
+            async with session_for() as http:
+                await asyncio.gather(*(chat_sender(http, c) for c in range(chats)))
+            counts, disorder = await traffic.drain(within=DRAIN_SECONDS * 4)
+            traffic.score(row, counts, disorder)
+            if tracebacks(krill.log()):
+                row.failures.append("a traceback was logged")
+            await krill.stop()
+        score_delays(row, tg.sends, acked)
+        row.checks.insert(0, f"{flood.refused} 429s provoked")
+        if flood.refused:
+            row.failures.append(f"Krill provoked {flood.refused} 429(s)")
+    return row
+
+
+def score_delays(
+    row: Row, sends: list[tuple[float, str]], acked: dict[tuple[int, int], float]
+) -> None:
+    """Delay from acknowledgement to the first reply naming each message, and the same for
+    the fastest schedule the flood limits allow."""
+    answered: list[tuple[float, list[tuple[int, int]]]] = []
+    for at, text in sends:
+        tokens = [(int(c), int(s)) for c, s in TOKEN_RE.findall(text)]
+        tokens = [t for t in tokens if t in acked]
+        if tokens:
+            answered.append((at, tokens))
+    floor = fastest_schedule(
+        [
+            (max(acked[t] for t in tokens), tokens[0][0], tokens[0][0] % GROUP_EVERY == 0)
+            for _, tokens in answered
+        ]
+    )
+    actual: dict[tuple[int, int], float] = {}
+    best: dict[tuple[int, int], float] = {}
+    for (at, tokens), placed in zip(answered, floor, strict=True):
+        for token in tokens:
+            actual.setdefault(token, at - acked[token])
+            best.setdefault(token, placed - acked[token])
+    delays, floors = list(actual.values()), list(best.values())
+    row.checks += [
+        f"delay p50 {percentile(delays, 0.5):.1f} s / p99 {percentile(delays, 0.99):.1f} s",
+        f"floor p50 {percentile(floors, 0.5):.1f} s / p99 {percentile(floors, 0.99):.1f} s",
+    ]
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 
@@ -897,6 +1039,12 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+async def run_real_limits(chats: int, messages: int, seed: int) -> list[Row]:
+    row = await real_limits_scenario(chats=chats, messages=messages, seed=seed)
+    print(f"  done: {row.scenario}", file=sys.stderr)
+    return [row]
+
+
 async def run(quick: bool, seed: int) -> list[Row]:
     crash = (
         {"chats": 8, "messages": 6, "kills": 2}
@@ -914,6 +1062,7 @@ async def run(quick: bool, seed: int) -> list[Row]:
     print("  done: load", file=sys.stderr)
     rows += await bad_input_scenario(seed)
     print("  done: bad input", file=sys.stderr)
+    rows += await run_real_limits(seed=seed, **load)
     return rows
 
 
@@ -921,12 +1070,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller crash and load runs")
     parser.add_argument("--seed", type=int, default=7, help="random seed for timings")
+    parser.add_argument(
+        "--real-limits",
+        nargs=2,
+        type=int,
+        metavar=("CHATS", "MESSAGES"),
+        help="run only the real-limits scenario, at this size (e.g. 4 3 to check it works)",
+    )
     args = parser.parse_args()
     # The fakes see requests cut off by kill -9 and client timeouts, which is the point;
     # aiohttp would print a traceback for each.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     started = time.monotonic()
-    rows = asyncio.run(run(args.quick, args.seed))
+    if args.real_limits:
+        chats, messages = args.real_limits
+        rows = asyncio.run(run_real_limits(chats, messages, args.seed))
+    else:
+        rows = asyncio.run(run(args.quick, args.seed))
     print(table(rows))
     print(f"\n{len(rows)} scenarios in {time.monotonic() - started:.0f} s (seed {args.seed})")
     failed = [r for r in rows if not r.ok]

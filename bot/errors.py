@@ -19,6 +19,11 @@ class StartupError(KrillError):
     service); the message names the config key or path and what to do."""
 
 
+class PreviewSkipped(KrillError):
+    """A channel left out a streaming preview to stay under the platform's rate limits;
+    the next preview or the final reply shows the text instead."""
+
+
 class ModelError(KrillError):
     """The model call failed after the SDK's own retries."""
 

@@ -28,6 +28,7 @@ TOP = frozenset({"bot.app", "bot.doctor", "bot.chat", "bot.cli"})
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
     *("bot.errors", "bot.http_guard", "bot.log_context", "bot.types", "channels.chunking"),
+    "channels.pacing",
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
 # the `bot` package's version; README's module map says the same, one line a unit.
@@ -86,6 +87,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "channels": (),
     "channels.chunking": (),
+    "channels.pacing": ("bot.errors",),
     "channels.local": CHANNEL_SIDE,
     "channels.slack": CHANNEL_SIDE,
     "channels.telegram": CHANNEL_SIDE,

@@ -29,6 +29,8 @@ async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
     started: list[tuple[SlackChannel, web.AppRunner | None]] = []
 
     async def make(mode: str = "socket", **settings: Any) -> tuple[SlackChannel, StubGateway, str]:
+        # Back-to-back previews here test streaming, not pacing (tests/test_slack_pacing.py).
+        settings.setdefault("pacing", {"channel_interval": 0})
         config = SlackConfig(
             enabled=True,
             bot_token=settings.pop("bot_token", fake_slack.bot_token),

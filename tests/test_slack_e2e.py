@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack, post_event
 from tests.krill_process import KrillProcess, run_cli
+from tests.paced_replies import assert_complete_and_in_order, is_last_part, long_replies
 
 Starter = Callable[..., Any]
 
@@ -293,7 +294,7 @@ async def test_long_replies_are_chunked_and_streamed(
     assert any(code in c for c in chunks)  # the code block is never cut
 
     # Streaming: native chat.*Stream in a thread, post-and-update at the top of a DM.
-    fake_anthropic.chunk_delay = 0.02
+    fake_anthropic.chunk_delay = 0.06  # about 2 s: appends are paced at 1 a second
     long = " ".join(f"word{i}" for i in range(200))
     fake_anthropic.queue_text(long)
     fake_anthropic.queue_text(long)
@@ -399,3 +400,25 @@ async def test_commands_as_text_and_slash_command(
     await until(lambda: len(fake_slack.response_url_posts) > 1)
     assert "You are slack:U5" in fake_slack.response_url_posts[1][1]["text"]
     assert fake_anthropic.message_requests == []
+
+
+async def test_bursts_and_streamed_edits_stay_under_the_channel_limit(
+    start_slack: Starter, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    # Slack's ~1 post a second per channel, enforced; replies in 2 messages of ~5,000 chars.
+    flood = fake_slack.enforce_rate_limits()
+    fake_anthropic.default_handler = long_replies(2, 5_000)
+    fake_anthropic.chunk_delay = 0.01  # long enough for several preview edits
+    slack = await start_slack("http", stream_interval=0.2)
+    tags = [f"msg-{n}" for n in range(4)]
+    for tag in tags:
+        assert await slack.send(fake_slack.im_message("U1", f"{tag} go on", channel="D5")) == 200
+    await until(
+        lambda: all(
+            any(is_last_part(t, tag, 2) for t in fake_slack.message_texts("D5")) for tag in tags
+        ),
+        within=60,
+    )
+    assert_complete_and_in_order(fake_slack.message_texts("D5"), tags, 2)
+    assert fake_slack.calls_to("chat.update")  # the replies streamed as edits
+    assert flood.refused == 0

@@ -173,8 +173,8 @@ async def test_flood_control_is_waited_out_for_final_chunks_only(
     assert time.monotonic() - started >= 1.0
     assert fake_telegram.sent_texts(42) == ["final answer"]
     fake_telegram.fail_next("sendMessage", 429, retry_after=1)
-    with pytest.raises(RetryAfter):
-        await channel.deliver(out("a preview", final=False))
+    with pytest.raises(RetryAfter):  # another chat: chat 42's pacing would skip a preview
+        await channel.deliver(out("a preview", 43, final=False))
 
 
 async def test_final_edit_of_a_deleted_preview_sends_anew(

@@ -291,7 +291,8 @@ async def test_long_reply_is_split_without_breaking_code(env: Env) -> None:
 async def test_reply_streams_by_editing_one_message(env: Env) -> None:
     user = STREAM_USER
     answer = "Streaming answer: " + " ".join(f"word{i}" for i in range(300))
-    env.model.queue(Reply(content=[{"type": "text", "text": answer}], chunk_delay=0.02))
+    # About 3 s: edits are paced at 1 a second per chat.
+    env.model.queue(Reply(content=[{"type": "text", "text": answer}], chunk_delay=0.06))
     await say(env, env.tg.private_message(user, "stream please"), expect="Streaming answer")
     await env.tg.wait_for(
         "editMessageText",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.agent.silent import SilentGate
+from bot.errors import PreviewSkipped
 
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
@@ -172,6 +173,9 @@ class ReplyStream:
                     self.address, preview, self.turn_id, 0, edit_of=self._preview_id, final=False
                 )
             )
+        except PreviewSkipped as exc:  # pacing: a later preview or the final reply shows it
+            log.debug("streaming preview of turn %s skipped: %s", self.turn_id, exc)
+            return
         except Exception as exc:
             log.warning("streaming preview failed (the final reply will still be sent): %s", exc)
             return

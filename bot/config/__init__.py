@@ -12,7 +12,9 @@ from bot.config.platforms import (
     GroupPolicy,
     PeerOverride,
     SlackConfig,
+    SlackPacing,
     TelegramConfig,
+    TelegramPacing,
     ToolFilterConfig,
 )
 from bot.config.root import Config
@@ -42,7 +44,9 @@ __all__ = [
     "PeerOverride",
     "SessionConfig",
     "SlackConfig",
+    "SlackPacing",
     "TelegramConfig",
+    "TelegramPacing",
     "ToolFilterConfig",
     "ToolResultsConfig",
     "WebFetchConfig",

@@ -57,6 +57,22 @@ class ChannelPolicyConfig(Section):
         raise NotImplementedError
 
 
+class TelegramPacing(Section):
+    """`[telegram.pacing]`: how fast Krill sends, below Telegram's flood limits. Previews,
+    final messages and edits all count."""
+
+    chat_interval: float = Field(1.0, ge=0)  # seconds between messages to one chat
+    group_messages: int = Field(20, ge=1)  # messages to one group per group_period
+    group_period: float = Field(60.0, ge=0)
+    overall_per_second: int = Field(30, ge=1)  # messages per second across all chats
+
+
+class SlackPacing(Section):
+    """`[slack.pacing]`: posts and edits per channel, below Slack's rate limits."""
+
+    channel_interval: float = Field(1.0, ge=0)  # seconds between messages to one channel
+
+
 class TelegramConfig(ChannelPolicyConfig):
     token: str = ""
     mode: Literal["polling", "webhook"] = "polling"
@@ -65,6 +81,7 @@ class TelegramConfig(ChannelPolicyConfig):
     webhook_secret: str = ""
     groups: dict[str, GroupOverride] = Field(default_factory=dict)
     stream_interval: float = Field(1.5, ge=0)  # seconds between draft edits; 0 disables streaming
+    pacing: TelegramPacing = Field(default_factory=TelegramPacing)
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         return self.groups
@@ -78,6 +95,7 @@ class SlackConfig(ChannelPolicyConfig):
     api_base_url: str = "https://slack.com/api/"
     channels: dict[str, GroupOverride] = Field(default_factory=dict)
     stream_interval: float = Field(1.5, ge=0)
+    pacing: SlackPacing = Field(default_factory=SlackPacing)
     allow_bots: bool = False  # answer other bots' messages (never the bot's own)
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:

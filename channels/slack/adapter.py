@@ -27,6 +27,7 @@ from bot.backoff import Backoff
 from bot.channel_contract import Gateway
 from bot.config import SlackConfig
 from bot.types import Address, OutboundMessage
+from channels.pacing import Limit, Window
 from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory
@@ -86,7 +87,7 @@ class SlackChannel:
             logger=logging.getLogger("channels.slack.web"),
         )
         self.me = BotIdentity(user_id="", bot_id="")
-        self.poster = Poster(self.client)
+        self.poster = Poster(self.client, Window(Limit(1, config.pacing.channel_interval)))
         self.streams = Streams(self.client, self.poster)
         self.indicators = Indicators(self.client)
         self.slash = SlashCommands(core, self.client, self.poster)
@@ -210,7 +211,7 @@ class SlackChannel:
             streamed = await self.streams.start(out)
             if streamed is not None:
                 return streamed
-        return await self.poster.post(out.address, out.text)
+        return await self.poster.post(out.address, out.text, final=out.final)
 
     async def typing(self, address: Address) -> None:
         await self.indicators.typing(address)

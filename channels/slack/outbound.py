@@ -1,16 +1,19 @@
 """Posting and editing replies with the Web API: Markdown as `markdown_text` where Slack takes
-it, converted mrkdwn where it does not (remembered for the rest of the run)."""
+it, converted mrkdwn where it does not (remembered for the rest of the run), every call
+paced per channel (`[slack.pacing]`) so Krill stays below Slack's rate limits."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.types import Address, OutboundMessage
+from channels.pacing import Window, paced
 from channels.slack.api import MARKDOWN_REJECTED, api_error
 from channels.slack.format import to_mrkdwn
 
@@ -18,18 +21,30 @@ log = logging.getLogger(__name__)
 
 
 class Poster:
-    def __init__(self, client: AsyncWebClient):
+    def __init__(self, client: AsyncWebClient, pace: Window):
         self.client = client
         self.markdown_ok = True  # False once Slack refused `markdown_text`
+        self._pace = pace
+
+    def paced(self, channel: str, *, final: bool) -> AbstractAsyncContextManager[None]:
+        """Hold the channel's slot for one call; a preview (`final=False`) is skipped with
+        `PreviewSkipped` rather than kept waiting."""
+        return paced([(self._pace, channel)], wait=final)
 
     async def with_markdown(
-        self, call: Callable[..., Awaitable[Any]], markdown: str, **kwargs: Any
+        self,
+        call: Callable[..., Awaitable[Any]],
+        markdown: str,
+        *,
+        final: bool = True,
+        **kwargs: Any,
     ) -> Any:
         """Call a Web API method with `markdown_text`, or with mrkdwn `text` where Slack does
         not take Markdown."""
         if self.markdown_ok:
             try:
-                return await call(markdown_text=markdown, **kwargs)
+                async with self.paced(kwargs["channel"], final=final):
+                    return await call(markdown_text=markdown, **kwargs)
             except SlackApiError as exc:
                 if api_error(exc) not in MARKDOWN_REJECTED:
                     raise
@@ -38,12 +53,13 @@ class Poster:
                     "slack: markdown_text was refused (%s); sending mrkdwn text from now on",
                     api_error(exc),
                 )
-        return await call(text=to_mrkdwn(markdown), **kwargs)
+        async with self.paced(kwargs["channel"], final=final):
+            return await call(text=to_mrkdwn(markdown), **kwargs)
 
-    async def post(self, address: Address, text: str) -> str:
+    async def post(self, address: Address, text: str, *, final: bool = True) -> str:
         thread = {"thread_ts": address.thread_id} if address.thread_id else {}
         reply = await self.with_markdown(
-            self.client.chat_postMessage, text, channel=address.chat_id, **thread
+            self.client.chat_postMessage, text, final=final, channel=address.chat_id, **thread
         )
         return str(reply["ts"])
 
@@ -51,7 +67,11 @@ class Poster:
         assert out.edit_of is not None
         try:
             await self.with_markdown(
-                self.client.chat_update, out.text, channel=out.address.chat_id, ts=out.edit_of
+                self.client.chat_update,
+                out.text,
+                final=out.final,
+                channel=out.address.chat_id,
+                ts=out.edit_of,
             )
             return out.edit_of
         except SlackApiError as exc:

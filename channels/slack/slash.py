@@ -84,7 +84,7 @@ class SlashCommands:
             if status == 200:
                 return f"ephemeral:{next(self._ephemeral_ids)}"
             log.warning("slack: response_url failed (%s); using chat.postEphemeral", status)
-        thread = {"thread_ts": address.thread_id} if address.thread_id else {}
+        thread: dict[str, Any] = {"thread_ts": address.thread_id} if address.thread_id else {}
         reply = await self.poster.with_markdown(
             self.client.chat_postEphemeral,
             out.text,

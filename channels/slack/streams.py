@@ -58,7 +58,8 @@ class Streams:
         if target is None:
             return None
         try:
-            reply = await self.client.chat_startStream(markdown_text=out.text, **target)
+            async with self.poster.paced(out.address.chat_id, final=out.final):
+                reply = await self.client.chat_startStream(markdown_text=out.text, **target)
         except SlackApiError as exc:
             if api_error(exc) in FEATURE_UNAVAILABLE:
                 self._native = False
@@ -84,18 +85,21 @@ class Streams:
         if not out.final:
             # A preview that rewrote earlier text cannot be streamed; the final fixes it.
             if grows and delta:
-                await self.client.chat_appendStream(
-                    channel=stream.channel, ts=ts, markdown_text=delta
-                )
+                async with self.poster.paced(stream.channel, final=False):
+                    await self.client.chat_appendStream(
+                        channel=stream.channel, ts=ts, markdown_text=delta
+                    )
                 stream.shown = out.text
             return ts
         del self._open[ts]
         if grows:
-            await self.client.chat_stopStream(
-                channel=stream.channel, ts=ts, markdown_text=delta or None
-            )
+            async with self.poster.paced(stream.channel, final=True):
+                await self.client.chat_stopStream(
+                    channel=stream.channel, ts=ts, markdown_text=delta or None
+                )
             return ts
-        await self.client.chat_stopStream(channel=stream.channel, ts=ts)
+        async with self.poster.paced(stream.channel, final=True):
+            await self.client.chat_stopStream(channel=stream.channel, ts=ts)
         await self.poster.with_markdown(
             self.client.chat_update, out.text, channel=stream.channel, ts=ts
         )

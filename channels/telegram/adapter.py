@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from telegram import Bot, BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, ChatMigrated, InvalidToken, NetworkError, TelegramError
-from telegram.ext import Application, ApplicationBuilder
+from telegram.ext import Application, ApplicationBuilder, ExtBot
 
 from bot.backoff import Backoff
 from bot.channel_contract import AcceptResult, Gateway
@@ -41,6 +41,7 @@ from channels.telegram.mapping import (
     names_from,
     update_to_inbound,
 )
+from channels.telegram.pacing import PREVIEW, FloodPacer
 from channels.telegram.polling import STALE_AFTER, Poller
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ def build_application(config: TelegramConfig) -> Application:
     """A PTB Application pointed at `telegram.api_base_url`, used for its configured `bot`.
 
     PTB's own Updater is left out: polling and the webhook are Krill's, so an update is
-    recorded before it is confirmed to Telegram.
+    recorded before it is confirmed to Telegram. Every send and edit is paced below
+    Telegram's flood limits (`channels.telegram.pacing`).
     """
     root = config.api_base_url.rstrip("/")
     return (
@@ -69,6 +71,7 @@ def build_application(config: TelegramConfig) -> Application:
         .base_file_url(f"{root}/file/bot")
         .updater(None)
         .job_queue(None)  # timed work belongs to Krill's scheduler
+        .rate_limiter(FloodPacer(config.pacing))
         .build()
     )
 
@@ -100,7 +103,7 @@ class TelegramChannel:
         self._migrated: dict[int, int] = {}
 
     @property
-    def bot(self) -> Bot:
+    def bot(self) -> ExtBot[str]:
         return self._app.bot
 
     # --- lifecycle --------------------------------------------------------------------
@@ -294,7 +297,7 @@ class TelegramChannel:
         if out.edit_of:
             message_id = int(out.edit_of)
             try:
-                await self._edit(chat_id, message_id, out.text, (text, entities), retries)
+                await self._edit(chat_id, message_id, out, (text, entities), retries)
             except BadRequest as exc:
                 if not (out.final and is_edit_target_gone(exc)):
                     raise
@@ -317,6 +320,7 @@ class TelegramChannel:
             # Quote the message being answered; still send if it was deleted meanwhile.
             reply = ReplyParameters(int(address.reply_to), allow_sending_without_reply=True)
         thread = int(address.thread_id) if address.thread_id else None
+        pace = None if out.final else PREVIEW
 
         def send(
             body: str, with_entities: list[MessageEntity] | None
@@ -327,6 +331,7 @@ class TelegramChannel:
                 entities=with_entities,
                 message_thread_id=thread,
                 reply_parameters=reply,
+                rate_limit_args=pace,
             )
 
         try:
@@ -346,17 +351,22 @@ class TelegramChannel:
         self,
         chat_id: int,
         message_id: int,
-        markdown: str,
+        out: OutboundMessage,
         converted: tuple[str, list[MessageEntity]],
         retries: int,
     ) -> None:
         text, entities = converted
+        pace = None if out.final else PREVIEW
 
         def edit(
             body: str, with_entities: list[MessageEntity] | None
         ) -> Callable[[], Awaitable[object]]:
             return lambda: self.bot.edit_message_text(
-                body, chat_id=chat_id, message_id=message_id, entities=with_entities
+                body,
+                chat_id=chat_id,
+                message_id=message_id,
+                entities=with_entities,
+                rate_limit_args=pace,
             )
 
         try:
@@ -368,7 +378,7 @@ class TelegramChannel:
                 raise
             log.warning("Telegram refused an edit's formatting (%s); using plain text", exc)
             try:
-                plain = plain_fallback(markdown, text)
+                plain = plain_fallback(out.text, text)
                 await call_with_retries("editMessageText", edit(plain, None), retries, self._redact)
             except BadRequest as again:
                 if not is_not_modified(again):

@@ -29,6 +29,8 @@ import pytest
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
+from tests.fakes.flood import SLACK_CHANNEL, FloodControl, SlidingLimit, retry_after_seconds
+
 Params = dict[str, Any]
 Call = tuple[str, Params]
 
@@ -403,6 +405,10 @@ def _chunk_text(params: Params) -> str:
     return text
 
 
+# Rate-limited per channel when enforce_rate_limits is on (about 1 a second per channel).
+PACED_METHODS = frozenset({"chat.postMessage", "chat.update"})
+
+
 class FakeSlack(SlackEvents):
     """A loopback Slack: Web API at `{url}/api/<method>` and Socket Mode at `{url}/ws`."""
 
@@ -438,6 +444,7 @@ class FakeSlack(SlackEvents):
         self._channels: dict[str, Params] = {}
         self._users: dict[str, Params] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        self.flood: FloodControl | None = None  # see enforce_rate_limits
         self._sockets: list[web.WebSocketResponse] = []
         self._pulse = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -519,6 +526,17 @@ class FakeSlack(SlackEvents):
     ) -> None:
         """Make the next `times` calls of `method` fail with `{"ok":false,"error":error}`."""
         self._failures.setdefault(method, []).append(_Failure(error, status, retry_after, times))
+
+    def enforce_rate_limits(self, channel: SlidingLimit = SLACK_CHANNEL) -> FloodControl:
+        """From now on, answer posts and edits over the per-channel limit with 429,
+        `ratelimited` and `Retry-After`; `flood.refused` counts those answers."""
+        self.flood = FloodControl({"channel": channel})
+        return self.flood
+
+    def _flood_wait(self, method: str, params: Params) -> float | None:
+        if self.flood is None or method not in PACED_METHODS or "channel" not in params:
+            return None
+        return self.flood.admit({"channel": params["channel"]})
 
     def set_thread(self, channel: str, thread_ts: str, messages: list[Params]) -> None:
         """Script what conversations.replies returns for a thread (merged with later posts)."""
@@ -756,6 +774,12 @@ class FakeSlack(SlackEvents):
         expected = self.app_token if method == "apps.connections.open" else self.bot_token
         if token != expected:
             return web.json_response({"ok": False, "error": "invalid_auth"})
+        wait = self._flood_wait(method, params)
+        if wait is not None:
+            headers = {"Retry-After": str(retry_after_seconds(wait))}
+            return web.json_response(
+                {"ok": False, "error": "ratelimited"}, status=429, headers=headers
+            )
         failure = self._take_failure(method)
         if failure is not None:
             headers = {}

@@ -21,6 +21,15 @@ from telegram import Bot
 from telegram.constants import ChatAction, MessageLimit, ReactionEmoji
 from telegram.ext import ApplicationBuilder
 
+from tests.fakes.flood import (
+    TELEGRAM_CHAT,
+    TELEGRAM_GROUP,
+    TELEGRAM_OVERALL,
+    FloodControl,
+    SlidingLimit,
+    retry_after_seconds,
+)
+
 JSONDict = dict[str, Any]
 
 DEFAULT_TOKEN = "123456:TEST-TOKEN"
@@ -576,6 +585,7 @@ class FakeTelegram:
         self._message_ids: dict[int, int] = {}
         self._bot_message_order: list[tuple[int, int]] = []
         self._failures: list[_Failure] = []
+        self.flood: FloodControl | None = None  # see enforce_flood_limits
         self._file_seq = itertools.count(1)
         self._callback_seq = itertools.count(1)
         self._poll_generation = 0
@@ -760,6 +770,32 @@ class FakeTelegram:
         error = _ApiError(status, description, parameters)
         self._failures.append(_Failure(method.lower(), error, times))
 
+    def enforce_flood_limits(
+        self,
+        chat: SlidingLimit = TELEGRAM_CHAT,
+        group: SlidingLimit = TELEGRAM_GROUP,
+        overall: SlidingLimit = TELEGRAM_OVERALL,
+    ) -> FloodControl:
+        """From now on, answer message sends and edits over Telegram's flood limits with
+        429 and `retry_after`; `flood.refused` counts those answers."""
+        self.flood = FloodControl({"chat": chat, "group": group, "overall": overall})
+        return self.flood
+
+    def _check_flood(self, method: str, params: JSONDict) -> None:
+        counted = method.startswith(("send", "edit")) and method != "sendchataction"
+        if self.flood is None or not counted or "chat_id" not in params:
+            return
+        chat = params["chat_id"]
+        keys: dict[str, Any] = {"chat": chat, "overall": "bot"}
+        if isinstance(chat, str) or chat < 0:
+            keys["group"] = chat
+        wait = self.flood.admit(keys)
+        if wait is not None:
+            seconds = retry_after_seconds(wait)
+            raise _ApiError(
+                429, f"Too Many Requests: retry after {seconds}", {"retry_after": seconds}
+            )
+
     def fail_next_getupdates_conflict(self, times: int = 1) -> None:
         self.fail_next("getUpdates", 409, GETUPDATES_CONFLICT, times=times)
 
@@ -803,6 +839,7 @@ class FakeTelegram:
         return web.json_response(call.response, status=call.status)
 
     async def _handle(self, method: str, params: JSONDict) -> Any:
+        self._check_flood(method.lower(), params)
         failure = self._take_failure(method.lower())
         if failure is not None:
             raise failure

@@ -315,3 +315,17 @@ def test_sign_matches_slack_example() -> None:
     assert headers["X-Slack-Signature"] == (
         "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
     )
+
+
+async def test_rate_limits_per_channel(fake_slack: FakeSlack) -> None:
+    client = fake_slack.web_client()
+    flood = fake_slack.enforce_rate_limits()
+    await client.chat_postMessage(channel="C1", text="one")
+    with pytest.raises(SlackApiError) as info:
+        await client.chat_update(channel="C1", ts="1.0", text="too soon")
+    assert info.value.response.status_code == 429
+    assert info.value.response["error"] == "ratelimited"
+    assert info.value.response.headers["Retry-After"] in ("1", ["1"])
+    await client.chat_postMessage(channel="C2", text="another channel")
+    assert fake_slack.posted_texts() == ["one", "another channel"]
+    assert flood.refused == 1

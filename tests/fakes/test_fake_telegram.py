@@ -11,6 +11,7 @@ from telegram import Bot, ReactionTypeEmoji, ReplyParameters, Update
 from telegram.error import BadRequest, ChatMigrated, Conflict, InvalidToken, RetryAfter
 from telegram.ext import Application, CommandHandler, ContextTypes, MessageHandler, filters
 
+from tests.fakes.flood import SlidingLimit
 from tests.fakes.telegram import TINY_PNG, FakeTelegram, utf16_len
 
 
@@ -294,3 +295,30 @@ async def test_wait_for_timeout_dumps_calls(fake_telegram: FakeTelegram, bot: Bo
     assert await fake_telegram.wait_for("sendmessage") == [{"chat_id": 1, "text": "only one"}]
     with pytest.raises(AssertionError, match="only one"):
         await fake_telegram.wait_for("sendMessage", count=2, timeout=0.2)
+
+
+async def test_flood_limits_refuse_what_telegram_would(
+    fake_telegram: FakeTelegram, bot: Bot
+) -> None:
+    flood = fake_telegram.enforce_flood_limits(
+        chat=SlidingLimit(10, 1.0), group=SlidingLimit(2, 60.0)
+    )
+    await bot.send_message(-100, "group 1")
+    await bot.send_chat_action(-100, "typing")  # not a message: not counted
+    await bot.send_message(-100, "group 2")
+    with pytest.raises(RetryAfter):
+        await bot.send_message(-100, "group 3, within the minute")
+    refusal = fake_telegram.calls[-1].response
+    assert refusal is not None and refusal["parameters"] == {"retry_after": 60}
+    await bot.send_message(5, "a private chat is not a group")
+    assert fake_telegram.sent_texts(-100) == ["group 1", "group 2"]
+    assert (flood.refused, flood.accepted) == (1, 3)
+
+
+async def test_flood_limits_per_chat(fake_telegram: FakeTelegram, bot: Bot) -> None:
+    flood = fake_telegram.enforce_flood_limits()
+    await bot.send_message(1, "first")
+    with pytest.raises(RetryAfter):
+        await bot.send_message(1, "second, in the same second")
+    await bot.send_message(2, "another chat has its own second")
+    assert flood.refused == 1
