@@ -134,7 +134,7 @@ def test_file_names_are_set_as_code_so_telegram_does_not_link_them() -> None:
 
 
 def test_file_names_inside_links_or_bold_are_left_alone() -> None:
-    text, entities = to_telegram("🦐 [the README.md](https://e.org) **notes.md** and a@b.md")
+    _, entities = to_telegram("🦐 [the README.md](https://e.org) **notes.md** and a@b.md")
     assert [e.type for e in entities] == ["text_link", "bold"]
     # Offsets after an astral emoji count UTF-16 units.
     _, later = to_telegram("🦐 see setup.py")
