@@ -141,7 +141,7 @@ async def test_dm_is_answered_once_and_retries_are_deduped(
     (reply,) = await slack.replies(1, "D1")
     assert "hello krill" in reply["markdown_text"] and "thread_ts" not in reply
     # The typing reaction went on the DM and came off again.
-    assert fake_slack.calls_to("reactions.add")[0]["name"] == "hourglass_flowing_sand"
+    assert fake_slack.calls_to("reactions.add")[0]["name"] == "eyes"
     await fake_slack.wait_for("reactions.remove")
     assert not fake_slack.reactions
     if mode == "http":

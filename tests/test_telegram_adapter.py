@@ -260,3 +260,15 @@ def test_create_reads_the_name_from_identity_md(tmp_path: Path) -> None:
     config = Config(telegram=TelegramConfig(enabled=True, token="1:x"), base_dir=tmp_path)
     channel = telegram_channel.create(config, StubGateway())
     assert channel._names == ("Shrimpy",)
+
+
+@pytest.mark.parametrize("key", ["ack_reaction", "done_reaction"])
+def test_create_refuses_a_reaction_telegram_would_refuse(tmp_path: Path, key: str) -> None:
+    config = Config(
+        telegram=TelegramConfig(enabled=True, token="1:x", **{key: "✅"}), base_dir=tmp_path
+    )
+    with pytest.raises(ConfigError, match=rf"telegram\.{key}: .*'✅' is not one of them"):
+        telegram_channel.create(config, StubGateway())
+    # "" turns the reaction off and is fine.
+    off = Config(telegram=TelegramConfig(enabled=True, token="1:x", **{key: ""}), base_dir=tmp_path)
+    assert telegram_channel.create(off, StubGateway()) is not None
