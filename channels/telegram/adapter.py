@@ -389,7 +389,8 @@ class TelegramChannel:
 
     async def done_typing(self, address: Address) -> None:
         # "typing…" stops by itself when the reply arrives; the acknowledgement does not.
-        await self._reactions.finish(int(address.chat_id), address.thread_id)
+        answered = int(address.reply_to) if address.reply_to else None
+        await self._reactions.finish(int(address.chat_id), address.thread_id, answered)
 
     # --- helpers ----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from cachetools import LRUCache
 from telegram import Bot
 from telegram.constants import ReactionEmoji
 from telegram.error import TelegramError
@@ -23,6 +24,8 @@ ALLOWED_EMOJI = frozenset(e.value for e in ReactionEmoji)
 # How long the end of a turn may wait for its reactions; a slow Bot API must not hold the
 # session's lane for long.
 FINISH_SECONDS = 5.0
+# Conversations tracked at once; one whose turn never ended (a crash) must not stay forever.
+MAX_CONVERSATIONS = 2048
 
 
 def check_reaction(key: str, emoji: str) -> None:
@@ -43,7 +46,7 @@ class Reactions:
         self._ack = ack
         self._done = done
         # (chat id, topic id) -> messages acknowledged and not yet answered, oldest first.
-        self._pending: dict[tuple[int, str | None], list[int]] = {}
+        self._pending: LRUCache[tuple[int, str | None], list[int]] = LRUCache(MAX_CONVERSATIONS)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def acknowledge(self, chat_id: int, topic: str | None, message_id: int) -> None:
@@ -55,17 +58,21 @@ class Reactions:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def finish(self, chat_id: int, topic: str | None) -> None:
+    async def finish(self, chat_id: int, topic: str | None, answered: int | None) -> None:
         """The turn for this conversation is over: swap its acknowledgements for the done
-        reaction (or clear them). Messages that arrived meanwhile were merged into it."""
-        acknowledged = self._pending.pop((chat_id, topic), [])
+        reaction (or clear them). With `answered` (the message a group reply quotes), later
+        messages stay acknowledged: they wait for the next turn."""
+        waiting = self._pending.pop((chat_id, topic), [])
+        acknowledged = [m for m in waiting if answered is None or m <= answered]
+        if later := [m for m in waiting if m not in acknowledged]:
+            self._pending[(chat_id, topic)] = later
         if not acknowledged:
             return
         try:
             async with asyncio.timeout(FINISH_SECONDS):
-                waiting = [t for t in self._tasks if not t.done()]
-                if waiting:  # the 👀 must land before it is replaced, or it would win the race
-                    await asyncio.wait(waiting)
+                running = [t for t in self._tasks if not t.done()]
+                if running:  # the 👀 must land before it is replaced, or it would win the race
+                    await asyncio.wait(running)
                 for message_id in acknowledged:
                     await self._react(chat_id, message_id, self._done)
         except TimeoutError:
