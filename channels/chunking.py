@@ -1,8 +1,8 @@
 """Packing a reply into message-sized chunks, shared by the platforms: each passes its own
 measure of what fits (characters for Slack, rendered UTF-16 units for Telegram).
 
-A cut never leaves half a style behind: bold or struck-through text that runs across a
-chunk boundary is closed at the end of one chunk and reopened at the start of the next, so
+A cut inside a paragraph never leaves half a style behind: bold or struck-through text that
+runs across it is closed at the end of one piece and reopened at the start of the next, so
 both halves still render styled instead of showing stray `**`.
 """
 
@@ -91,8 +91,8 @@ def _break_at(text: str, cut: int) -> int:
 def open_styles(markdown: str) -> list[str]:
     """Style markers still open at the end of `markdown`, innermost last.
 
-    Only the last paragraph counts (styles never cross a blank line), and code, in fences
-    or backticks, and backslash-escaped characters are skipped.
+    Only the last paragraph counts (styles never cross a blank line or a code block), and
+    code, in fences or backticks, and backslash-escaped characters are skipped.
     """
     opened: list[str] = []
     fence: str | None = None
@@ -101,6 +101,7 @@ def open_styles(markdown: str) -> list[str]:
         if fence is not None or marker is not None:
             if marker is not None:
                 fence = None if fence is not None else marker.group(1)
+            opened.clear()
             continue
         if not line.strip():
             opened.clear()
@@ -123,12 +124,13 @@ def open_styles(markdown: str) -> list[str]:
     return opened
 
 
-def carry_styles(chunks: list[str]) -> list[str]:
-    """Close the styles each chunk leaves open and reopen them at the next chunk's start."""
+def carry_styles(pieces: list[str]) -> list[str]:
+    """Close the styles each piece of one cut paragraph leaves open, and reopen them at the
+    start of the next piece."""
     out: list[str] = []
     carried = ""
-    for chunk in chunks:
-        if carried:
+    for chunk in pieces:
+        if carried and not _CODE_FENCE.match(chunk):
             # After any list, heading or quote marker, so the line keeps its meaning.
             lead = _LEADING_BLOCK_MARK.match(chunk)
             head = lead.group(1) if lead else ""

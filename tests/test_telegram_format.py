@@ -149,3 +149,10 @@ def test_bold_cut_across_chunks_stays_bold_in_both() -> None:
         text, entities = to_telegram(chunk)
         assert "*" not in text
         assert [(e.type, e.offset, e.length) for e in entities] == [("bold", 0, len(text))]
+
+
+def test_a_stray_marker_is_not_carried_past_a_paragraph_break() -> None:
+    first = "2**3 is eight " + "x " * 400
+    second = "```python\n" + "print(1)\n" * 20 + "```"
+    chunks = split_markdown(f"{first}\n\n{second}", limit=900)
+    assert [c.strip() for c in chunks] == [first.strip(), second]

@@ -117,14 +117,14 @@ def split_markdown(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
     def pieces(block: _Block) -> list[str]:
         if len(block.text) <= limit:
             return [block.text]
-        return _split_code(block, limit) if block.is_code else _split_lines(block.text, limit)
+        if block.is_code:
+            return _split_code(block, limit)
+        return carry_styles(_split_lines(block.text, limit))
 
-    return carry_styles(
-        pack(
-            (piece for block in _blocks(markdown.strip()) for piece in pieces(block)),
-            "\n\n",
-            _within(limit),
-        )
+    return pack(
+        (piece for block in _blocks(markdown.strip()) for piece in pieces(block)),
+        "\n\n",
+        _within(limit),
     )
 
 

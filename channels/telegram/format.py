@@ -223,6 +223,6 @@ def split_markdown(
     pieces = (
         piece
         for block in split_blocks(markdown.strip())
-        for piece in ([block] if fits(block) else _split_lines(block, fits))
+        for piece in ([block] if fits(block) else carry_styles(_split_lines(block, fits)))
     )
-    return carry_styles(pack(pieces, "\n\n", fits))
+    return pack(pieces, "\n\n", fits)
