@@ -370,7 +370,7 @@ async def test_a_refused_reaction_never_blocks_the_reply(env: Env) -> None:
 
 
 async def test_hyperlink_target_reaches_the_model(env: Env) -> None:
-    update = env.tg.private_message(ADMIN, "read the release notes please")
+    update = env.tg.private_message(REACT_USER, "read the release notes please")
     update["message"]["entities"] = [
         {"type": "text_link", "offset": 9, "length": 13, "url": "https://example.org/notes"}
     ]
