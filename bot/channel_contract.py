@@ -101,7 +101,8 @@ class Channel(Protocol):
         """Show one pulse of the typing indicator; the core repeats it every typing_interval."""
 
     async def done_typing(self, address: Address) -> None:
-        """Clear any indicator that does not expire by itself (e.g. a reaction)."""
+        """The turn answering `address` is over (replied, silent or failed): clear any
+        indicator that does not expire by itself (e.g. a reaction)."""
 
 
 class ChannelSettings(Protocol):

@@ -37,6 +37,10 @@ NON_SILENT_REPLIES = [
     "Tricky **NO_REPLY** in the middle, then more.",
     "NO_REPLY\nbut then real text",
     "x" * 300 + " NO_REPLY",
+    "**Done.**NO_REPLY",
+    "Saved it.**NO_REPLY**",
+    "Done.****NO_REPLY",
+    "**bold** then more**NO_REPLYING",
 ]
 
 
@@ -72,6 +76,9 @@ def test_not_silent(text: str) -> None:
         ("Done. NO_REPLY  \n", "Done."),
         ("Done. **NO_REPLY**", "Done."),
         ("Done.NO_REPLY", "Done.NO_REPLY"),  # not standalone
+        ("**Done.**NO_REPLY", "**Done.**"),  # glued behind the closing emphasis
+        ("Saved it.**NO_REPLY", "Saved it."),  # the markers were the token's own
+        ("Saved it.**NO_REPLY**\n", "Saved it."),
         ("Say NO_REPLY to stay quiet.", "Say NO_REPLY to stay quiet."),
         ("NO_REPLY\nthen text", "NO_REPLY\nthen text"),
         ("trailing space   ", "trailing space"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.chunking import hard_split, pack
+from channels.chunking import carry_styles, hard_split, open_styles, pack
 
 
 def within(limit: int):
@@ -27,3 +27,27 @@ def test_hard_split_cuts_at_whitespace_when_it_can() -> None:
     assert list(hard_split("alpha beta gamma", within(11))) == ["alpha beta", "gamma"]
     assert list(hard_split("abcdefgh", within(3))) == ["abc", "def", "gh"]
     assert list(hard_split("short", within(10))) == ["short"]
+
+
+def test_hard_split_prefers_a_break_outside_parentheses() -> None:
+    line = "one two three four (five six seven eight) nine ten"
+    parts = list(hard_split(line, within(30)))
+    assert parts[0] == "one two three four"
+    assert parts[1].startswith("(five six seven eight)")
+
+
+def test_open_styles_tracks_the_last_paragraph_outside_code() -> None:
+    assert open_styles("**bold and ~~struck") == ["**", "~~"]
+    assert open_styles("**closed** and `**code**` and \\*\\*escaped") == []
+    assert open_styles("**open\n\nnew paragraph") == []
+    assert open_styles("```\n**\n```\n__under") == ["__"]
+
+
+def test_carry_styles_closes_and_reopens_across_chunks() -> None:
+    chunks = ["**bold ~~both", "still both~~ bold** plain", "- **item", "rest** done"]
+    assert carry_styles(chunks) == [
+        "**bold ~~both~~**",
+        "**~~still both~~ bold** plain",
+        "- **item**",
+        "**rest** done",
+    ]

@@ -57,6 +57,23 @@ async def test_an_unreachable_telegram_fails(
     assert found.startswith("[FAIL]") and f"telegram.api_base_url in {config}" in found
 
 
+async def test_a_reaction_telegram_refuses_fails(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, fake_telegram: FakeTelegram
+) -> None:
+    telegram = {
+        "enabled": True,
+        "token": fake_telegram.token,
+        "api_base_url": fake_telegram.url,
+        "done_reaction": "✅",
+    }
+    config = write_config(tmp_path, {"telegram": telegram})
+    code, out = await doctor(tmp_path, config, fake_anthropic.env())
+    assert code == 1, out
+    found = lines(out, "telegram")
+    assert found.startswith("[FAIL]") and "telegram.done_reaction" in found and "✅" in found
+    assert "👍" in found  # the emoji Telegram does accept are listed
+
+
 async def test_a_rejected_token_names_the_file_it_came_from(
     tmp_path: Path, fake_anthropic: FakeAnthropic, fake_telegram: FakeTelegram
 ) -> None:

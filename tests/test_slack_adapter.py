@@ -16,7 +16,7 @@ from bot.channel_contract import AcceptResult
 from bot.config import SlackConfig
 from bot.types import Address, InboundMessage, OutboundMessage
 from channels.slack.adapter import SlackChannel
-from channels.slack.indicators import THINKING_STATUS, TYPING_REACTION
+from channels.slack.indicators import THINKING_STATUS
 from channels.slack.transport import SlackSetupError
 from tests.fakes.slack import FakeSlack, post_event
 from tests.stub_gateway import StubGateway
@@ -305,7 +305,7 @@ async def test_typing_reaction_and_thread_status(
     dm = Address("slack", "D1", reply_to="11.000100")
     await channel.typing(dm)
     await channel.typing(dm)  # a second pulse adds nothing
-    assert fake_slack.reactions == {("D1", "11.000100", TYPING_REACTION)}
+    assert fake_slack.reactions == {("D1", "11.000100", "eyes")}
     await channel.done_typing(dm)
     assert fake_slack.reactions == set()
 
@@ -318,12 +318,29 @@ async def test_typing_reaction_and_thread_status(
     fake_slack.fail_next("assistant.threads.setStatus", "missing_scope")
     other = Address("slack", "C2", thread_id="13.000100", reply_to="13.000200")
     await channel.typing(other)
-    assert ("C2", "13.000200", TYPING_REACTION) in fake_slack.reactions
+    assert ("C2", "13.000200", "eyes") in fake_slack.reactions
     await channel.typing(Address("slack", "C3", thread_id="14.000100", reply_to="14.000200"))
     assert len(fake_slack.calls_to("assistant.threads.setStatus")) == 3  # off everywhere now
 
 
 # --- slash commands ------------------------------------------------------------------------
+
+
+async def test_done_reaction_replaces_the_acknowledgement(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket", ack_reaction=":eyes:", done_reaction="+1")
+    dm = Address("slack", "D1", reply_to="21.000100")
+    await channel.typing(dm)
+    assert fake_slack.reactions == {("D1", "21.000100", "eyes")}
+    await channel.done_typing(dm)
+    assert fake_slack.reactions == {("D1", "21.000100", "+1")}
+
+
+def test_slack_reaction_names_are_checked() -> None:
+    with pytest.raises(ValueError, match="not a Slack emoji name"):
+        SlackConfig(ack_reaction="👀")
+    assert SlackConfig(done_reaction=":white_check_mark:").done_reaction == "white_check_mark"
 
 
 async def test_slash_command_replies_ephemerally(

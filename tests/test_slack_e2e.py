@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.anthropic import FakeAnthropic
-from tests.fakes.slack import FakeSlack, post_event
+from tests.fakes.slack import FakeSlack, new_ts, post_event
 from tests.krill_process import KrillProcess, run_cli
 from tests.paced_replies import assert_complete_and_in_order, is_last_part, long_replies
 
@@ -142,7 +142,7 @@ async def test_dm_is_answered_once_and_retries_are_deduped(
     (reply,) = await slack.replies(1, "D1")
     assert "hello krill" in reply["markdown_text"] and "thread_ts" not in reply
     # The typing reaction went on the DM and came off again.
-    assert fake_slack.calls_to("reactions.add")[0]["name"] == "hourglass_flowing_sand"
+    assert fake_slack.calls_to("reactions.add")[0]["name"] == "eyes"
     await fake_slack.wait_for("reactions.remove")
     assert not fake_slack.reactions
     if mode == "http":
@@ -206,7 +206,10 @@ async def test_thread_sessions_are_isolated_and_seeded_from_slack(
     await slack.replies(3, "C1")
     third = fake_anthropic.message_requests[2].body
     assert "topic one" in json.dumps(third) and "topic two" not in json.dumps(third)
-    assert fake_slack.calls_to("conversations.replies") == []  # Krill's own threads
+    # Krill's own thread is not read on the way in; called again there, it reads only what
+    # was posted since its first look.
+    (reread,) = fake_slack.calls_to("conversations.replies")
+    assert (reread["ts"], reread["oldest"]) == (first["event"]["ts"], first["event"]["ts"])
 
     # Called into a thread it was not part of, Krill reads the thread first.
     root = "1700000000.000100"
@@ -228,7 +231,7 @@ async def test_thread_sessions_are_isolated_and_seeded_from_slack(
     seen = words(fake_anthropic.message_requests[3].body)
     assert "ann: the build is red since Tuesday" in seen
     assert "flaky test in #ci?" in seen and "no idea" in seen
-    assert len(fake_slack.calls_to("conversations.replies")) == 1
+    assert len(fake_slack.calls_to("conversations.replies")) == 2
     assert len(fake_anthropic.message_requests) == 4
     # [slack.channels."C2"] history_limit = 1: the next turn sees only itself.
     await slack.send(fake_slack.app_mention("C2", "U9", "and now?", thread_ts=root))
@@ -246,6 +249,40 @@ async def test_thread_sessions_are_isolated_and_seeded_from_slack(
         f"agent:main:slack:channel:c1:thread:{second['event']['ts']}": 1,
         f"agent:main:slack:channel:c2:thread:{root}": 2,
     }
+
+
+async def test_a_thread_mention_rereads_what_was_said_in_between(
+    start_slack: Starter, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    slack = await start_slack("http")
+    mention = fake_slack.app_mention("C5", "U1", "should we ship on Friday?")
+    root = mention["event"]["ts"]
+    await slack.send(mention)
+    (answer,) = await slack.replies(1, "C5")
+    # People talk on in the thread without mentioning Krill (no events reach it) ...
+    fake_slack.set_user("U2", real_name="Bea Ray", name="bea")
+    fake_slack.set_thread(
+        "C5",
+        root,
+        [
+            {
+                "ts": new_ts(),
+                "user": "U2",
+                "text": "QA found a blocker in checkout",
+                "thread_ts": root,
+            },
+            {"ts": new_ts(), "user": "U1", "text": "then Monday it is", "thread_ts": root},
+        ],
+    )
+    # ... and call it back in: the answer is built on what they said meanwhile.
+    again = fake_slack.app_mention("C5", "U1", "so what did we decide?", thread_ts=root)
+    await slack.send(again)
+    await slack.replies(2, "C5")
+    seen = words(fake_anthropic.message_requests[-1].body)
+    assert "bea: QA found a blocker in checkout" in seen
+    assert "then Monday it is" in seen and "so what did we decide?" in seen
+    # Neither the first question nor Krill's own answer is repeated as thread context.
+    assert "ship on Friday" not in seen and answer["markdown_text"] not in seen
 
 
 async def test_http_rejects_bad_requests(

@@ -62,3 +62,20 @@ def test_mrkdwn_fallback() -> None:
     assert "*bold* &amp; <https://x.io|docs>" in text
     assert "> quote" in text
     assert "```\nif a &lt; b: pass\n```" in text  # language tag dropped, text escaped
+
+
+def test_mrkdwn_fallback_keeps_slack_syntax() -> None:
+    text = to_mrkdwn(
+        "<@U0123ABC> and <#C0456|general>, <!here>: see <https://x.io/a?b=1&c=2|the docs> "
+        "& compare a<b"
+    )
+    assert text == (
+        "<@U0123ABC> and <#C0456|general>, <!here>: see <https://x.io/a?b=1&c=2|the docs> "
+        "&amp; compare a&lt;b"
+    )
+
+
+def test_bold_split_across_chunks_is_reopened() -> None:
+    chunks = split_markdown("**" + " ".join(["bold"] * 30) + "**", 60)
+    assert len(chunks) > 1
+    assert all(c.startswith("**") and c.endswith("**") for c in chunks)

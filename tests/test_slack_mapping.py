@@ -173,3 +173,17 @@ def test_thread_context_lines_keep_root_and_newest() -> None:
     all_lines = thread_context_lines(messages[:6], before_ts="99.0", me=ME, names={})
     assert "krill (you): I said" in all_lines
     assert not any("joined" in line for line in all_lines)
+
+
+def test_thread_context_since_the_last_look_is_only_what_others_said() -> None:
+    messages = [
+        {"ts": "1.000100", "user": "U1", "text": "the root"},
+        {"ts": "2.000100", "user": "U1", "text": "seen already"},
+        {"ts": "3.000100", "user": "UBOT", "bot_id": "BBOT", "text": "my own answer"},
+        {"ts": "4.000100", "user": "U2", "text": "said in between"},
+        {"ts": "5.000100", "user": "U1", "text": "the new mention"},
+    ]
+    lines = thread_context_lines(
+        messages, before_ts="5.000100", me=ME, names={"U2": "bea"}, after_ts="2.000100"
+    )
+    assert lines == ["bea: said in between"]

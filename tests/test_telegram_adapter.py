@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +260,40 @@ def test_create_reads_the_name_from_identity_md(tmp_path: Path) -> None:
     config = Config(telegram=TelegramConfig(enabled=True, token="1:x"), base_dir=tmp_path)
     channel = telegram_channel.create(config, StubGateway())
     assert channel._names == ("Shrimpy",)
+
+
+@pytest.mark.parametrize("key", ["ack_reaction", "done_reaction"])
+def test_create_refuses_a_reaction_telegram_would_refuse(tmp_path: Path, key: str) -> None:
+    config = Config(
+        telegram=TelegramConfig(enabled=True, token="1:x", **{key: "✅"}), base_dir=tmp_path
+    )
+    with pytest.raises(ConfigError, match=rf"telegram\.{key}: .*'✅' is not one of them"):
+        telegram_channel.create(config, StubGateway())
+    # "" turns the reaction off and is fine.
+    off = Config(telegram=TelegramConfig(enabled=True, token="1:x", **{key: ""}), base_dir=tmp_path)
+    assert telegram_channel.create(off, StubGateway()) is not None
+
+
+async def test_group_turn_clears_only_the_messages_it_answered(
+    fake_telegram: FakeTelegram, core: StubGateway, channel: TelegramChannel
+) -> None:
+    group = -100777
+    first = fake_telegram.push_update(fake_telegram.group_message(group, 42, "hi", mention=True))
+    second = fake_telegram.push_update(
+        fake_telegram.group_message(group, 43, "me too", mention=True)
+    )
+    await core.wait(2)
+    first_id, second_id = first["message"]["message_id"], second["message"]["message_id"]
+
+    def on(message_id: int) -> Callable[[dict[str, Any]], bool]:
+        return lambda p: p["message_id"] == message_id
+
+    await fake_telegram.wait_for("setMessageReaction", 1, predicate=on(first_id))
+    await fake_telegram.wait_for("setMessageReaction", 1, predicate=on(second_id))
+    # The turn answering the first message is over; the second waits for its own turn.
+    await channel.done_typing(Address("telegram", str(group), reply_to=str(first_id)))
+    thumbs = [{"type": "emoji", "emoji": "👍"}]
+    assert fake_telegram.reactions[(group, first_id)] == thumbs
+    assert fake_telegram.reactions[(group, second_id)] == [{"type": "emoji", "emoji": "👀"}]
+    await channel.done_typing(Address("telegram", str(group), reply_to=str(second_id)))
+    assert fake_telegram.reactions[(group, second_id)] == thumbs

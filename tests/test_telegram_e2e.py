@@ -29,6 +29,7 @@ FRIEND = 43  # allowed, with a per-user history limit of 1
 STRANGER = 44  # not on allow_from
 LONG_USER = 4201  # allowed; gets the long reply
 STREAM_USER = 4202  # allowed; gets the streamed reply
+REACT_USER = 4203  # allowed; watches the acknowledgement reactions
 BLOCKED_GROUP = -100999
 REPLY_TIMEOUT = 10.0
 
@@ -53,7 +54,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
                 "token": tg.token,
                 "api_base_url": tg.url,
                 "dm_policy": "pairing",
-                "allow_from": [str(u) for u in (ADMIN, FRIEND, LONG_USER, STREAM_USER)],
+                "allow_from": [str(u) for u in (ADMIN, FRIEND, LONG_USER, STREAM_USER, REACT_USER)],
                 "dms": {str(FRIEND): {"history_limit": 1}},
                 "groups": {str(BLOCKED_GROUP): {"allow": False}},
                 "stream_interval": 0.2,
@@ -337,3 +338,43 @@ async def test_pairing_code_then_approval(env: Env) -> None:
     assert status == 0, err
     replies = await say(env, env.tg.private_message(user, "now am I in?"))
     assert "now am I in?" in replies[0]
+
+
+async def reactions_on(env: Env, chat: int, message_id: int, count: int) -> list[str]:
+    """The first `count` emoji setMessageReaction set on one message ("" for a removal)."""
+    calls = await env.tg.wait_for(
+        "setMessageReaction",
+        count,
+        REPLY_TIMEOUT,
+        lambda p: p.get("chat_id") == chat and p.get("message_id") == message_id,
+    )
+    return ["".join(r.get("emoji", "") for r in c.get("reaction") or []) for c in calls]
+
+
+async def test_message_being_answered_gets_eyes_then_thumbs_up(env: Env) -> None:
+    update = env.tg.private_message(REACT_USER, "please look at this")
+    await say(env, update)
+    message_id = update["message"]["message_id"]
+    assert await reactions_on(env, REACT_USER, message_id, 2) == ["👀", "👍"]
+    assert env.tg.reactions[(REACT_USER, message_id)] == [{"type": "emoji", "emoji": "👍"}]
+
+
+async def test_a_refused_reaction_never_blocks_the_reply(env: Env) -> None:
+    env.tg.fail_next("setMessageReaction", 400, "Bad Request: REACTION_INVALID", times=2)
+    update = env.tg.private_message(REACT_USER, "answer me anyway")
+    replies = await say(env, update)
+    assert "answer me anyway" in replies[-1]
+    # Both the 👀 and the 👍 were tried, and refused; the reply went out regardless.
+    await reactions_on(env, REACT_USER, update["message"]["message_id"], 2)
+    assert (REACT_USER, update["message"]["message_id"]) not in env.tg.reactions
+    assert "could not react to message" in env.krill.log()
+
+
+async def test_hyperlink_target_reaches_the_model(env: Env) -> None:
+    update = env.tg.private_message(REACT_USER, "read the release notes please")
+    update["message"]["entities"] = [
+        {"type": "text_link", "offset": 9, "length": 13, "url": "https://example.org/notes"}
+    ]
+    await say(env, update, expect="release notes")
+    (said,) = requests_mentioning(env, "https://example.org/notes")
+    assert "read the [release notes](https://example.org/notes) please" in said

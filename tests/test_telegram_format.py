@@ -123,3 +123,36 @@ def test_tables_render_within_the_limit() -> None:
     rows = "\n".join(f"| {i} | {'v' * 30} |" for i in range(300))
     chunks = split_markdown("| n | value |\n|---|---|\n" + rows)
     assert all(rendered_units(c) <= MAX_MESSAGE_UNITS for c in chunks)
+
+
+def test_file_names_are_set_as_code_so_telegram_does_not_link_them() -> None:
+    text, entities = to_telegram(
+        "Edit README.md, then run scripts/backup.sh. See https://x.com/a.sh and `x.py`."
+    )
+    code = {text[e.offset : e.offset + e.length] for e in entities if e.type == "code"}
+    assert code == {"README.md", "scripts/backup.sh", "x.py"}
+
+
+def test_file_names_inside_links_or_bold_are_left_alone() -> None:
+    _, entities = to_telegram("🦐 [the README.md](https://e.org) **notes.md** and a@b.md")
+    assert [e.type for e in entities] == ["text_link", "bold"]
+    # Offsets after an astral emoji count UTF-16 units.
+    _, later = to_telegram("🦐 see setup.py")
+    assert (later[0].type, later[0].offset, later[0].length) == ("code", 7, 8)
+
+
+def test_bold_cut_across_chunks_stays_bold_in_both() -> None:
+    words = " ".join(f"word{i}" for i in range(400))
+    chunks = split_markdown(f"**{words}**", limit=1000)
+    assert len(chunks) > 1
+    for chunk in chunks:
+        text, entities = to_telegram(chunk)
+        assert "*" not in text
+        assert [(e.type, e.offset, e.length) for e in entities] == [("bold", 0, len(text))]
+
+
+def test_a_stray_marker_is_not_carried_past_a_paragraph_break() -> None:
+    first = "2**3 is eight " + "x " * 400
+    second = "```python\n" + "print(1)\n" * 20 + "```"
+    chunks = split_markdown(f"{first}\n\n{second}", limit=900)
+    assert [c.strip() for c in chunks] == [first.strip(), second]

@@ -219,3 +219,81 @@ def test_identity_name_and_names() -> None:
     assert identity_name("no name here") is None
     assert names_from(["Krill", None, "krill", " Shrimpy "]) == ("Krill", "Shrimpy")
     assert not BotIdentity(1, "zz", ("AI",)).name_in("AI and zz")  # too short to match
+
+
+def test_text_link_reaches_the_model_with_its_url(tg: FakeTelegram) -> None:
+    update = tg.private_message(42, "see 😀 the docs and this")
+    # Offsets count UTF-16 units: the emoji before "the docs" takes two.
+    update["message"]["entities"] = [
+        {"type": "text_link", "offset": 7, "length": 8, "url": "https://example.com/docs"},
+        {"type": "bold", "offset": 20, "length": 4},
+    ]
+    assert mapped(update).text == "see 😀 [the docs](https://example.com/docs) and this"
+
+
+def test_caption_links_are_kept_too(tg: FakeTelegram) -> None:
+    update = tg.photo_message(42, 42, caption="source")
+    update["message"]["caption_entities"] = [
+        {"type": "text_link", "offset": 0, "length": 6, "url": "https://example.com/a.png"}
+    ]
+    assert mapped(update).text == "[photo]\n[source](https://example.com/a.png)"
+
+
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [
+        (
+            {
+                "type": "user",
+                "date": 1,
+                "sender_user": {"id": 7, "is_bot": False, "first_name": "Bob", "username": "bobby"},
+            },
+            "[forwarded from Bob (@bobby)]",
+        ),
+        ({"type": "hidden_user", "date": 1, "sender_user_name": "Carol"}, "[forwarded from Carol]"),
+        (
+            {
+                "type": "channel",
+                "date": 1,
+                "message_id": 5,
+                "author_signature": "Dan",
+                "chat": {"id": -1005, "type": "channel", "title": "News", "username": "news"},
+            },
+            "[forwarded from News (@news), signed Dan]",
+        ),
+    ],
+)
+def test_forwarded_messages_say_where_they_came_from(
+    tg: FakeTelegram, origin: dict[str, Any], expected: str
+) -> None:
+    update = tg.private_message(42, "the meeting moved to 3pm")
+    update["message"]["forward_origin"] = origin
+    assert mapped(update).text == f"{expected}\nthe meeting moved to 3pm"
+
+
+def test_tap_to_mention_link_to_the_bot_counts(tg: FakeTelegram) -> None:
+    update = tg.group_message(GROUP, 42, "Bot please help")
+    update["message"]["entities"] = [
+        {"type": "text_link", "offset": 0, "length": 3, "url": f"tg://user?id={BOT.id}"}
+    ]
+    assert mapped(update).mentioned
+    other = tg.group_message(GROUP, 42, "Bob please help")
+    other["message"]["entities"] = [
+        {"type": "text_link", "offset": 0, "length": 3, "url": "tg://user?id=12345"}
+    ]
+    assert not mapped(other).mentioned
+
+
+def test_reply_to_the_bots_service_message_is_not_addressed(tg: FakeTelegram) -> None:
+    update = tg.group_message(GROUP, 42, "ok then", topic_message=True, thread_id=7)
+    closed = {
+        "message_id": 3,
+        "date": 1,
+        "chat": update["message"]["chat"],
+        "from": tg.bot_user,
+        "message_thread_id": 7,
+        "is_topic_message": True,
+        "forum_topic_closed": {},
+    }
+    update["message"]["reply_to_message"] = closed
+    assert not mapped(update).mentioned

@@ -226,10 +226,14 @@ class ReplyStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._typing
             self._typing = None
-            assert self.channel is not None and self.address is not None
-            try:
-                await self.channel.done_typing(self.address)
-            except Exception:  # a leftover indicator is cosmetic; the reply went out
-                log.warning(
-                    "could not clear the typing indicator of turn %s", self.turn_id, exc_info=True
-                )
+        if not self.visible:
+            return
+        # Also after a silent or failed turn: an acknowledgement reaction set when the
+        # message arrived must not stay behind.
+        assert self.channel is not None and self.address is not None
+        try:
+            await self.channel.done_typing(self.address)
+        except Exception:  # a leftover indicator is cosmetic; the reply went out
+            log.warning(
+                "could not clear the typing indicator of turn %s", self.turn_id, exc_info=True
+            )

@@ -1,7 +1,8 @@
 """The NO_REPLY convention: detect a silent reply, strip a trailing token, and gate a stream.
 
 A reply that is only the token is never delivered, streamed or shown as typing; real text
-followed by the token is delivered without it.
+followed by the token is delivered without it, also when the token is glued to the text's
+closing emphasis (`**Done.**NO_REPLY`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ _EMPHASIS = "*_"
 _MAX_EMPHASIS = 3
 _TOKEN = rf"[*_]{{0,{_MAX_EMPHASIS}}}{SILENT_TOKEN}[*_]{{0,{_MAX_EMPHASIS}}}"
 _SILENT_RE = re.compile(rf"\s*{_TOKEN}\s*")
-# `(?<!\S)`: the token must stand alone, so "FOO_NO_REPLY" is left as it is. `\Z`, not `$`,
-# because `$` also matches before a final newline.
-_TRAILING_RE = re.compile(rf"(?<!\S){_TOKEN}\s*\Z")
+# `(?<!\S)`: the token must stand alone, so "FOO_NO_REPLY" is left as it is, unless it
+# directly follows emphasis markers ("…**NO_REPLY"). `\Z`, not `$`, because `$` also
+# matches before a final newline.
+_TRAILING_RE = re.compile(
+    rf"(?:(?<!\S){_TOKEN}|(?<=[*_]){SILENT_TOKEN}[*_]{{0,{_MAX_EMPHASIS}}})\s*\Z"
+)
 # Longest non-whitespace form of the token: emphasis, token, emphasis.
 _TOKEN_SPAN = len(SILENT_TOKEN) + 2 * _MAX_EMPHASIS
 
@@ -30,8 +34,20 @@ def is_silent(text: str) -> bool:
 
 
 def strip_silent(text: str) -> str:
-    """Remove a trailing standalone NO_REPLY and trailing whitespace; "" when nothing is left."""
-    return _TRAILING_RE.sub("", text, count=1).rstrip()
+    """Remove a trailing standalone NO_REPLY and trailing whitespace; "" when nothing is left.
+
+    Markers glued in front of the token go with it when they would open emphasis, and stay
+    when they close emphasis the text opened ("**Done.**NO_REPLY" -> "**Done.**").
+    """
+    match = _TRAILING_RE.search(text)
+    if match is None:
+        return text.rstrip()
+    head = text[: match.start()]
+    bare = head.rstrip(_EMPHASIS)
+    marks = head[len(bare) :]
+    if marks and bare.count(marks) % 2 == 0:
+        head = bare
+    return head.rstrip()
 
 
 def _could_start_token(s: str) -> bool:
@@ -103,8 +119,13 @@ class SilentGate:
         at_start = not self._released
         # A trailing token's visible part is at most _TOKEN_SPAN chars, so it can only start
         # in that window before the trailing whitespace; the earliest candidate wins.
+        # Emphasis markers are held with a token that may follow them, whatever precedes them.
         for start in range(max(0, cut - _TOKEN_SPAN), cut + 1):
-            standalone = pending[start - 1].isspace() if start > 0 else at_start
-            if standalone and _could_start_token(pending[start:]):
-                return len(pending[:start].rstrip())
+            prev = pending[start - 1] if start > 0 else ""
+            standalone = prev.isspace() if prev else at_start
+            glued = prev in _EMPHASIS if prev else False
+            if start < len(pending) and pending[start] in _EMPHASIS:
+                glued = True
+            if (standalone or glued) and _could_start_token(pending[start:]):
+                return len(pending[:start].rstrip().rstrip(_EMPHASIS))
         return cut

@@ -4,10 +4,11 @@ per-group overrides) and the `[telegram]` and `[slack]` sections built on it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from bot.config.sections import Section
 
@@ -34,6 +35,9 @@ class GroupOverride(Section):
     allow: bool | None = None
     tools: ToolFilterConfig | None = None
 
+
+# What Slack accepts as an emoji name in reactions.add (custom emoji included).
+_SLACK_EMOJI_NAME = re.compile(r"[a-z0-9_+'-]+(?:::skin-tone-[2-6])?")
 
 DmPolicy = Literal["allowlist", "open", "pairing", "disabled"]
 GroupPolicy = Literal["open", "allowlist", "disabled"]
@@ -82,6 +86,10 @@ class TelegramConfig(ChannelPolicyConfig):
     groups: dict[str, GroupOverride] = Field(default_factory=dict)
     stream_interval: float = Field(1.5, ge=0)  # seconds between draft edits; 0 disables streaming
     pacing: TelegramPacing = Field(default_factory=TelegramPacing)
+    # Reaction on a message while its answer is worked on, and the one that replaces it when
+    # the turn is over; "" for none. Only the Bot API's reaction emoji are accepted.
+    ack_reaction: str = "👀"
+    done_reaction: str = "👍"
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         return self.groups
@@ -97,6 +105,18 @@ class SlackConfig(ChannelPolicyConfig):
     stream_interval: float = Field(1.5, ge=0)
     pacing: SlackPacing = Field(default_factory=SlackPacing)
     allow_bots: bool = False  # answer other bots' messages (never the bot's own)
+    # Emoji names (as in :eyes:) for the reaction shown while a reply is worked on where
+    # Slack has no thread status, and for the one left when it is done; "" for none.
+    ack_reaction: str = "eyes"
+    done_reaction: str = ""
+
+    @field_validator("ack_reaction", "done_reaction")
+    @classmethod
+    def _emoji_name(cls, value: str) -> str:
+        name = value.strip().strip(":")
+        if name and not _SLACK_EMOJI_NAME.fullmatch(name):
+            raise ValueError(f"{value!r} is not a Slack emoji name such as 'eyes' or '+1'")
+        return name
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         return self.channels

@@ -89,7 +89,7 @@ class SlackChannel:
         self.me = BotIdentity(user_id="", bot_id="")
         self.poster = Poster(self.client, Window(Limit(1, config.pacing.channel_interval)))
         self.streams = Streams(self.client, self.poster)
-        self.indicators = Indicators(self.client)
+        self.indicators = Indicators(self.client, config.ack_reaction, config.done_reaction)
         self.slash = SlashCommands(core, self.client, self.poster)
         people = People(self.client)
         self.inbound = Inbound(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from markdown_to_mrkdwn import SlackMarkdownConverter
 
-from channels.chunking import Fits, hard_split, pack
+from channels.chunking import Fits, carry_styles, hard_split, pack
 
 # `markdown_text` takes at most 12,000 characters; Slack advises messages of about 4,000.
 # 8,000 keeps a long answer to a few messages while leaving room below the hard cap.
@@ -22,6 +22,11 @@ CHUNK_CHARS = 8_000
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _LANG_TAG = re.compile(r"^(\s*```)[^\s`]+[ \t]*$", re.MULTILINE)
 _LEADING_QUOTE = re.compile(r"^(\s*>+)(.*)$")
+# Slack's own syntax a reply may carry on purpose: <@U…> and <#C…|name> mentions, <!here>
+# and other special mentions, and <url|text> links. These pass through unescaped.
+_SLACK_TOKEN = re.compile(
+    r"<(?:[@#!][^<>\s|]+(?:\|[^<>]*)?|(?:https?|mailto):[^<>\s|]+(?:\|[^<>]*)?)>"
+)
 _converter = SlackMarkdownConverter()
 
 
@@ -102,7 +107,9 @@ def split_markdown(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
     """Chunks of at most `limit` characters, cut between paragraphs, then between lines.
 
     A code block is never cut in the middle unless it alone exceeds `limit`; then each
-    piece is closed and reopened with the same fence, so every chunk renders on its own.
+    piece is closed and reopened with the same fence, so every chunk renders on its own. A
+    style cut in two is closed and reopened, which may add a few characters of markers
+    (well inside Slack's MARKDOWN_TEXT_MAX).
     """
     if limit < 20:
         raise ValueError(f"chunk limit too small: {limit}")
@@ -110,7 +117,9 @@ def split_markdown(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
     def pieces(block: _Block) -> list[str]:
         if len(block.text) <= limit:
             return [block.text]
-        return _split_code(block, limit) if block.is_code else _split_lines(block.text, limit)
+        if block.is_code:
+            return _split_code(block, limit)
+        return carry_styles(_split_lines(block.text, limit))
 
     return pack(
         (piece for block in _blocks(markdown.strip()) for piece in pieces(block)),
@@ -124,12 +133,23 @@ def _escape_line(line: str) -> str:
     # Markdown's quote marker, which the mrkdwn converter keeps, so it stays as is.
     quote = _LEADING_QUOTE.match(line)
     head, rest = (quote.group(1), quote.group(2)) if quote else ("", line)
-    rest = rest.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return head + rest
+    out: list[str] = []
+    last = 0
+    for token in _SLACK_TOKEN.finditer(rest):
+        out.append(_escape(rest[last : token.start()]))
+        out.append(token.group())
+        last = token.end()
+    out.append(_escape(rest[last:]))
+    return head + "".join(out)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def to_mrkdwn(markdown: str) -> str:
-    """Slack mrkdwn for `markdown`: control characters escaped, code-fence languages dropped.
+    """Slack mrkdwn for `markdown`: control characters escaped (except in Slack's own
+    mentions and links), code-fence languages dropped.
 
     Slack would print a fence's language tag ("```python") as the code's first line.
     """

@@ -1,5 +1,6 @@
 """A thread's earlier messages, fetched when Krill is called into a thread it was not part
-of, so the model sees what was said before the mention."""
+of, so the model sees what was said before the mention; and, when it is mentioned again in a
+thread it knows, the replies posted since it last looked."""
 
 from __future__ import annotations
 
@@ -30,13 +31,14 @@ class ThreadHistory:
         self.people = people
         self.identity = identity  # the bot as signed in (known once the adapter started)
 
-    async def context_lines(self, post: SlackPost) -> list[str]:
-        """Earlier messages of the thread `post` is in, labelled by sender ([] on failure)."""
+    async def context_lines(self, post: SlackPost, since_ts: str | None = None) -> list[str]:
+        """Earlier messages of the thread `post` is in, labelled by sender ([] on failure);
+        with `since_ts`, only others' replies posted after it."""
         assert post.thread_ts is not None
         names = self.people.names
         try:
             async with asyncio.timeout(HISTORY_FETCH_SECONDS):
-                messages = await self._messages(post.channel, post.thread_ts)
+                messages = await self._messages(post.channel, post.thread_ts, since_ts)
                 unknown = [u for u in history_users(messages) if u not in names]
                 await asyncio.gather(
                     *(self.people.lookup(u) for u in unknown[:HISTORY_MAX_NAME_LOOKUPS])
@@ -45,14 +47,18 @@ class ThreadHistory:
             # Context is a help, not a requirement: the post is still accepted without it.
             log.warning("slack: could not fetch thread %s history: %s", post.thread_ts, exc)
             return []
-        return thread_context_lines(messages, before_ts=post.ts, me=self.identity(), names=names)
+        return thread_context_lines(
+            messages, before_ts=post.ts, me=self.identity(), names=names, after_ts=since_ts
+        )
 
-    async def _messages(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+    async def _messages(
+        self, channel: str, thread_ts: str, oldest: str | None
+    ) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(HISTORY_MAX_PAGES):
             reply = await self.client.conversations_replies(
-                channel=channel, ts=thread_ts, limit=HISTORY_PAGE_SIZE, cursor=cursor
+                channel=channel, ts=thread_ts, limit=HISTORY_PAGE_SIZE, cursor=cursor, oldest=oldest
             )
             messages.extend(m for m in reply.get("messages") or [] if isinstance(m, dict))
             cursor = (reply.get("response_metadata") or {}).get("next_cursor") or None

@@ -52,6 +52,9 @@ class Inbound:
         self._handled_posts: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
         self._inflight: dict[str, asyncio.Future[None]] = {}
         self._threads: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)  # Krill's
+        # Per thread Krill is in: the newest post it has seen there, so a later mention
+        # re-reads only what was posted since.
+        self._last_seen: LRUCache[tuple[str, str], str] = LRUCache(MEMORY_ITEMS)
 
     async def on_message_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> None:
         event_id = str(body.get("event_id", ""))
@@ -98,6 +101,7 @@ class Inbound:
     async def _ingest(self, post: SlackPost) -> None:
         msg = to_inbound(post, mentioned=post.mentioned)
         fetch_history = False
+        since: str | None = None
         if post.chat_type == ChatType.CHANNEL and post.thread_ts is not None:
             joined = await self._takes_part(post, msg)
             if not joined and not post.mentioned and self.gateway.requires_mention(msg):
@@ -108,9 +112,14 @@ class Inbound:
             # A reply in a thread Krill takes part in is addressed to it.
             msg.mentioned = post.mentioned or joined
             fetch_history = not joined
+            if joined and post.mentioned:
+                # Called again: people may have talked in the thread without the bot seeing
+                # it (no event for unmentioned replies, or a restart in between).
+                since = await self._last_seen_in(post, msg)
+                fetch_history = since is not None
         user_name, context = await asyncio.gather(
             self.people.name_of(post),
-            self.history.context_lines(post) if fetch_history else _nothing(),
+            self.history.context_lines(post, since) if fetch_history else _nothing(),
         )
         msg.user_name = user_name
         msg.context_lines = context
@@ -121,6 +130,7 @@ class Inbound:
         result = await self.gateway.accept(msg)
         if result == AcceptResult.ACCEPTED and thread and post.chat_type == ChatType.CHANNEL:
             self._threads[(post.channel, thread)] = True
+            self._last_seen[(post.channel, thread)] = post.ts
         log.info(
             "slack: %s %s from %s in %s%s%s",
             result,
@@ -137,3 +147,13 @@ class Inbound:
         if post.parent_is_bot or (post.channel, post.thread_ts) in self._threads:
             return True
         return await self.gateway.session_exists(msg)
+
+    async def _last_seen_in(self, post: SlackPost, msg: InboundMessage) -> str | None:
+        """When the bot last looked at `post`'s thread: the newest post it took in there, or
+        after a restart the time of the sender's last exchange in its session."""
+        assert post.thread_ts is not None
+        seen = self._last_seen.get((post.channel, post.thread_ts))
+        if seen is not None:
+            return seen
+        history = await self.gateway.recent_history(msg, 1)
+        return f"{history[-1].timestamp:.6f}" if history else None

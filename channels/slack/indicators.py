@@ -1,5 +1,6 @@
 """The typing indicator on Slack: "is thinking…" under a thread where Slack offers thread
-status, else an hourglass reaction on the message being answered."""
+status, else an acknowledgement reaction (`slack.ack_reaction`, 👀 by default) on the message
+being answered, removed or swapped for `slack.done_reaction` when the turn is over."""
 
 from __future__ import annotations
 
@@ -15,15 +16,16 @@ from channels.slack.api import FEATURE_UNAVAILABLE, MEMORY_ITEMS, api_error
 log = logging.getLogger(__name__)
 
 THINKING_STATUS = "is thinking…"
-TYPING_REACTION = "hourglass_flowing_sand"
 # setStatus lasts two minutes unless a message clears it; refresh well inside that.
 TYPING_REFRESH_SECONDS = 60.0
 ALL_CHANNELS = "*"
 
 
 class Indicators:
-    def __init__(self, client: AsyncWebClient):
+    def __init__(self, client: AsyncWebClient, ack_reaction: str, done_reaction: str):
         self.client = client
+        self.ack_reaction = ack_reaction
+        self.done_reaction = done_reaction
         # Where an indicator is showing, so done_typing clears only what typing set.
         self._statuses: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)
         self._reactions: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)
@@ -48,15 +50,9 @@ class Indicators:
                 self._status_off.add(off)
                 log.info("slack: no thread status in %s (%s); using a reaction", off, error)
         target = (address.chat_id, address.reply_to or "")
-        if not address.reply_to or target in self._reactions:
+        if not address.reply_to or not self.ack_reaction or target in self._reactions:
             return
-        try:
-            await self.client.reactions_add(
-                channel=address.chat_id, timestamp=address.reply_to, name=TYPING_REACTION
-            )
-        except SlackApiError as exc:
-            if api_error(exc) != "already_reacted":
-                raise
+        await self._react(address.chat_id, address.reply_to, self.ack_reaction)
         self._reactions[target] = True
 
     async def done_typing(self, address: Address) -> None:
@@ -66,5 +62,14 @@ class Indicators:
             )
         if address.reply_to and self._reactions.pop((address.chat_id, address.reply_to), None):
             await self.client.reactions_remove(
-                channel=address.chat_id, timestamp=address.reply_to, name=TYPING_REACTION
+                channel=address.chat_id, timestamp=address.reply_to, name=self.ack_reaction
             )
+            if self.done_reaction:
+                await self._react(address.chat_id, address.reply_to, self.done_reaction)
+
+    async def _react(self, channel: str, ts: str, name: str) -> None:
+        try:
+            await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
+        except SlackApiError as exc:
+            if api_error(exc) != "already_reacted":
+                raise

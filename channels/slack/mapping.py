@@ -333,17 +333,22 @@ def thread_context_lines(
     me: BotIdentity,
     names: Mapping[str, str],
     limit: int = THREAD_HISTORY_LIMIT,
+    after_ts: str | None = None,
 ) -> list[str]:
     """Earlier thread messages as "sender: text" lines: the root, then the newest ones.
 
     Only messages older than `before_ts` (the post being answered) count, so the post is
-    not repeated as its own context.
+    not repeated as its own context. With `after_ts` (when the bot last looked) only what
+    others posted after it counts: what the bot saw or said then is in its transcript.
     """
     cutoff = _ts_seconds(before_ts)
+    since = _ts_seconds(after_ts) if after_ts is not None else None
     lines: list[str] = []
     for message in messages:
         ts = message.get("ts")
         if not isinstance(ts, str) or _ts_seconds(ts) >= cutoff:
+            continue
+        if since is not None and (_ts_seconds(ts) <= since or is_own(message, me)):
             continue
         subtype = message.get("subtype")
         if subtype is not None and subtype not in TEXT_SUBTYPES and subtype != BOT_SUBTYPE:

@@ -48,6 +48,10 @@ def create(config: Config, gateway: Gateway) -> TelegramChannel:
             "telegram.webhook_secret: use 1-256 characters from A-Z, a-z, 0-9, '_' and '-' "
             "(Telegram refuses any other secret_token)"
         )
+    from channels.telegram.reactions import check_reaction
+
+    check_reaction("telegram.ack_reaction", telegram.ack_reaction)
+    check_reaction("telegram.done_reaction", telegram.done_reaction)
     name = _workspace_name(config)
     return TelegramChannel(
         telegram,

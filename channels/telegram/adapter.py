@@ -43,6 +43,7 @@ from channels.telegram.mapping import (
 )
 from channels.telegram.pacing import PREVIEW, FloodPacer
 from channels.telegram.polling import STALE_AFTER, Poller
+from channels.telegram.reactions import Reactions
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class TelegramChannel:
         self._core = core
         self._names = names  # extra names the bot answers to, e.g. from IDENTITY.md
         self._app = build_application(config)
+        self._reactions = Reactions(self._app.bot, config.ack_reaction, config.done_reaction)
         self.identity: BotIdentity | None = None
         self._poller: Poller | None = None
         self._connected = False
@@ -137,6 +139,7 @@ class TelegramChannel:
         if self._poller is not None:
             await self._poller.stop()
             self._poller = None
+        await self._reactions.stop()
         if self._connected:  # start() may have failed before connecting
             await self._app.shutdown()
             self._connected = False
@@ -233,7 +236,11 @@ class TelegramChannel:
         if msg is None:
             log.debug("ignoring Telegram update %d (not a new message)", update.update_id)
             return None
-        return await self._core.accept(msg)
+        result = await self._core.accept(msg)
+        if result == AcceptResult.ACCEPTED and update.message is not None:
+            message = update.message
+            self._reactions.acknowledge(message.chat.id, msg.thread_id, message.message_id)
+        return result
 
     def routes(self) -> list[web.RouteDef]:
         if self.config.mode != "webhook":
@@ -391,7 +398,9 @@ class TelegramChannel:
         )
 
     async def done_typing(self, address: Address) -> None:
-        return None  # the indicator stops by itself when the reply arrives
+        # "typing…" stops by itself when the reply arrives; the acknowledgement does not.
+        answered = int(address.reply_to) if address.reply_to else None
+        await self._reactions.finish(int(address.chat_id), address.thread_id, answered)
 
     # --- helpers ----------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""`krill doctor`'s check of the Telegram channel: does the bot token work at `api_base_url`."""
+"""`krill doctor`'s check of the Telegram channel: does the bot token work at `api_base_url`,
+and are the configured reactions ones Telegram accepts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config
 from bot.config.origins import origin
+from bot.errors import ConfigError
 
 
 async def check(config: Config) -> list[Check]:
@@ -16,6 +18,13 @@ async def check(config: Config) -> list[Check]:
     from telegram import Bot
     from telegram.error import InvalidToken, TelegramError
 
+    from channels.telegram.reactions import check_reaction
+
+    try:
+        check_reaction("telegram.ack_reaction", config.telegram.ack_reaction)
+        check_reaction("telegram.done_reaction", config.telegram.done_reaction)
+    except ConfigError as exc:
+        return [Check("telegram", FAIL, str(exc))]
     base = config.telegram.api_base_url.rstrip("/")
     bot = Bot(config.telegram.token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot")
     try:

@@ -3,7 +3,8 @@ reply into chunks that each fit one message.
 
 Pure functions. A chunk stays Markdown (the ledger and transcript keep what the model wrote);
 `to_telegram` turns one chunk into the text and entities that are sent with no parse_mode,
-so nothing ever needs escaping.
+so nothing ever needs escaping. File names such as `README.md` are set as code there, because
+Telegram's apps would otherwise show them as links to a web site (.md and .sh are domains).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from telegramify_markdown.converter import STANDARD_OPTIONS, convert
 from telegramify_markdown.entity import MessageEntity as ConvertedEntity
 from telegramify_markdown.entity import utf16_len
 
-from channels.chunking import hard_split, pack
+from channels.chunking import carry_styles, hard_split, pack
 
 # Telegram counts the limit after entity parsing, in UTF-16 code units.
 MAX_MESSAGE_UNITS: int = MessageLimit.MAX_TEXT_LENGTH
@@ -27,6 +28,16 @@ MAX_MESSAGE_UNITS: int = MessageLimit.MAX_TEXT_LENGTH
 _TAG_START = re.compile(rb"<(?=[A-Za-z/!?])")
 # An opening or closing code fence: up to 3 spaces, then ``` or ~~~ (or longer).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# A file name or path with a common extension, standing alone (not part of a URL, an e-mail
+# address or a longer word): "README.md", "scripts/backup.sh", but not "x.com/README.md".
+_FILE_EXTENSIONS = (
+    "md|sh|bash|zsh|py|rs|go|rb|pl|php|js|mjs|ts|tsx|jsx|json|yaml|yml|toml|ini|cfg|conf|env|"
+    "txt|log|csv|sql|db|html|css|xml|lock|zip|tar|gz|tgz|pdf|png|jpe?g|gif|svg|mp3|mp4|mov|"
+    "exe|so|dll|c|h|cc|cpp|hpp|java|kt|swift|lua|ps1|bat"
+)
+_FILE_NAME = re.compile(
+    rf"(?<![\w.:/@~-])[\w-][\w.~/-]*\.(?:{_FILE_EXTENSIONS})(?![\w/@-]|\.\w)", re.IGNORECASE
+)
 
 
 def literal_html(markdown: str) -> str:
@@ -67,16 +78,29 @@ def rendered_units(markdown: str) -> int:
     return utf16_len(_convert(markdown)[0])
 
 
+def file_names_as_code(text: str, entities: list[MessageEntity]) -> list[MessageEntity]:
+    """`entities` plus a code entity for each bare file name outside every other entity."""
+    taken = [(e.offset, e.offset + e.length) for e in entities]
+    added: list[MessageEntity] = []
+    for match in _FILE_NAME.finditer(text):
+        start = utf16_len(text[: match.start()])
+        end = start + utf16_len(match.group())
+        if not any(start < other_end and other_start < end for other_start, other_end in taken):
+            added.append(MessageEntity(MessageEntity.CODE, start, end - start))
+    return sorted([*entities, *added], key=lambda e: e.offset) if added else entities
+
+
 def to_telegram(markdown: str) -> tuple[str, list[MessageEntity]]:
     """Plain text and entities for one chunk, ready for sendMessage/editMessageText.
 
     Markdown that renders to nothing visible is sent as its raw text rather than as an
     empty message Telegram would refuse.
     """
-    text, entities = _convert(markdown)
+    text, converted = _convert(markdown)
     if not text.strip():
         return markdown.strip(), []
-    return text, [MessageEntity.de_json(entity.to_dict(), None) for entity in entities]
+    entities = [MessageEntity.de_json(entity.to_dict(), None) for entity in converted]
+    return text, file_names_as_code(text, entities)
 
 
 def plain_fallback(markdown: str, converted: str, limit: int = MAX_MESSAGE_UNITS) -> str:
@@ -188,7 +212,9 @@ def split_markdown(
     """Markdown chunks, in order, each rendering to at most `limit` units.
 
     Chunks break between paragraphs where possible, else between lines, and never inside a
-    code block without closing and reopening it. Blank-only input gives no chunks.
+    code block without closing and reopening it; a style cut in two is closed and reopened
+    (its markers render to nothing, so the measure is unchanged). Blank-only input gives no
+    chunks.
     """
 
     def fits(text: str) -> bool:
@@ -197,6 +223,6 @@ def split_markdown(
     pieces = (
         piece
         for block in split_blocks(markdown.strip())
-        for piece in ([block] if fits(block) else _split_lines(block, fits))
+        for piece in ([block] if fits(block) else carry_styles(_split_lines(block, fits)))
     )
     return pack(pieces, "\n\n", fits)

@@ -3,6 +3,9 @@ bot was addressed, and text for messages that carry no text of their own.
 
 Pure functions over python-telegram-bot's data objects; no network, no store.
 
+Text reaches the model as the person saw it: a hyperlink (`text_link`) becomes `[text](url)`,
+and a forwarded message says who or where it was forwarded from.
+
 Decisions made here (README: docs/readme/telegram.md):
 - Forum topics get `thread_id` = `message_thread_id`, only for topic messages in forum chats.
   Ordinary supergroups also put `message_thread_id` on replies, which are not topics. The
@@ -16,10 +19,20 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from telegram import Chat, Message, MessageEntity, Update
+from telegram import (
+    Chat,
+    Message,
+    MessageEntity,
+    MessageOrigin,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    Update,
+)
 
 from bot.types import Address, ChatType, InboundMessage
 
@@ -88,11 +101,13 @@ def is_reply_to_bot(message: Message, bot: BotIdentity) -> bool:
 
     Inside a forum topic every message "replies" to the topic's creation service message,
     which may well be the bot's own if it opened the topic; that is not a reply.
+    A reply to one of the bot's service messages (a topic it closed, hid or renamed) is not
+    one either: there is nothing there the person could be answering.
     """
     target = message.reply_to_message
     if target is None or target.from_user is None or target.from_user.id != bot.id:
         return False
-    if target.forum_topic_created is not None:
+    if message_text(target) is None:  # a service message: no text, caption or media
         return False
     return not (message.is_topic_message and target.message_id == message.message_thread_id)
 
@@ -102,6 +117,7 @@ def _entities(message: Message) -> dict[MessageEntity, str]:
         MessageEntity.MENTION,
         MessageEntity.TEXT_MENTION,
         MessageEntity.BOT_COMMAND,
+        MessageEntity.TEXT_LINK,
     ]
     if message.text is not None:
         return message.parse_entities(kinds)
@@ -118,6 +134,9 @@ def is_addressed(message: Message, bot: BotIdentity) -> bool:
         if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot.id:
             return True
         if entity.type == MessageEntity.BOT_COMMAND and text.casefold().endswith(handle):
+            return True
+        # A tap-to-mention of a user without a username arrives as a link to their id.
+        if entity.type == MessageEntity.TEXT_LINK and entity.url == f"tg://user?id={bot.id}":
             return True
     if bot.name_in(message.text or message.caption or ""):
         return True
@@ -181,15 +200,68 @@ def placeholder(message: Message) -> str | None:
     return None
 
 
+def with_links(text: str, entities: Sequence[MessageEntity]) -> str:
+    """`text` with each hyperlink written as `[label](url)`, so the target is not lost.
+
+    Entity offsets count UTF-16 code units, hence the detour through UTF-16.
+    """
+    links = sorted(
+        (e for e in entities if e.type == MessageEntity.TEXT_LINK and e.url),
+        key=lambda e: e.offset,
+    )
+    if not links:
+        return text
+    units = text.encode("utf-16-le")
+
+    def part(start: int, end: int) -> str:
+        return units[2 * start : 2 * end].decode("utf-16-le", errors="replace")
+
+    out: list[str] = []
+    done = 0
+    for link in links:
+        start, end = link.offset, link.offset + link.length
+        if start < done:
+            continue  # overlaps the previous link: keep the text as it is
+        label = part(start, end)
+        out.append(part(done, start))
+        out.append(label if label.strip() == link.url else f"[{label}]({link.url})")
+        done = end
+    out.append(part(done, len(units) // 2))
+    return "".join(out)
+
+
+def _who(name: str, username: str | None) -> str:
+    return f"{name} (@{username})" if username else name
+
+
+def forwarded_from(origin: MessageOrigin) -> str:
+    """Who or where a forwarded message came from, as the person's client shows it."""
+    if isinstance(origin, MessageOriginUser):
+        user = origin.sender_user
+        return _who(user.full_name, user.username)
+    if isinstance(origin, MessageOriginHiddenUser):
+        return origin.sender_user_name
+    if isinstance(origin, MessageOriginChat | MessageOriginChannel):
+        chat = origin.sender_chat if isinstance(origin, MessageOriginChat) else origin.chat
+        where = _who(chat.title or str(chat.id), chat.username)
+        signed = f", signed {origin.author_signature}" if origin.author_signature else ""
+        return f"{where}{signed}"
+    return "someone"
+
+
 def message_text(message: Message) -> str | None:
-    """What the person said: the text, or a placeholder plus any caption; None for messages
-    with nothing to say (service messages such as members joining)."""
+    """What the person said: the text (links kept), or a placeholder plus any caption, headed
+    by where a forward came from; None for messages with nothing to say (service messages
+    such as members joining)."""
     if message.text is not None:
-        return message.text
-    stand_in = placeholder(message)
-    if stand_in is None:
-        return message.caption
-    return f"{stand_in}\n{message.caption}" if message.caption else stand_in
+        said: str | None = with_links(message.text, message.entities)
+    else:
+        stand_in = placeholder(message)
+        caption = with_links(message.caption, message.caption_entities) if message.caption else None
+        said = f"{stand_in}\n{caption}" if stand_in and caption else stand_in or caption
+    if said is None or message.forward_origin is None:
+        return said
+    return f"[forwarded from {forwarded_from(message.forward_origin)}]\n{said}"
 
 
 def _sender(message: Message) -> tuple[str, str, bool] | None:

@@ -1066,6 +1066,12 @@ class FakeSlack(SlackEvents):
         if len(messages) > 1 and messages[0].get("ts") == thread_ts:
             messages[0].setdefault("thread_ts", thread_ts)
             messages[0].setdefault("reply_count", len(messages) - 1)
+        if params.get("oldest"):
+            # Like Slack: only replies after `oldest` (exclusive), the parent always first.
+            oldest = _ts_key(params["oldest"])
+            messages = [
+                m for m in messages if m.get("ts") == thread_ts or _ts_key(m.get("ts")) > oldest
+            ]
         return self._page(messages, params)
 
     def _conversations_history(self, params: Params) -> Params:
