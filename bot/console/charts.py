@@ -8,14 +8,14 @@ from collections.abc import Callable, Sequence
 
 from bot.console.layout import esc
 
-WIDTH, HEIGHT = 600, 180
-PAD_LEFT, PAD_BOTTOM, PAD_TOP = 56, 22, 10
+WIDTH, HEIGHT = 480, 180
+PAD_LEFT, PAD_BOTTOM, PAD_TOP = 60, 22, 12
 SERIES_CLASSES = 6  # .s0 … .s5 in console.css
 
 
 def _frame(title: str, top_label: str, labels: Sequence[str], inner: str, legend: str) -> str:
     plot_h = HEIGHT - PAD_BOTTOM - PAD_TOP
-    step = max(1, len(labels) // 7)
+    step = max(1, -(-len(labels) // 5))
     width = (WIDTH - PAD_LEFT) / max(1, len(labels))
     ticks = "".join(
         f'<text x="{PAD_LEFT + width * (i + 0.5):.1f}" y="{HEIGHT - 6}" '
@@ -28,7 +28,7 @@ def _frame(title: str, top_label: str, labels: Sequence[str], inner: str, legend
         f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{esc(title)}">'
         f'<line class="axis" x1="{PAD_LEFT}" y1="{PAD_TOP + plot_h}" x2="{WIDTH}" '
         f'y2="{PAD_TOP + plot_h}"/>'
-        f'<text x="{PAD_LEFT - 4}" y="{PAD_TOP + 8}" text-anchor="end">{esc(top_label)}</text>'
+        f'<text x="{PAD_LEFT - 4}" y="{PAD_TOP + 4}" text-anchor="end">{esc(top_label)}</text>'
         f'<text x="{PAD_LEFT - 4}" y="{PAD_TOP + plot_h}" text-anchor="end">0</text>'
         f"{inner}{ticks}</svg>{legend}</figure>"
     )

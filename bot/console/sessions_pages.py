@@ -39,6 +39,11 @@ class Column:
     value: Callable[[SessionRow], float | str]
 
 
+def _tokens(s: SessionRow) -> int:
+    """Everything the model read (cached or not) and wrote."""
+    return s.input_tokens + s.cache_read_tokens + s.cache_write_tokens + s.output_tokens
+
+
 def _context(window: int) -> Callable[[SessionRow], float]:
     return lambda s: s.context_tokens / window if window else 0.0
 
@@ -50,7 +55,7 @@ def columns(window: int) -> list[Column]:
         Column("type", "Chat", lambda s: str(s.chat_type or "")),
         Column("activity", "Last activity", lambda s: s.last_activity_at or s.updated_at),
         Column("turns", "Turns", lambda s: s.turns),
-        Column("tokens", "Tokens", lambda s: s.input_tokens + s.output_tokens),
+        Column("tokens", "Tokens", _tokens),
         Column("cost", "Cost", lambda s: s.cost_usd),
         Column("cache", "Cache hit", lambda s: s.cache_hit_ratio),
         Column("context", "Context", _context(window)),
@@ -189,7 +194,7 @@ class SessionsPages:
             esc(s.chat_type or "—"),
             when(s.last_activity_at or s.updated_at, self.zone),
             count(s.turns),
-            count(s.input_tokens + s.output_tokens),
+            count(_tokens(s)),
             f'<span data-testid="session-cost">{money(s.cost_usd)}</span>',
             percent(s.cache_hit_ratio),
             f"{_short(s.context_tokens)} / {_short(self.window)} ({percent(context)})",
