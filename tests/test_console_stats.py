@@ -5,13 +5,15 @@ charts scale to their container."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bot.agent.pricing import estimate_cost
 from bot.console import charts, stats
 from bot.store.base import UsagePoint
+from bot.store.sqlite import SQLiteStore
 from bot.transcript import AssistantReply, Entry, PersonTurn
-from bot.types import Usage
+from bot.types import ChatType, SessionOrigin, Usage
 
 ZONE = ZoneInfo("Europe/Berlin")
 NOW = dt.datetime(2026, 3, 10, 12, 0, tzinfo=ZONE).timestamp()
@@ -63,3 +65,29 @@ def test_charts_scale_through_their_viewbox_and_escape_labels() -> None:
     assert 'viewBox="0 0' in svg and "width=" not in svg.split("<svg", 1)[1].split(">", 1)[0]
     assert "&lt;a&gt;" in svg and "x&lt;y" in svg and "<a>" not in svg
     assert charts.line("Hit", ["a", "b"], [None, 0.5], str).count("<circle") == 1
+
+
+async def test_the_store_returns_usage_since_a_moment_with_channel_and_model(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "krill.db")
+    await store.open()
+    try:
+        origin = SessionOrigin("telegram", ChatType.DIRECT, "42", peer_id="42")
+        session = await store.get_or_create_session("agent:main:telegram:direct:42", origin)
+        await store.append_entries(
+            [
+                Entry(session.session_id, PersonTurn(messages=[]), created_at=100.0),
+                Entry(
+                    session.session_id,
+                    AssistantReply(content=[], model="claude-haiku-4-5"),
+                    usage=USAGE,
+                    created_at=101.0,
+                ),
+                Entry(session.session_id, AssistantReply(content=[]), usage=USAGE, created_at=50.0),
+            ]
+        )
+        points = await store.usage_since(100.0)
+    finally:
+        await store.close()
+    assert points == [UsagePoint(session.session_id, "telegram", "claude-haiku-4-5", 101.0, USAGE)]

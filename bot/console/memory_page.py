@@ -6,28 +6,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Protocol
 
 from aiohttp import web
 
 from bot.console.layout import count, esc, notice, page, url
-from bot.memory.index import SearchHit
+from bot.memory.index import MemoryIndex
 from bot.memory.paths import iter_memory_files
 from bot.memory.scopes import GROUPS_DIR, PEOPLE_DIR, SHARED_DIR, scope_of, visible_scopes
 from bot.store.base import SessionStore, VisiblePaths
 
 EVERYTHING = ""
-
-
-class Searcher(Protocol):
-    async def search(
-        self,
-        query: str,
-        visible: VisiblePaths,
-        *,
-        max_results: int | None = None,
-        min_score: float | None = None,
-    ) -> list[SearchHit]: ...
 
 
 def scope_label(path: str) -> str:
@@ -42,7 +30,7 @@ def scope_label(path: str) -> str:
 
 
 class MemoryPage:
-    def __init__(self, *, index: Searcher | None, sessions: SessionStore, root: Path) -> None:
+    def __init__(self, *, index: MemoryIndex | None, sessions: SessionStore, root: Path) -> None:
         self.index = index
         self.sessions = sessions
         self.root = root

@@ -14,10 +14,11 @@ from aiohttp import web
 from bot.config import Config
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
 from bot.console.layout import esc, notice, page
-from bot.console.memory_page import MemoryPage, Searcher
+from bot.console.memory_page import MemoryPage
 from bot.console.operations_pages import OperationsPages, OutboxView
 from bot.console.sessions_pages import SessionControl, SessionsPages
 from bot.console.workspace_pages import PromptShares, WorkspacePages
+from bot.memory.index import MemoryIndex
 from bot.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def console_routes(
     config: Config,
     store: Store,
     workspace: PromptShares,
-    index: Searcher | None,
+    index: MemoryIndex | None,
     control: SessionControl,
     health: Callable[[], dict[str, bool]],
     outbox: OutboxView | None = None,
