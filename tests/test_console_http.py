@@ -138,3 +138,24 @@ async def test_every_page_needs_the_token(tmp_path: Path, path: str) -> None:
     async with KrillProcess(tmp_path, console_config()) as krill:
         status, text = await krill.get(path)
     assert status == 401 and "log in" in text.lower()
+
+
+async def test_reset_from_the_console_starts_a_new_session_and_keeps_the_old(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    key = "agent:main:local:direct:bob"
+    async with (
+        KrillProcess(tmp_path, console_config(), model_env(fake_anthropic)) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        await krill.chat("remember the reef", user="bob")
+        async with http.post(f"{krill.url}/admin/session/reset", data={"key": key}) as resp:
+            after_reset = await resp.text()
+        async with http.post(f"{krill.url}/admin/session/compact", data={"key": key}) as resp:
+            compact_status = resp.status
+        async with http.get(f"{krill.url}/admin/session/export", params={"key": key}) as resp:
+            records = [json.loads(line) for line in (await resp.text()).splitlines()]
+    assert "new session" in after_reset and "Other sessions of this key" in after_reset
+    assert compact_status == 200
+    assert [r["kind"] for r in records if r["kind"] == "reset"] == ["reset"]
