@@ -175,6 +175,10 @@ async def test_approving_a_pairing_in_the_console_lets_that_person_in(
             listed = await asyncio.to_thread(
                 lambda: browser.driver.find_element(By.TAG_NAME, "main").text
             )
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shot = str(ARTIFACTS / "390x844-pairings-pending.png")
+            await asyncio.to_thread(browser.driver.save_screenshot, shot)
+            scroll, inner = await asyncio.to_thread(browser.driver.execute_script, OVERFLOW_JS)
             await asyncio.to_thread(lambda: by_testid(browser, "pairing-approve")[0].click())
             said = await asyncio.to_thread(
                 browser.wait_for,
@@ -186,5 +190,6 @@ async def test_approving_a_pairing_in_the_console_lets_that_person_in(
         finally:
             await env.krill.stop()
     assert code in listed and f"telegram:{stranger}" in listed
+    assert scroll <= inner
     assert f"approved telegram:{stranger}" in said
     assert answer

@@ -64,20 +64,20 @@ class OperationsPages:
         now = self.clock()
         pending = await pending_pairings(self.pairings, PAIRING_CHANNELS, now)
         said = request.query.get("said", "")
-        rows = "".join(
-            f'<tr data-testid="pairing-row"><td>{esc(p.channel)}:{esc(p.user_id)}</td>'
-            f"<td>{esc(p.user_name)}</td><td><code>{esc(p.code)}</code></td>"
-            f"<td>{minutes_left(p, now)} min</td><td>"
+        cards = "".join(
+            f'<li class="card" data-testid="pairing-row"><p><b>{esc(p.channel)}:'
+            f"{esc(p.user_id)}</b> {esc(p.user_name)}</p><p>code <code>{esc(p.code)}</code> · "
+            f"expires in {minutes_left(p, now)} min</p>"
             '<form method="post" action="/admin/pairings/decide" class="inline">'
             f'<input type="hidden" name="channel" value="{esc(p.channel)}">'
             f'<input type="hidden" name="code" value="{esc(p.code)}">'
             '<button name="decision" value="approve" data-testid="pairing-approve">Approve'
-            '</button> <button name="decision" value="deny">Deny</button></form></td></tr>'
+            '</button><button name="decision" value="deny" class="secondary">Deny</button>'
+            "</form></li>"
             for p in pending
         )
         table = (
-            '<div class="table-wrap"><table><thead><tr><th>Who</th><th>Name</th><th>Code</th>'
-            f"<th>Expires in</th><th></th></tr></thead><tbody>{rows}</tbody></table></div>"
+            f'<ul class="pairings">{cards}</ul>'
             if pending
             else "<p>No pending pairing requests.</p>"
         )
