@@ -159,3 +159,30 @@ async def test_reset_from_the_console_starts_a_new_session_and_keeps_the_old(
     assert "new session" in after_reset and "Other sessions of this key" in after_reset
     assert compact_status == 200
     assert [r["kind"] for r in records if r["kind"] == "reset"] == ["reset"]
+
+
+async def test_memory_search_as_a_session_sees_only_that_sessions_scope(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    async with (
+        KrillProcess(tmp_path, console_config(), model_env(fake_anthropic)) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        await krill.chat("hi", user="alice")
+        bob = tmp_path / "workspace" / "memory" / "people" / "local-bob"
+        bob.mkdir(parents=True)
+        (bob / "2026-01-01.md").write_text("Bob keeps the coral key under the reef.\n")
+        search = f"{krill.url}/admin/memory"
+        async with http.get(search, params={"q": "coral key"}) as resp:
+            everything = await resp.text()
+        params = {"q": "coral key", "as": "agent:main:local:direct:alice"}
+        async with http.get(search, params=params) as resp:
+            as_alice = await resp.text()
+        async with http.post(
+            f"{krill.url}/admin/session/compact", data={"key": "agent:main:local:direct:nobody"}
+        ) as resp:
+            unknown = resp.status
+    assert 'data-testid="memory-result"' in everything and "person local-bob" in everything
+    assert 'data-testid="memory-result"' not in as_alice and "Nothing found" in as_alice
+    assert unknown == 404

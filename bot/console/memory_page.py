@@ -67,7 +67,10 @@ class MemoryPage:
             session = await self.sessions.current_session(as_key)
             if session is None:
                 return notice(f"no session with key {as_key}", kind="error")
-            visible = visible_scopes(scope_of(session.origin, as_key), admin=False)
+            try:
+                visible = visible_scopes(scope_of(session.origin, as_key), admin=False)
+            except ValueError as exc:
+                return notice(f"cannot tell the scope of {as_key}: {exc}", kind="error")
         hits = await self.index.search(query, visible)
         if not hits:
             return notice("Nothing found.")

@@ -281,15 +281,22 @@ class SessionsPages:
             headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'},
         )
 
+    async def _posted_key(self, request: web.Request) -> str:
+        """The current session key a form names; 404 for one with no session."""
+        key = str((await request.post()).get("key", "")).strip().lower()
+        if not key or await self.store.current_session(key) is None:
+            raise web.HTTPNotFound(text=f"no session with key {key!r}")
+        return key
+
     async def reset(self, request: web.Request) -> web.Response:
-        key = (await request.post()).get("key", "")
-        said = await self.control.reset_in_lane(str(key), reason="console reset")
-        raise web.HTTPSeeOther(url("/admin/session", key=str(key), said=said))
+        key = await self._posted_key(request)
+        said = await self.control.reset_in_lane(key, reason="console reset")
+        raise web.HTTPSeeOther(url("/admin/session", key=key, said=said))
 
     async def compact(self, request: web.Request) -> web.Response:
-        key = (await request.post()).get("key", "")
-        said = await self.control.compact_in_lane(str(key))
-        raise web.HTTPSeeOther(url("/admin/session", key=str(key), said=said))
+        key = await self._posted_key(request)
+        said = await self.control.compact_in_lane(key)
+        raise web.HTTPSeeOther(url("/admin/session", key=key, said=said))
 
 
 def _action(path: str, key: str, label: str, question: str) -> str:
