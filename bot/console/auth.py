@@ -90,12 +90,11 @@ class ConsoleAuth:
             # A page on another site cannot send this header without a CORS preflight we
             # never grant, and the browser guard already refuses a foreign Origin.
             return
-        else:
-            cookie = request.cookies.get(COOKIE, "")
-            if not cookie:
-                raise Refused(401, "log in with the console token")
-            if not hmac.compare_digest(cookie.encode(), self._cookie.encode()):
-                self.record_failure(request)
-                raise Refused(401, "the login has expired; log in again")
+        cookie = request.cookies.get(COOKIE, "")
+        if not cookie:
+            raise Refused(401, "log in with the console token")
+        if not hmac.compare_digest(cookie.encode(), self._cookie.encode()):
+            self.record_failure(request)
+            raise Refused(401, "the login has expired; log in again")
         if request.method not in SAFE_METHODS and not same_origin(request):
             raise Refused(403, "cross-origin requests are not allowed")
