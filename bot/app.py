@@ -25,6 +25,7 @@ from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.channel_contract import Channel
 from bot.config import Config
+from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
@@ -247,6 +248,14 @@ class App:
 
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]
+        routes += console_routes(
+            config=self.config,
+            store=self.store,
+            workspace=self.workspace,
+            index=self.index,
+            control=self.gateway.commands,
+            health=self._health,
+        )
         app = build_server(
             metrics=self.metrics,
             ready=self._health,

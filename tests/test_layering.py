@@ -81,6 +81,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.metrics", "bot.sessions", "bot.store", "bot.transcript", "bot.types"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
+    "bot.pairings": ("bot.sessions", "bot.store"),
+    "bot.console": (
+        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.store"),
+        *("bot.transcript", "bot.transcript_export", "bot.types"),
+    ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.gateway", "bot.memory", "bot.sessions"),
         *("bot.store", "bot.tools", "bot.transcript", "bot.types"),

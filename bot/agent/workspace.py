@@ -120,8 +120,17 @@ class Workspace:
         """The system prompt as the model request carries it (see `system_prompt`)."""
         return [{"type": "text", "text": self.system_prompt(include_memory=is_direct)}]
 
-    def _build(self, files: list[tuple[str, str]]) -> str:
-        sections: list[str] = []
+    def prompt_shares(self) -> dict[str, tuple[int, int]]:
+        """Each bootstrap file's (characters, characters the prompt keeps) in a DM's prompt,
+        which also carries MEMORY.md: what the console shows against the caps."""
+        loaded = [(n, c.text) for n in BOOTSTRAP_FILES if (c := self._load(n)) is not None]
+        kept = dict(self._fit(loaded))
+        return {name: (len(text.strip()), len(kept.get(name, ""))) for name, text in loaded}
+
+    def _fit(self, files: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The files' texts as the prompt carries them: each cut to its cap, in order, until
+        the total cap leaves no useful room."""
+        fitted: list[tuple[str, str]] = []
         remaining = self.total_max_chars
         for name, raw in files:
             text = raw.strip()
@@ -131,7 +140,11 @@ class Workspace:
                 break
             text = truncate_file(name, text, min(self.file_max_chars, remaining))
             remaining = max(0, remaining - len(text))
-            sections.append(f"## {name}\n\n{text}")
+            fitted.append((name, text))
+        return fitted
+
+    def _build(self, files: list[tuple[str, str]]) -> str:
+        sections = [f"## {name}\n\n{text}" for name, text in self._fit(files)]
         if not sections:
             return BASE_PROMPT
         return "\n\n".join([BASE_PROMPT, "# Workspace", *sections])

@@ -11,13 +11,14 @@ import sys
 from collections.abc import Callable
 
 from bot import __version__
-from bot.cli.admin import PAIRING_CHANNELS, doctor_command, memory_command, pairing_command
+from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
 from bot.logs import log_level, redact, setup_logging
+from bot.pairings import PAIRING_CHANNELS
 
 
 def _secrets(config: Config) -> list[str]:
@@ -28,6 +29,7 @@ def _secrets(config: Config) -> list[str]:
         config.slack.bot_token,
         config.slack.app_token,
         config.slack.signing_secret,
+        config.admin.console_token,
     ]
 
 

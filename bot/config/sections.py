@@ -64,6 +64,8 @@ class AdminConfig(Section):
     # The local channel is the host's own terminal and web chat; its users run admin
     # commands unless the operator turns that off.
     local_is_admin: bool = True
+    # Required for the operator console at /admin (KRILL_ADMIN_TOKEN); empty keeps it off.
+    console_token: str = ""
 
 
 class LoggingConfig(Section):

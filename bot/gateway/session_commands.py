@@ -1,5 +1,6 @@
 """What the session commands do (/reset, /stop, /compact and the facts /status shows), for
-the chat commands (`bot.commands.CommandHost`), `krill reset` and the scheduler.
+the chat commands (`bot.commands.CommandHost`), `krill reset`, the scheduler and the
+operator console (which queues its resets and compactions in the session's lane).
 
 Each collaborator comes in through a small protocol: the compactor, the flush that runs
 before a reset, and the sources of extra /status lines (MCP servers, the scheduler).
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot.gateway.lanes import inbound_ids
 from bot.sessions import access
+from bot.sessions.keys import conversation_of_key
 from bot.store.base import InboundStatus, SessionRow
 from bot.types import InboundMessage, SessionOrigin
 
@@ -117,3 +119,19 @@ class SessionCommands:
         except Exception:
             log.exception("compaction of %s failed", key)
             return COMPACTION_FAILED
+
+    async def reset_in_lane(self, key: str, *, reason: str) -> str:
+        """Reset `key` behind the work in its lane; what to tell the operator."""
+        current = await self.store.current_session(key)
+        if current is None:
+            return f"no session with key {key}"
+        origin = current.origin or conversation_of_key(key, current.channel)
+        session = await self.lanes.run_in_lane(key, lambda: self.reset(key, origin, reason=reason))
+        if session is None:
+            return f"the reset of {key} did not run (stopped, or it failed: see the log)"
+        return f"new session {session.session_id} (old {current.session_id} kept)"
+
+    async def compact_in_lane(self, key: str, focus: str = "") -> str:
+        """Compact `key` behind the work in its lane; what to tell the operator."""
+        said = await self.lanes.run_in_lane(key, lambda: self.compact(key, focus))
+        return said or COMPACTION_FAILED

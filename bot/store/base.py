@@ -160,6 +160,17 @@ class VisiblePaths:
         return self.outside is not None and not path.startswith(self.outside)
 
 
+@dataclass(frozen=True, slots=True)
+class UsagePoint:
+    """One model call's usage as the transcript recorded it, with where it happened."""
+
+    session_id: str
+    channel: str
+    model: str
+    created_at: float
+    usage: Usage
+
+
 class SessionStore(Protocol):
     """Session rows: a key's current session, new sessions, and their counters."""
 
@@ -194,6 +205,14 @@ class TranscriptStore(Protocol):
     async def append_entries(self, entries: list[Entry]) -> None: ...
     async def load_history(self, session_id: str, *, max_user_turns: int = 0) -> list[Entry]: ...
     async def transcript(self, session_id: str) -> list[Entry]: ...
+
+
+class UsageStore(Protocol):
+    """Per-call usage over time, for the console's charts."""
+
+    async def usage_since(self, since: float) -> list[UsagePoint]:
+        """Every assistant reply with usage recorded at or after `since`, oldest first."""
+        ...
 
 
 class TurnStore(Protocol):
@@ -328,6 +347,7 @@ class MemoryIndexStore(Protocol):
 class Store(
     SessionStore,
     TranscriptStore,
+    UsageStore,
     TurnStore,
     InboundStore,
     LedgerStore,

@@ -7,9 +7,11 @@ import json
 
 import aiosqlite
 
+from bot.store.base import UsagePoint
 from bot.store.sqlite.connection import Connection, fetchone
 from bot.transcript import (
     CONVERSATION_KINDS,
+    AssistantReply,
     Compaction,
     Entry,
     EntryKind,
@@ -116,3 +118,26 @@ class TranscriptTables(Connection):
             f"SELECT {_COLUMNS} FROM entries WHERE session_id = ? ORDER BY seq", (session_id,)
         )
         return [_entry_from_row(r) for r in rows]
+
+    async def usage_since(self, since: float) -> list[UsagePoint]:
+        rows = await self._fetchall(
+            "SELECT e.session_id, s.channel, s.model, e.payload, e.usage, e.created_at "
+            "FROM entries e JOIN sessions s ON s.session_id = e.session_id "
+            "WHERE e.kind = ? AND e.created_at >= ? AND e.usage IS NOT NULL "
+            "ORDER BY e.created_at",
+            (EntryKind.ASSISTANT_REPLY, since),
+        )
+        points = []
+        for session_id, channel, session_model, payload, usage, created_at in rows:
+            reply = payload_from(EntryKind.ASSISTANT_REPLY, json.loads(payload))
+            model = reply.model if isinstance(reply, AssistantReply) else ""
+            points.append(
+                UsagePoint(
+                    session_id,
+                    channel,
+                    model or session_model,
+                    created_at,
+                    Usage(**json.loads(usage)),
+                )
+            )
+        return points

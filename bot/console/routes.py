@@ -1,0 +1,169 @@
+"""The console's routes on the shared server: every page behind `ConsoleAuth`, the login
+form and logout, the page's own script and style, and, with no token configured, a 404
+that says how to turn the console on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from importlib import resources
+from zoneinfo import ZoneInfo
+
+from aiohttp import web
+
+from bot.config import Config
+from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
+from bot.console.layout import esc, notice, page
+from bot.console.memory_page import MemoryPage
+from bot.console.operations_pages import OperationsPages, OutboxView
+from bot.console.sessions_pages import SessionControl, SessionsPages
+from bot.console.workspace_pages import PromptShares, WorkspacePages
+from bot.memory.index import MemoryIndex
+from bot.store.base import Store
+
+log = logging.getLogger(__name__)
+
+STATIC_FILES = {"console.css": "text/css", "console.js": "text/javascript"}
+OFF_MESSAGE = (
+    "The operator console is off: set admin.console_token in krill.toml "
+    "(or KRILL_ADMIN_TOKEN) and restart."
+)
+
+
+def _wants_page(request: web.Request) -> bool:
+    return request.method == "GET" and "text/html" in request.headers.get("Accept", "")
+
+
+def _next_path(value: str) -> str:
+    """Where to go after logging in: a console path only, never another site."""
+    return value if value.startswith("/admin") and not value.startswith("//") else "/admin"
+
+
+def login_page(message: str = "", *, next_path: str = "/admin", status: int = 200) -> web.Response:
+    body = (
+        (notice(message, kind="error") if message else "")
+        + f'<form class="login" method="post" action="{LOGIN_PATH}">'
+        f'<input type="hidden" name="next" value="{esc(_next_path(next_path))}">'
+        '<label>Console token <input type="password" name="token" autocomplete="current-password"'
+        ' required autofocus data-testid="login-token"></label>'
+        '<button data-testid="login-submit">Log in</button></form>'
+    )
+    return page("Log in", body, status=status, nav=False)
+
+
+def static_routes() -> list[web.RouteDef]:
+    async def serve(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound()
+        data = resources.files("bot.console").joinpath("static", name).read_bytes()
+        return web.Response(body=data, content_type=STATIC_FILES[name])
+
+    return [web.get("/admin/static/{name}", serve)]
+
+
+def console_off_routes() -> list[web.RouteDef]:
+    async def off(request: web.Request) -> web.Response:
+        return web.Response(status=404, text=OFF_MESSAGE)
+
+    return [web.route("*", "/admin{tail:.*}", off)]
+
+
+class Console:
+    """The console's routes: `pages` are the pages' own routes, each put behind the token."""
+
+    def __init__(self, auth: ConsoleAuth, pages: list[web.RouteDef]) -> None:
+        self.auth = auth
+        self.pages = pages
+
+    def routes(self) -> list[web.RouteDef]:
+        guarded = [web.route(r.method, r.path, self._guard(r.handler)) for r in self.pages]
+        return [
+            web.get(LOGIN_PATH, self.login_form),
+            web.post(LOGIN_PATH, self.login),
+            web.post("/admin/logout", self.logout),
+            *static_routes(),
+            *guarded,
+        ]
+
+    def _guard(self, handler: Handler) -> Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            try:
+                self.auth.authenticate(request)
+            except Refused as refused:
+                return self._refusal(request, refused)
+            return await handler(request)
+
+        return guarded
+
+    def _refusal(self, request: web.Request, refused: Refused) -> web.Response:
+        headers = {"Retry-After": str(int(refused.retry_after))} if refused.retry_after else {}
+        if refused.status == 401 and _wants_page(request):
+            return login_page(next_path=request.path_qs, status=401)
+        response = web.Response(status=refused.status, text=str(refused), headers=headers)
+        if refused.status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="krill console"'
+        return response
+
+    async def login_form(self, request: web.Request) -> web.Response:
+        return login_page(next_path=request.query.get("next", "/admin"))
+
+    async def login(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        next_path = str(form.get("next", "/admin"))
+        try:
+            self.auth.check_rate(request)
+        except Refused as refused:
+            return login_page(str(refused), next_path=next_path, status=429)
+        if not same_origin(request):
+            return web.Response(status=403, text="cross-origin requests are not allowed")
+        if not self.auth.token_matches(str(form.get("token", ""))):
+            self.auth.record_failure(request)
+            log.warning("console: a wrong token from %s", request.remote)
+            return login_page("That is not the console token.", next_path=next_path, status=401)
+        response = web.HTTPSeeOther(_next_path(next_path))
+        response.set_cookie(
+            COOKIE,
+            self.auth.cookie_value(),
+            path="/admin",
+            httponly=True,
+            samesite="Strict",
+            secure=request.secure,
+        )
+        raise response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        if not same_origin(request):
+            return web.Response(status=403, text="cross-origin requests are not allowed")
+        response = web.HTTPSeeOther(LOGIN_PATH)
+        response.del_cookie(COOKIE, path="/admin")
+        raise response
+
+
+def console_routes(
+    *,
+    config: Config,
+    store: Store,
+    workspace: PromptShares,
+    index: MemoryIndex | None,
+    control: SessionControl,
+    health: Callable[[], dict[str, bool]],
+    outbox: OutboxView | None = None,
+) -> list[web.RouteDef]:
+    """Every console route, or only the "console is off" answer without a token."""
+    token = config.admin.console_token
+    if not token:
+        return console_off_routes()
+    root = config.workspace_dir
+    pages = [
+        *SessionsPages(config=config, store=store, control=control).routes(),
+        *WorkspacePages(workspace, root).routes(),
+        *MemoryPage(index=index, sessions=store, root=root).routes(),
+        *OperationsPages(
+            pairings=store,
+            health=health,
+            outbox=outbox,
+            zone=ZoneInfo(config.agent.timezone),
+        ).routes(),
+    ]
+    return Console(ConsoleAuth(token), pages).routes()

@@ -1,0 +1,314 @@
+"""The sessions pages: every current session with its counters (sortable, filtered by
+channel and text) under the day charts and totals, and one session with its transcript,
+its calls as charts, reset and compact buttons and a JSONL export."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from aiohttp import web
+
+from bot.config import Config
+from bot.console import charts, stats
+from bot.console.layout import count, esc, money, notice, page, percent, url, when
+from bot.console.transcript_view import render_entries
+from bot.store.base import SessionRow, SessionStore, TranscriptStore, UsageStore
+from bot.transcript_export import entry_record
+
+
+class SessionControl(Protocol):
+    """Reset and compaction, queued behind the work in the session's lane."""
+
+    async def reset_in_lane(self, key: str, *, reason: str) -> str: ...
+    async def compact_in_lane(self, key: str, focus: str = "") -> str: ...
+
+
+class ConsoleStore(SessionStore, TranscriptStore, UsageStore, Protocol):
+    """What the sessions pages read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    value: Callable[[SessionRow], float | str]
+
+
+def _tokens(s: SessionRow) -> int:
+    """Everything the model read (cached or not) and wrote."""
+    return s.input_tokens + s.cache_read_tokens + s.cache_write_tokens + s.output_tokens
+
+
+def _context(window: int) -> Callable[[SessionRow], float]:
+    return lambda s: s.context_tokens / window if window else 0.0
+
+
+def columns(window: int) -> list[Column]:
+    return [
+        Column("key", "Session key", lambda s: s.session_key),
+        Column("channel", "Channel", lambda s: s.channel),
+        Column("type", "Chat", lambda s: str(s.chat_type or "")),
+        Column("activity", "Last activity", lambda s: s.last_activity_at or s.updated_at),
+        Column("turns", "Turns", lambda s: s.turns),
+        Column("tokens", "Tokens", _tokens),
+        Column("cost", "Cost", lambda s: s.cost_usd),
+        Column("cache", "Cache hit", lambda s: s.cache_hit_ratio),
+        Column("context", "Context", _context(window)),
+        Column("compactions", "Compactions", lambda s: s.compaction_count),
+        Column("flush", "Last flush", lambda s: s.memory_flush_at or 0.0),
+    ]
+
+
+class SessionsPages:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: ConsoleStore,
+        control: SessionControl,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.control = control
+        self.clock = clock
+        self.zone = ZoneInfo(config.agent.timezone)
+        self.window = config.agent.context_window
+        self.cache_ttl = config.anthropic.cache_ttl
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/admin", self.index),
+            web.get("/admin/session", self.session),
+            web.get("/admin/session/export", self.export),
+            web.post("/admin/session/reset", self.reset),
+            web.post("/admin/session/compact", self.compact),
+        ]
+
+    # --- the list ---------------------------------------------------------------------------
+
+    async def index(self, request: web.Request) -> web.Response:
+        now = self.clock()
+        days = stats.daily(
+            await self.store.usage_since(stats.first_day(now, self.zone)),
+            now=now,
+            zone=self.zone,
+            cache_ttl=self.cache_ttl,
+        )
+        sessions = await self.store.list_sessions(current_only=True)
+        channel = request.query.get("channel", "")
+        text = request.query.get("q", "").strip().lower()
+        shown = [
+            s
+            for s in sessions
+            if (not channel or s.channel == channel) and (not text or text in s.session_key)
+        ]
+        cols = columns(self.window)
+        sort = request.query.get("sort", "activity")
+        descending = request.query.get("dir", "desc") != "asc"
+        by = next((c for c in cols if c.key == sort), cols[3])
+        shown.sort(key=by.value, reverse=descending)
+        body = (
+            self._totals(days)
+            + self._charts(days)
+            + self._filter(sorted({s.channel for s in sessions}), channel, text)
+            + self._table(shown, cols, by.key, descending, channel, text)
+        )
+        return page("Sessions", body, active="sessions")
+
+    def _totals(self, days: list[stats.DayUsage]) -> str:
+        cards = []
+        for label, total in (
+            ("Today", stats.totals(days, 1)),
+            ("Last 7 days", stats.totals(days, stats.WEEK_DAYS)),
+        ):
+            cards.append(
+                f'<div class="card" data-testid="total"><h2>{label}</h2>'
+                f'<p class="big">{money(total.cost)}</p>'
+                f"<p>{count(total.calls)} model calls · "
+                f"{count(total.usage.prompt_tokens + total.usage.output_tokens)} tokens · "
+                f"cache hit {percent(stats.hit_ratio(total.usage))}</p></div>"
+            )
+        return f'<section class="cards">{"".join(cards)}</section>'
+
+    def _charts(self, days: list[stats.DayUsage]) -> str:
+        labels = [d.day.strftime("%m-%d") for d in days]
+        ratios = [stats.hit_ratio(d.usage) if d.calls else None for d in days]
+        return (
+            '<section class="charts">'
+            + charts.stacked_bars("Cost per day by channel", labels, stats.cost_series(days), money)
+            + charts.line("Cache hit ratio per day", labels, ratios, percent)
+            + charts.stacked_bars(
+                "Tokens per day by kind", labels, stats.token_series(days), _short
+            )
+            + "</section>"
+        )
+
+    def _filter(self, channels: list[str], channel: str, text: str) -> str:
+        options = '<option value="">all channels</option>' + "".join(
+            f"<option{' selected' if c == channel else ''}>{esc(c)}</option>" for c in channels
+        )
+        return (
+            '<form class="filter" method="get" action="/admin">'
+            f'<select name="channel" aria-label="channel">{options}</select>'
+            f'<input name="q" value="{esc(text)}" placeholder="filter by key" '
+            'aria-label="filter by key"><button>Filter</button></form>'
+        )
+
+    def _table(
+        self,
+        sessions: list[SessionRow],
+        cols: list[Column],
+        sort: str,
+        descending: bool,
+        channel: str,
+        text: str,
+    ) -> str:
+        heads = []
+        for c in cols:
+            flip = "asc" if c.key == sort and descending else "desc"
+            arrow = (" ▼" if descending else " ▲") if c.key == sort else ""
+            link = url("/admin", sort=c.key, dir=flip, channel=channel, q=text)
+            heads.append(f'<th><a href="{esc(link)}">{c.label}{arrow}</a></th>')
+        rows = "".join(self._row(s) for s in sessions)
+        if not sessions:
+            rows = f'<tr><td colspan="{len(cols)}">No sessions match.</td></tr>'
+        return (
+            f'<div class="table-wrap"><table class="sessions"><thead><tr>{"".join(heads)}'
+            f"</tr></thead><tbody>{rows}</tbody></table></div>"
+        )
+
+    def _row(self, s: SessionRow) -> str:
+        link = esc(url("/admin/session", key=s.session_key))
+        context = s.context_tokens / self.window if self.window else 0.0
+        flush = when(s.memory_flush_at, self.zone)
+        if s.memory_flush_error:
+            flush += " (failed)"
+        cells = [
+            f'<a href="{link}" data-testid="session-link">{esc(s.session_key)}</a>',
+            esc(s.channel),
+            esc(s.chat_type or "—"),
+            when(s.last_activity_at or s.updated_at, self.zone),
+            count(s.turns),
+            count(_tokens(s)),
+            f'<span data-testid="session-cost">{money(s.cost_usd)}</span>',
+            percent(s.cache_hit_ratio),
+            f"{_short(s.context_tokens)} / {_short(self.window)} ({percent(context)})",
+            count(s.compaction_count),
+            flush,
+        ]
+        tds = "".join(f"<td>{cell}</td>" for cell in cells)
+        return f'<tr data-testid="session-row" data-key="{esc(s.session_key)}">{tds}</tr>'
+
+    # --- one session ------------------------------------------------------------------------
+
+    async def _sessions_of(self, request: web.Request) -> tuple[str, list[SessionRow]]:
+        key = request.query.get("key", "").strip().lower()
+        found = await self.store.sessions_for_key(key) if key else []
+        if not found:
+            raise web.HTTPNotFound(text=f"no session with key {key!r}")
+        return key, found
+
+    async def session(self, request: web.Request) -> web.Response:
+        key, sessions = await self._sessions_of(request)
+        wanted = request.query.get("id", "")
+        current = next((s for s in sessions if s.session_id == wanted), None)
+        current = current or next((s for s in sessions if s.is_current), sessions[-1])
+        entries = await self.store.transcript(current.session_id)
+        calls = stats.session_calls(entries, model=current.model, cache_ttl=self.cache_ttl)
+        labels = [when(c.at, self.zone)[5:] for c in calls]
+        said = request.query.get("said", "")
+        others = "".join(
+            f'<li><a href="{esc(url("/admin/session", key=key, id=s.session_id))}">'
+            f"{esc(s.session_id)}</a> {when(s.created_at, self.zone)}"
+            f"{' (current)' if s.is_current else ''}</li>"
+            for s in sessions
+            if s.session_id != current.session_id
+        )
+        facts = (
+            f"<dl class=facts><dt>Session</dt><dd>{esc(current.session_id)}"
+            f"{' (current)' if current.is_current else ' (old)'}</dd>"
+            f"<dt>Model</dt><dd>{esc(current.model or '—')}</dd>"
+            f"<dt>Turns</dt><dd>{count(current.turns)}</dd>"
+            f'<dt>Cost</dt><dd data-testid="session-cost">{money(current.cost_usd)}</dd>'
+            f"<dt>Cache hit</dt><dd>{percent(current.cache_hit_ratio)}</dd>"
+            f"<dt>Context</dt><dd>{count(current.context_tokens)} / {count(self.window)}</dd>"
+            f"<dt>Compactions</dt><dd>{count(current.compaction_count)}</dd></dl>"
+        )
+        actions = (
+            '<div class="actions">'
+            + _action("/admin/session/compact", key, "Compact now", "Compact this session now?")
+            + _action(
+                "/admin/session/reset", key, "Reset", "Start a fresh session? The old one is kept."
+            )
+            + f'<a class="button" href="{esc(url("/admin/session/export", key=key))}">'
+            "Export JSONL</a></div>"
+        )
+        body = (
+            f'<p class="key">{esc(key)}</p>'
+            + (notice(said) if said else "")
+            + facts
+            + actions
+            + '<section class="charts">'
+            + charts.stacked_bars("Cost per call", labels, {"cost": [c.cost for c in calls]}, money)
+            + charts.line("Cache hit per call", labels, [c.cache_hit for c in calls], percent)
+            + "</section>"
+            + (
+                f"<details><summary>Other sessions of this key</summary><ul>{others}</ul></details>"
+                if others
+                else ""
+            )
+            + "<h2>Transcript</h2>"
+            + render_entries(entries, self.zone)
+        )
+        return page("Session", body, active="sessions")
+
+    async def export(self, request: web.Request) -> web.Response:
+        key, sessions = await self._sessions_of(request)
+        lines = [
+            json.dumps(entry_record(entry), ensure_ascii=False)
+            for s in sessions
+            for entry in await self.store.transcript(s.session_id)
+        ]
+        name = key.replace(":", "_")
+        return web.Response(
+            text="".join(f"{line}\n" for line in lines),
+            content_type="application/x-ndjson",
+            headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'},
+        )
+
+    async def _posted_key(self, request: web.Request) -> str:
+        """The current session key a form names; 404 for one with no session."""
+        key = str((await request.post()).get("key", "")).strip().lower()
+        if not key or await self.store.current_session(key) is None:
+            raise web.HTTPNotFound(text=f"no session with key {key!r}")
+        return key
+
+    async def reset(self, request: web.Request) -> web.Response:
+        key = await self._posted_key(request)
+        said = await self.control.reset_in_lane(key, reason="console reset")
+        raise web.HTTPSeeOther(url("/admin/session", key=key, said=said))
+
+    async def compact(self, request: web.Request) -> web.Response:
+        key = await self._posted_key(request)
+        said = await self.control.compact_in_lane(key)
+        raise web.HTTPSeeOther(url("/admin/session", key=key, said=said))
+
+
+def _action(path: str, key: str, label: str, question: str) -> str:
+    return (
+        f'<form method="post" action="{path}" data-confirm="{esc(question)}">'
+        f'<input type="hidden" name="key" value="{esc(key)}"><button>{esc(label)}</button></form>'
+    )
+
+
+def _short(n: float) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 1000:
+        return f"{n / 1000:.0f}k"
+    return f"{n:.0f}"

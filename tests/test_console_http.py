@@ -1,0 +1,188 @@
+"""The operator console over HTTP against the real `krill run` and the fake model: off
+without a token, 401 without one, wrong tokens rate-limited and never echoed or logged,
+cross-origin and origin-less cookie POSTs refused, the session list and JSONL export, paths
+outside the workspace refused, and a save over a file changed on disk refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.console.auth import MAX_FAILURES
+from tests.fakes.anthropic import FakeAnthropic
+from tests.krill_process import KrillProcess
+from tests.test_e2e_local import model_env, plain_echo
+
+TOKEN = "console-Token_4711"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def console_config() -> dict[str, dict[str, str]]:
+    return {"admin": {"console_token": TOKEN}}
+
+
+async def test_console_is_off_without_a_token(tmp_path: Path) -> None:
+    async with KrillProcess(tmp_path, {}) as krill:
+        status, text = await krill.get("/admin")
+    assert status == 404
+    assert "admin.console_token" in text and "KRILL_ADMIN_TOKEN" in text
+
+
+async def test_token_from_the_environment_and_refusals(tmp_path: Path) -> None:
+    async with (
+        KrillProcess(tmp_path, {}, {"KRILL_ADMIN_TOKEN": TOKEN}) as krill,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.get(f"{krill.url}/admin") as resp:
+            assert resp.status == 401
+            assert TOKEN not in await resp.text()
+        async with http.get(f"{krill.url}/admin", headers=BEARER) as resp:
+            assert resp.status == 200
+            page = await resp.text()
+        statuses = []
+        for _ in range(MAX_FAILURES + 1):
+            wrong = {"Authorization": "Bearer nope"}
+            async with http.get(f"{krill.url}/admin", headers=wrong) as resp:
+                statuses.append(resp.status)
+        # Even the right token waits out the window once a client was refused.
+        async with http.get(f"{krill.url}/admin", headers=BEARER) as resp:
+            after = resp.status
+        log = krill.log()
+    assert "Sessions" in page and TOKEN not in page
+    assert statuses == [401] * MAX_FAILURES + [429]
+    assert after == 429
+    assert TOKEN not in log
+
+
+async def test_cookie_posts_need_this_servers_origin(tmp_path: Path) -> None:
+    async with (
+        KrillProcess(tmp_path, console_config()) as krill,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,  # an IP host
+    ):
+        origin = {"Origin": krill.url}
+        async with http.post(
+            f"{krill.url}/admin/login", data={"token": TOKEN}, headers=origin, allow_redirects=False
+        ) as resp:
+            assert resp.status == 303
+            cookie = resp.cookies["krill_admin"]
+            assert cookie["httponly"] and cookie["samesite"] == "Strict"
+            assert TOKEN not in cookie.value
+        form = {"channel": "telegram", "code": "ABCDEFGH", "decision": "approve"}
+        decide = f"{krill.url}/admin/pairings/decide"
+        async with http.post(
+            decide, data=form, headers={"Origin": "http://evil.example"}, allow_redirects=False
+        ) as resp:
+            foreign = resp.status
+        async with http.post(decide, data=form, allow_redirects=False) as resp:
+            no_origin = resp.status
+        async with http.post(decide, data=form, headers=origin, allow_redirects=False) as resp:
+            same = resp.status
+        async with http.get(f"{krill.url}/admin/pairings") as resp:
+            listed = resp.status
+    assert (foreign, no_origin, same, listed) == (403, 403, 303, 200)
+
+
+async def test_sessions_export_and_workspace_guards(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    env = model_env(fake_anthropic)
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret")
+    async with (
+        KrillProcess(tmp_path, console_config(), env) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        await krill.chat("count the krill", user="alice")
+        async with http.get(f"{krill.url}/admin?q=alice") as resp:
+            sessions = await resp.text()
+        key = "agent:main:local:direct:alice"
+        async with http.get(f"{krill.url}/admin/session/export", params={"key": key}) as resp:
+            records = [json.loads(line) for line in (await resp.text()).splitlines()]
+        (tmp_path / "workspace" / "memory").mkdir(exist_ok=True)
+        (tmp_path / "workspace" / "memory" / "link.md").symlink_to(outside)
+        refused = []
+        for path in ("../outside.md", "/etc/passwd.md", "memory/link.md", "krill.toml"):
+            async with http.get(f"{krill.url}/admin/workspace/edit", params={"path": path}) as r:
+                refused.append(r.status)
+        async with http.post(
+            f"{krill.url}/admin/workspace/save",
+            data={"path": "../outside.md", "text": "overwritten", "version": ""},
+        ) as resp:
+            refused.append(resp.status)
+        soul = tmp_path / "workspace" / "SOUL.md"
+        before = soul.read_text()
+        soul.write_text("edited on the host\n")
+        async with http.post(
+            f"{krill.url}/admin/workspace/save",
+            data={"path": "SOUL.md", "text": "from the console", "version": "stale"},
+        ) as resp:
+            conflict, conflict_page = resp.status, await resp.text()
+    assert 'data-testid="session-row"' in sessions and key in sessions
+    assert "$0.0000<" not in sessions  # the chat cost something
+    kinds = [r["kind"] for r in records]
+    assert kinds[:2] == ["person_turn", "assistant_reply"]
+    assert records[0]["payload"]["messages"][0]["text"] == "count the krill"
+    assert refused == [400, 400, 400, 400, 400]
+    assert outside.read_text() == "secret"
+    assert conflict == 409 and "changed on disk" in conflict_page
+    assert "from the console" in conflict_page  # the operator's text is not lost
+    assert soul.read_text() == "edited on the host\n" != before
+
+
+@pytest.mark.parametrize("path", ["/admin/workspace", "/admin/memory", "/admin/health"])
+async def test_every_page_needs_the_token(tmp_path: Path, path: str) -> None:
+    async with KrillProcess(tmp_path, console_config()) as krill:
+        status, text = await krill.get(path)
+    assert status == 401 and "log in" in text.lower()
+
+
+async def test_reset_from_the_console_starts_a_new_session_and_keeps_the_old(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    key = "agent:main:local:direct:bob"
+    async with (
+        KrillProcess(tmp_path, console_config(), model_env(fake_anthropic)) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        await krill.chat("remember the reef", user="bob")
+        async with http.post(f"{krill.url}/admin/session/reset", data={"key": key}) as resp:
+            after_reset = await resp.text()
+        async with http.post(f"{krill.url}/admin/session/compact", data={"key": key}) as resp:
+            compact_status = resp.status
+        async with http.get(f"{krill.url}/admin/session/export", params={"key": key}) as resp:
+            records = [json.loads(line) for line in (await resp.text()).splitlines()]
+    assert "new session" in after_reset and "Other sessions of this key" in after_reset
+    assert compact_status == 200
+    assert [r["kind"] for r in records if r["kind"] == "reset"] == ["reset"]
+
+
+async def test_memory_search_as_a_session_sees_only_that_sessions_scope(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    async with (
+        KrillProcess(tmp_path, console_config(), model_env(fake_anthropic)) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        await krill.chat("hi", user="alice")
+        bob = tmp_path / "workspace" / "memory" / "people" / "local-bob"
+        bob.mkdir(parents=True)
+        (bob / "2026-01-01.md").write_text("Bob keeps the coral key under the reef.\n")
+        search = f"{krill.url}/admin/memory"
+        async with http.get(search, params={"q": "coral key"}) as resp:
+            everything = await resp.text()
+        params = {"q": "coral key", "as": "agent:main:local:direct:alice"}
+        async with http.get(search, params=params) as resp:
+            as_alice = await resp.text()
+        async with http.post(
+            f"{krill.url}/admin/session/compact", data={"key": "agent:main:local:direct:nobody"}
+        ) as resp:
+            unknown = resp.status
+    assert 'data-testid="memory-result"' in everything and "person local-bob" in everything
+    assert 'data-testid="memory-result"' not in as_alice and "Nothing found" in as_alice
+    assert unknown == 404
