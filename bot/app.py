@@ -31,6 +31,9 @@ from bot.gateway.lanes import Lanes
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
+from bot.media.files import MediaFiles
+from bot.media.prepare import MediaPreparer
+from bot.media.transcribe import Transcriber
 from bot.memory.flush_service import FlushService
 from bot.memory.index import MemoryIndex
 from bot.memory.recall import Recall
@@ -118,6 +121,13 @@ class App:
                 )
         flushers = [self.flusher] if self.flusher is not None else []
 
+        # Media people send: stored under the data folder, prepared once per turn.
+        self.media_files = MediaFiles(config.media_dir)
+        media = (
+            MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
+            if config.media.enabled
+            else None
+        )
         self.context = ContextPipeline(
             config=config,
             store=self.store,
@@ -127,6 +137,7 @@ class App:
             accountant=self.accountant,
             before_compaction=flushers,
             clock=clock,
+            media=self.media_files,
         )
         self.runner = AgentRunner(
             config=config,
@@ -140,6 +151,7 @@ class App:
             recall=recall,
             before_turn=flushers,
             context=self.context,
+            media=media,
             clock=clock,
         )
         self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
@@ -188,6 +200,7 @@ class App:
             replies=self.replies,
             activity=self.scheduler,
             metrics=self.metrics,
+            media=media,
         )
         self._ready: dict[str, bool] = {}
         self._runner: web.AppRunner | None = None

@@ -64,10 +64,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
         *("bot.types", "bot.untrusted"),
     ),
+    "bot.media": ("bot.config", "bot.transcript", "bot.types"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
-        "bot.types",
+        *("bot.media", "bot.types"),
     ),
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),
@@ -78,6 +79,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
         *("bot.metrics", "bot.sessions", "bot.store", "bot.transcript", "bot.types"),
+        "bot.media",
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.scheduler": (

@@ -20,9 +20,11 @@ from bot.config.sections import (
     AdminConfig,
     ContextConfig,
     LoggingConfig,
+    MediaConfig,
     MemoryConfig,
     MemorySearchConfig,
     SessionConfig,
+    TranscriptionConfig,
 )
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
@@ -37,6 +39,7 @@ __all__ = [
     "LoggingConfig",
     "McpConfig",
     "McpServerConfig",
+    "MediaConfig",
     "MemoryConfig",
     "MemorySearchConfig",
     "PeerOverride",
@@ -45,6 +48,7 @@ __all__ = [
     "TelegramConfig",
     "ToolFilterConfig",
     "ToolResultsConfig",
+    "TranscriptionConfig",
     "WebFetchConfig",
     "env_overrides",
     "load_config",

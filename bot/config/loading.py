@@ -30,6 +30,7 @@ SECRET_ENV: dict[tuple[str, str], str] = {
     ("slack", "bot_token"): "SLACK_BOT_TOKEN",
     ("slack", "app_token"): "SLACK_APP_TOKEN",
     ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
+    ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
 }
 
 

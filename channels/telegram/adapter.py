@@ -27,6 +27,7 @@ from bot.commands import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundMessage
+from channels.telegram import media
 from channels.telegram.calls import (
     call_with_retries,
     is_edit_target_gone,
@@ -86,8 +87,10 @@ class TelegramChannel:
         *,
         names: tuple[str, ...] = (),
         stale_after: float = STALE_AFTER,
+        media_max_bytes: int | None = None,
     ):
         self.config = config
+        self._media_max_bytes = media_max_bytes  # None: files stay `[photo]` stand-ins
         self._stale_after = stale_after
         self.stream_interval = config.stream_interval
         self._core = core
@@ -230,6 +233,8 @@ class TelegramChannel:
         if msg is None:
             log.debug("ignoring Telegram update %d (not a new message)", update.update_id)
             return None
+        if self._media_max_bytes is not None and update.message is not None:
+            await media.attach(self.bot, update.message, msg, self._media_max_bytes)
         return await self._core.accept(msg)
 
     def routes(self) -> list[web.RouteDef]:

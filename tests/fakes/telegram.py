@@ -539,6 +539,10 @@ def _update_type(update: JSONDict) -> str:
     return next((k for k in update if k != "update_id"), "")
 
 
+# The cloud Bot API hands out files up to 20 MB; getFile refuses larger ones.
+GETFILE_MAX_BYTES = 20 * 1024 * 1024
+
+
 class FakeTelegram:
     """Telegram Bot API server for tests; use ``async with FakeTelegram() as fake`` or the
     ``fake_telegram`` fixture, and point PTB at it with ``fake.app_builder()``."""
@@ -1184,6 +1188,8 @@ class FakeTelegram:
         entry = self.files.get(str(params.get("file_id") or ""))
         if entry is None:
             raise _ApiError(400, "Bad Request: invalid file_id")
+        if entry[0]["file_size"] > GETFILE_MAX_BYTES:
+            raise _ApiError(400, "Bad Request: file is too big")
         return dict(entry[0])
 
     # ---- files -----------------------------------------------------------------------
@@ -1426,6 +1432,34 @@ class FakeTelegram:
                 }
             )
         message = self._base_message(chat, user, photo=sizes)
+        if caption is not None:
+            self._with_text(message, caption, field="caption")
+        return self._wrap(message)
+
+    def document_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        file_name: str,
+        mime_type: str,
+        caption: str | None = None,
+        group: bool = False,
+        first_name: str = "Alice",
+    ) -> JSONDict:
+        """A file sent as a document (downloadable via getFile up to the API's 20 MB)."""
+        user = self._user(user_id, first_name, None)
+        chat = self._chat(chat_id, group=group, user=user)
+        meta = self.add_file(data, folder="documents", suffix="")
+        document = {
+            "file_id": meta["file_id"],
+            "file_unique_id": meta["file_unique_id"],
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_size": meta["file_size"],
+        }
+        message = self._base_message(chat, user, document=document)
         if caption is not None:
             self._with_text(message, caption, field="caption")
         return self._wrap(message)
