@@ -51,6 +51,7 @@ from bot.store.sqlite import SQLiteStore
 from bot.tools.mcp import McpManager
 from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
+from bot.tools.send_file import SendFileTool
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
 from channels.registry import CHANNELS
 
@@ -87,6 +88,7 @@ class App:
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
+        SendFileTool(self.channels).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is

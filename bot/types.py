@@ -153,6 +153,23 @@ class OutboundMessage:
     final: bool = True  # False for a streaming preview
 
 
+@dataclass(frozen=True, slots=True)
+class OutboundFile:
+    """A file the model asked to send (tool `send_file`), read from disk by the adapter."""
+
+    path: str
+    name: str
+    mime: str
+    caption: str
+    turn_id: str
+    # Same key, same file: an adapter or outbox sends it once (a retried call in one turn).
+    key: str
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime in ("image/jpeg", "image/png", "image/webp", "image/gif")
+
+
 class Speaker(StrEnum):
     PERSON = "person"
     ASSISTANT = "assistant"

@@ -54,7 +54,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.store.sqlite": ("bot.errors", "bot.store", "bot.sessions", "bot.transcript", "bot.types"),
     "bot.tools": (
         *("bot.backoff", "bot.checks", "bot.config", "bot.logs", "bot.sessions"),
-        *("bot.types", "bot.untrusted"),
+        *("bot.channel_contract", "bot.types", "bot.untrusted"),
     ),
     "bot.context": (
         *("bot.context.compaction", "bot.config", "bot.errors", "bot.store", "bot.tools"),

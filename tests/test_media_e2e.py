@@ -181,3 +181,53 @@ async def test_unaddressed_group_photo_is_kept_as_a_line_of_chatter(env: Env) ->
     update = env.tg.group_message(group, 707, "what did I just send?", mention=True)
     await reply_in(env, group, update, "what did I just send?")
     assert "[photo from Alice: our new office]" in env.model.last_user_text()
+
+
+def tool_result_text(env: Env) -> str:
+    messages = env.model.message_requests[-1].messages
+    results = [
+        b
+        for m in messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    content = results[-1]["content"]
+    return content if isinstance(content, str) else str(content)
+
+
+async def test_send_file_uploads_a_photo_and_a_document_with_the_right_bytes(env: Env) -> None:
+    workspace = env.directory / "workspace"
+    chart = io.BytesIO()
+    Image.new("RGB", (30, 20), (200, 0, 0)).save(chart, "PNG")
+    (workspace / "chart.png").write_bytes(chart.getvalue())
+    (workspace / "notes.txt").write_bytes(b"line one\nline two\n")
+    env.model.queue_tool_use("send_file", {"path": "chart.png", "caption": "the chart"})
+    env.model.queue_tool_use("send_file", {"path": "notes.txt"})
+    env.model.queue_text("both sent")
+    await reply_in(env, 708, env.tg.private_message(708, "send me the files"), "both sent")
+    photo, document = [(m, d) for m, d in env.tg.sent_media if m["chat"]["id"] == 708]
+    assert "photo" in photo[0] and photo[0]["caption"] == "the chart"
+    assert photo[1] == chart.getvalue()
+    assert document[0]["document"]["file_name"] == "notes.txt"
+    assert document[1] == b"line one\nline two\n"
+
+
+async def test_send_file_refuses_paths_outside_the_workspace(env: Env) -> None:
+    secret = env.directory / "krill.toml"
+    before = len(env.tg.sent_media)
+    env.model.queue_tool_use("send_file", {"path": "../krill.toml"})
+    env.model.queue_tool_use("send_file", {"path": str(secret)})
+    env.model.queue_text("could not")
+    await reply_in(env, 709, env.tg.private_message(709, "send me your config"), "could not")
+    assert "only files inside the workspace" in tool_result_text(env)
+    assert len(env.tg.sent_media) == before
+
+
+async def test_send_file_is_not_offered_in_groups_by_default(env: Env) -> None:
+    group = -100710
+    update = env.tg.group_message(group, 710, "share the chart", mention=True)
+    await reply_in(env, group, update, "share the chart")
+    assert "send_file" not in env.model.message_requests[-1].tool_names
+    await reply_in(env, 710, env.tg.private_message(710, "and here?"), "and here?")
+    assert "send_file" in env.model.message_requests[-1].tool_names

@@ -264,6 +264,7 @@ class AgentRunner:
             turn_id=job.turn_id,
             origin=session.origin,
             admin=all_admins(job.messages, self.config.admin),
+            address=job.address,
         )
         context_manager = self.context
 

@@ -26,8 +26,8 @@ from bot.channel_contract import AcceptResult, Gateway
 from bot.commands import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
-from bot.types import Address, OutboundMessage
-from channels.telegram import media
+from bot.types import Address, OutboundFile, OutboundMessage
+from channels.telegram import files, media
 from channels.telegram.calls import (
     call_with_retries,
     is_edit_target_gone,
@@ -389,6 +389,9 @@ class TelegramChannel:
         return None  # the indicator stops by itself when the reply arrives
 
     # --- helpers ----------------------------------------------------------------------
+
+    async def send_file(self, address: Address, file: OutboundFile) -> str:
+        return await files.send_file(self.bot, self._chat(address), address, file)
 
     def _chat(self, address: Address) -> int:
         chat_id = int(address.chat_id)

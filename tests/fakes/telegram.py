@@ -541,6 +541,9 @@ def _update_type(update: JSONDict) -> str:
 
 # The cloud Bot API hands out files up to 20 MB; getFile refuses larger ones.
 GETFILE_MAX_BYTES = 20 * 1024 * 1024
+# Uploads: photos up to 10 MB, other files up to 50 MB.
+PHOTO_MAX_BYTES = 10 * 1024 * 1024
+UPLOAD_MAX_BYTES = 50 * 1024 * 1024
 
 
 class FakeTelegram:
@@ -572,6 +575,8 @@ class FakeTelegram:
         self.reactions: dict[tuple[int, int], list[JSONDict]] = {}
         self.commands: dict[tuple[str, str], list[JSONDict]] = {}
         self.files: dict[str, tuple[JSONDict, bytes]] = {}
+        # Photos and documents the bot uploaded: (message as the API returned it, bytes).
+        self.sent_media: list[tuple[JSONDict, bytes]] = []
         self.webhook: JSONDict | None = None
         self.allowed_updates: list[str] = []
 
@@ -608,6 +613,8 @@ class FakeTelegram:
             "answercallbackquery": self._answer_callback_query,
             "getchat": self._get_chat,
             "getfile": self._get_file,
+            "sendphoto": self._send_photo,
+            "senddocument": self._send_document,
         }
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -832,6 +839,7 @@ class FakeTelegram:
             for key, value in form.items():
                 if isinstance(value, web.FileField):
                     params[key] = value.file.read()
+                    params[f"{key}.filename"] = value.filename
                 else:
                     params[key] = _decode_field(key, str(value))
             return params
@@ -1060,6 +1068,53 @@ class FakeTelegram:
             message["link_preview_options"] = params["link_preview_options"]
         self._register_message(message)
         self._bot_message_order.append((chat["id"], message["message_id"]))
+        return message
+
+    def _upload(self, params: JSONDict, field: str) -> tuple[JSONDict, bytes]:
+        """A sendPhoto/sendDocument: the file must be uploaded (multipart) or a known file_id."""
+        chat = self._resolve_chat(params.get("chat_id"))
+        value = params.get(field)
+        if isinstance(value, bytes):
+            data = value
+        elif isinstance(value, str) and value in self.files:
+            data = self.files[value][1]
+        else:
+            raise _ApiError(400, f"Bad Request: there is no {field} in the request")
+        if not data:
+            raise _ApiError(400, "Bad Request: file must be non-empty")
+        limit = PHOTO_MAX_BYTES if field == "photo" else UPLOAD_MAX_BYTES
+        if len(data) > limit:
+            raise _ApiError(413, "Request Entity Too Large")
+        message: JSONDict = {
+            "message_id": self._take_message_id(chat["id"]),
+            "from": self.bot_user,
+            "chat": chat,
+            "date": int(time.time()),
+        }
+        if params.get("caption"):
+            message["caption"] = str(params["caption"])
+        thread_id = params.get("message_thread_id")
+        if thread_id is not None:
+            message["message_thread_id"] = int(thread_id)
+        self._register_message(message)
+        return message, data
+
+    def _send_photo(self, params: JSONDict) -> JSONDict:
+        message, data = self._upload(params, "photo")
+        meta = self.add_file(data, folder="photos", suffix=".jpg")
+        message["photo"] = [
+            {k: meta[k] for k in ("file_id", "file_unique_id", "file_size")}
+            | {"width": 1, "height": 1}
+        ]
+        self.sent_media.append((message, data))
+        return message
+
+    def _send_document(self, params: JSONDict) -> JSONDict:
+        message, data = self._upload(params, "document")
+        meta = self.add_file(data)
+        message["document"] = {k: meta[k] for k in ("file_id", "file_unique_id", "file_size")}
+        message["document"]["file_name"] = params.get("document.filename") or "file"
+        self.sent_media.append((message, data))
         return message
 
     def _edit_message_text(self, params: JSONDict) -> JSONDict | bool:
