@@ -28,6 +28,7 @@ from bot.channel_contract import Gateway
 from bot.config import SlackConfig
 from bot.types import Address, OutboundMessage
 from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error
+from channels.slack.files import SlackFiles
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory
 from channels.slack.inbound import Inbound
@@ -69,6 +70,7 @@ class SlackChannel:
         *,
         ping_interval: float = DEFAULT_PING_INTERVAL,
         stale_after: float = STALE_AFTER,
+        media_max_bytes: int | None = None,
     ):
         self.config = config
         self.core = core
@@ -98,6 +100,9 @@ class SlackChannel:
             people,
             ThreadHistory(self.client, people, self._identity),
             self.streams,
+            files=SlackFiles(config.bot_token, config.api_base_url, media_max_bytes)
+            if media_max_bytes is not None
+            else None,
         )
         self.app = AsyncApp(
             client=self.client,

@@ -434,6 +434,8 @@ class FakeSlack(SlackEvents):
         self.socket_ack_messages: dict[str, Params] = {}
 
         self._posts: list[Params] = []
+        # file id -> (file object, bytes, the token that may download it)
+        self.hosted_files: dict[str, tuple[Params, bytes, str]] = {}
         self._threads: dict[tuple[str, str], list[Params]] = {}
         self._channels: dict[str, Params] = {}
         self._users: dict[str, Params] = {}
@@ -471,6 +473,7 @@ class FakeSlack(SlackEvents):
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/ws", self._handle_ws)
         app.router.add_post("/response/{rid}", self._handle_response_url)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._serve_file)
         # A short shutdown timeout keeps teardown fast when a client keeps a
         # keep-alive connection open.
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
@@ -744,6 +747,41 @@ class FakeSlack(SlackEvents):
         if failure.remaining <= 0:
             queue.pop(0)
         return failure
+
+    def add_file(
+        self, data: bytes, name: str, mimetype: str, *, readable_with: str | None = None
+    ) -> Params:
+        """Host `data` as a Slack file; returns the file object an event's `files` carries.
+
+        `readable_with` is the token Slack serves it to (default: the bot's); any other
+        request gets Slack's HTML sign-in page, as the real file host answers.
+        """
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        url = f"{self.url}/files-pri/{self.team_id}-{file_id}/{name}"
+        item: Params = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+            "mode": "hosted",
+        }
+        self.hosted_files[file_id] = (item, data, readable_with or self.bot_token)
+        return item
+
+    async def _serve_file(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"].split("-", 1)[-1]
+        hosted = self.hosted_files.get(file_id)
+        if hosted is None:
+            return web.Response(status=404, text="file not found")
+        item, data, token = hosted
+        if _bearer(request) != token:
+            page = "<!DOCTYPE html><html><title>Sign in | Slack</title></html>"
+            return web.Response(text=page, content_type="text/html")
+        return web.Response(body=data, content_type=item["mimetype"])
 
     async def _handle_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
