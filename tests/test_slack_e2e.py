@@ -443,3 +443,21 @@ async def test_a_file_the_bot_token_cannot_read_is_reported_not_sent_empty(
     request = next(r for r in fake_anthropic.message_requests if "look at this" in words(r.body))
     assert all(b["type"] != "image" for b in request.body["messages"][-1]["content"])
     assert "could not be downloaded" in words(request.body)
+
+
+async def test_send_file_uploads_into_the_thread_through_the_external_flow(
+    start_slack: Starter, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    slack = await start_slack("http")
+    (tmp_path / "workspace" / "report.csv").write_bytes(b"week,sales\n1,40\n")
+    fake_anthropic.queue_tool_use("send_file", {"path": "report.csv", "caption": "here it is"})
+    fake_anthropic.queue_text("uploaded")
+    event = fake_slack.im_message("U1", "send the report", channel="D9", thread_ts="1700.1")
+    assert await slack.send(event) == 200
+    await slack.fake.wait_for(
+        "chat.postMessage", timeout=10, predicate=lambda p: "uploaded" in str(p)
+    )
+    (shared,) = [f for f in fake_slack.shared_files if f["channel"] == "D9"]
+    assert shared["data"] == b"week,sales\n1,40\n" and shared["name"] == "report.csv"
+    assert shared["initial_comment"] == "here it is" and shared["thread_ts"] == "1700.1"
+    assert not fake_slack.uploads  # every upload was completed

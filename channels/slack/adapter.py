@@ -26,9 +26,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.backoff import Backoff
 from bot.channel_contract import Gateway
 from bot.config import SlackConfig
-from bot.types import Address, OutboundMessage
+from bot.types import Address, OutboundFile, OutboundMessage
 from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error
-from channels.slack.files import SlackFiles
+from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory
 from channels.slack.inbound import Inbound
@@ -216,6 +216,9 @@ class SlackChannel:
             if streamed is not None:
                 return streamed
         return await self.poster.post(out.address, out.text)
+
+    async def send_file(self, address: Address, file: OutboundFile) -> str:
+        return await upload(self.client, address, file)
 
     async def typing(self, address: Address) -> None:
         await self.indicators.typing(address)

@@ -1,19 +1,28 @@
-"""Files in Slack messages -> `Attachment`s. Each file is fetched from its
+"""Files between Slack and Krill.
+
+In: files in Slack messages -> `Attachment`s. Each file is fetched from its
 `url_private_download` with the bot token as Bearer, only from Slack's file host or the
 host of `slack.api_base_url` (the token must never go anywhere else), and never past
 `media.max_bytes`. Slack answers a request it will not serve with its HTML sign-in page,
-so an HTML body for a file that is no HTML file counts as a failed download."""
+so an HTML body for a file that is no HTML file counts as a failed download.
+
+Out (tool `send_file`): the external upload flow (files.getUploadURLExternal, the upload,
+files.completeUploadExternal) into the conversation and thread of the address.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.types import TOO_LARGE, Attachment, MediaKind
+from bot.types import TOO_LARGE, Address, Attachment, MediaKind, OutboundFile
 
 log = logging.getLogger(__name__)
 
@@ -81,3 +90,18 @@ class SlackFiles:
                     att.size, att.error = len(data), TOO_LARGE
                     return
         att.data, att.size = bytes(data), len(data)
+
+
+async def upload(client: AsyncWebClient, address: Address, file: OutboundFile) -> str:
+    """Share `file` in the address's conversation (and thread); returns the file id."""
+    data = await asyncio.to_thread(Path(file.path).read_bytes)
+    response = await client.files_upload_v2(
+        channel=address.chat_id,
+        thread_ts=address.thread_id,
+        file=data,
+        filename=file.name,
+        title=file.name,
+        initial_comment=file.caption or None,
+    )
+    shared = response.get("files") or [{}]
+    return str(shared[0].get("id", ""))
