@@ -110,6 +110,7 @@ async def conversation(turns: int, photos: int, keep: int) -> tuple[float, int]:
     pictures = [photo(2.0, seed=i) for i in range(photos)]
     now = [1_000_000.0]
     toml = (
+        "[agent]\nsender_turns_per_minute = 0\n"
         "[memory]\nenabled = false\n[scheduler]\nidle_compaction = false\n"
         f"[media]\nkeep_images_turns = {keep}\n"
     )
