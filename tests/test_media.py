@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from bot.config import MediaConfig, TranscriptionConfig
 from bot.context.media import image_placeholders, media_blocks, resolve_media
 from bot.context.tokens import messages_tokens
 from bot.media.files import MediaFiles
 from bot.media.images import prepare_image
-from bot.media.prepare import decode_text
+from bot.media.prepare import MediaPreparer, decode_text
+from bot.media.transcribe import Transcriber
 from bot.transcript import MediaForm, MediaRef
 from bot.types import Attachment, MediaKind
 from tests.app_harness import Harness, message
@@ -124,3 +126,30 @@ async def test_old_images_turn_into_placeholders_only_once_the_cache_is_cold(
         assert "[image: blue.png, 256x128]" in cold and '"type": "image"' not in cold
         stored = list((tmp_path / "data" / "media").rglob("*"))
         assert sum(p.is_file() for p in stored) == 2  # the original and the downscaled copy
+
+
+async def test_voice_notes_without_transcription_get_a_note_saying_why(tmp_path: Path) -> None:
+    files = MediaFiles(tmp_path)
+    preparer = MediaPreparer(MediaConfig(), files, Transcriber(TranscriptionConfig()))
+    voice = Attachment(MediaKind.AUDIO, "voice.oga", "audio/ogg", data=b"OggS...")
+    await preparer.store_incoming([voice])
+    assert voice.data is None and files.read(voice.sha256) == b"OggS..."
+    (ref,) = await preparer.refs([voice])
+    assert ref.form == MediaForm.NOTE
+    assert "not transcribed: voice transcription is not set up" in ref.note
+    assert "tell the person why" in ref.note
+
+
+async def test_slack_files_never_send_the_token_to_another_host() -> None:
+    from channels.slack.files import SlackFiles
+
+    files = SlackFiles("xoxb-secret", "https://slack.com/api/", 1_000_000)
+    item = {
+        "name": "x.png",
+        "mimetype": "image/png",
+        "size": 10,
+        "url_private_download": "https://attacker.example/x.png",
+    }
+    (att,) = await files.download([item])
+    assert att.data is None and att.error == "the file is not on Slack's file server"
+    assert files.allowed_hosts == {"files.slack.com", "slack.com"}
