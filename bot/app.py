@@ -32,6 +32,9 @@ from bot.gateway.lanes import Lanes
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
+from bot.media.files import MediaFiles
+from bot.media.prepare import MediaPreparer
+from bot.media.transcribe import Transcriber
 from bot.memory.flush_service import FlushService
 from bot.memory.index import MemoryIndex
 from bot.memory.recall import Recall
@@ -49,6 +52,7 @@ from bot.store.sqlite import SQLiteStore
 from bot.tools.mcp import McpManager
 from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
+from bot.tools.send_file import SendFileTool
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
 from channels.registry import CHANNELS
 
@@ -85,6 +89,7 @@ class App:
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
+        SendFileTool(self.channels).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
@@ -119,6 +124,13 @@ class App:
                 )
         flushers = [self.flusher] if self.flusher is not None else []
 
+        # Media people send: stored under the data folder, prepared once per turn.
+        self.media_files = MediaFiles(config.media_dir)
+        media = (
+            MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
+            if config.media.enabled
+            else None
+        )
         self.context = ContextPipeline(
             config=config,
             store=self.store,
@@ -128,6 +140,7 @@ class App:
             accountant=self.accountant,
             before_compaction=flushers,
             clock=clock,
+            media=self.media_files,
         )
         self.runner = AgentRunner(
             config=config,
@@ -141,6 +154,7 @@ class App:
             recall=recall,
             before_turn=flushers,
             context=self.context,
+            media=media,
             clock=clock,
         )
         self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
@@ -189,6 +203,7 @@ class App:
             replies=self.replies,
             activity=self.scheduler,
             metrics=self.metrics,
+            media=media,
         )
         self._ready: dict[str, bool] = {}
         self._runner: web.AppRunner | None = None

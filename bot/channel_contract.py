@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from aiohttp import web
 
     from bot.checks import Check
     from bot.config import Config
-    from bot.types import Address, HistoryLine, InboundMessage, OutboundMessage
+    from bot.types import Address, HistoryLine, InboundMessage, OutboundFile, OutboundMessage
 
 
 class AcceptResult(StrEnum):
@@ -103,6 +103,16 @@ class Channel(Protocol):
     async def done_typing(self, address: Address) -> None:
         """The turn answering `address` is over (replied, silent or failed): clear any
         indicator that does not expire by itself (e.g. a reaction)."""
+
+
+@runtime_checkable
+class FileChannel(Protocol):
+    """A channel that can send files (tool `send_file`)."""
+
+    async def send_file(self, address: Address, file: OutboundFile) -> str:
+        """Upload `file` into the conversation (and thread) of `address`; returns the
+        platform message or file id. Raises on failure, with a message a person may read."""
+        ...
 
 
 class ChannelSettings(Protocol):

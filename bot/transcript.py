@@ -38,6 +38,35 @@ class PromptPurpose(StrEnum):
     HEARTBEAT = "heartbeat"
 
 
+class MediaForm(StrEnum):
+    """How a received file reaches the model."""
+
+    IMAGE = "image"  # an image block (bytes on disk under `sha256`)
+    PDF = "pdf"  # a document block (bytes on disk under `sha256`)
+    TEXT = "text"  # `text` holds the decoded file, shown as untrusted text
+    TRANSCRIPT = "transcript"  # `text` holds a voice note's transcript
+    NOTE = "note"  # only `note`: what the file was and why the model cannot open it
+
+
+@dataclass(frozen=True, slots=True)
+class MediaRef:
+    """A file in a person's turn as the transcript keeps it: a content hash, never bytes."""
+
+    form: MediaForm
+    name: str
+    mime: str = ""
+    size: int = 0
+    sha256: str = ""
+    width: int = 0
+    height: int = 0
+    text: str = ""
+    note: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MediaRef:
+        return cls(**{**data, "form": MediaForm(data["form"])})
+
+
 @dataclass(frozen=True, slots=True)
 class ChatLine:
     """One chat message inside a person's turn, with what the model is shown about it."""
@@ -49,6 +78,7 @@ class ChatLine:
     timestamp: float
     user_name: str = ""
     chat_title: str = ""
+    media: tuple[MediaRef, ...] = ()
 
 
 @dataclass(slots=True)
@@ -185,12 +215,17 @@ def to_payload(payload: Payload) -> dict[str, Any]:
     return asdict(payload)
 
 
+def _chat_line(data: dict[str, Any]) -> ChatLine:
+    media = tuple(MediaRef.from_dict(m) for m in data.get("media") or ())
+    return ChatLine(**{**data, "media": media})
+
+
 def payload_from(kind: EntryKind | str, data: dict[str, Any]) -> Payload:
     """Rebuild a payload from its stored form."""
     match EntryKind(kind):
         case EntryKind.PERSON_TURN:
             return PersonTurn(
-                messages=[ChatLine(**m) for m in data.get("messages", [])],
+                messages=[_chat_line(m) for m in data.get("messages", [])],
                 context_lines=list(data.get("context_lines") or []),
                 recall=data.get("recall"),
             )

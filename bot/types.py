@@ -36,6 +36,47 @@ class Address:
         return cls(**data)
 
 
+class MediaKind(StrEnum):
+    IMAGE = "image"  # photos and image files
+    AUDIO = "audio"  # voice notes, audio files, video notes (their sound is transcribed)
+    FILE = "file"  # any other file: PDFs, text, the rest (the core decides by its type)
+
+
+# `Attachment.error` of a file over `media.max_bytes`, which the adapter did not download.
+TOO_LARGE = "too large"
+
+
+@dataclass(slots=True)
+class Attachment:
+    """One file a person sent, as the adapter fetched it: bytes plus what the platform said.
+
+    `data` lives only in memory until the gateway stores it under `sha256`; `error` says why
+    there are no bytes (too large, download failed), in words a person may read.
+    """
+
+    kind: MediaKind
+    name: str
+    mime: str = ""
+    size: int = 0
+    data: bytes | None = None
+    sha256: str = ""
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind),
+            "name": self.name,
+            "mime": self.mime,
+            "size": self.size,
+            "sha256": self.sha256,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attachment:
+        return cls(**{**data, "kind": MediaKind(data["kind"])})
+
+
 @dataclass(slots=True)
 class InboundMessage:
     """One message a person sent, as an adapter understood it."""
@@ -56,10 +97,14 @@ class InboundMessage:
     context_lines: list[str] = field(default_factory=list)
     is_command_surface: bool = False  # came through a native command route (e.g. Slack /krill)
     meta: dict[str, Any] = field(default_factory=dict)
+    # Files sent with the message; `text` is then the caption (possibly empty).
+    attachments: list[Attachment] = field(default_factory=list)
 
     def to_json(self) -> str:
+        """The stored form; attachment bytes are left out (the gateway stores them first)."""
         data = asdict(self)
         data["chat_type"] = str(self.chat_type)
+        data["attachments"] = [a.to_dict() for a in self.attachments]
         return json.dumps(data, ensure_ascii=False)
 
     @classmethod
@@ -67,6 +112,7 @@ class InboundMessage:
         data = json.loads(raw)
         data["chat_type"] = ChatType(data["chat_type"])
         data["address"] = Address.from_dict(data["address"])
+        data["attachments"] = [Attachment.from_dict(a) for a in data.get("attachments") or []]
         return cls(**data)
 
     @property
@@ -105,6 +151,23 @@ class OutboundMessage:
     chunk_index: int
     edit_of: str | None = None  # platform message id to replace instead of sending anew
     final: bool = True  # False for a streaming preview
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundFile:
+    """A file the model asked to send (tool `send_file`), read from disk by the adapter."""
+
+    path: str
+    name: str
+    mime: str
+    caption: str
+    turn_id: str
+    # Same key, same file: an adapter or outbox sends it once (a retried call in one turn).
+    key: str
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime in ("image/jpeg", "image/png", "image/webp", "image/gif")
 
 
 class Speaker(StrEnum):

@@ -55,7 +55,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.store.sqlite": ("bot.errors", "bot.store", "bot.sessions", "bot.transcript", "bot.types"),
     "bot.tools": (
         *("bot.backoff", "bot.checks", "bot.config", "bot.logs", "bot.sessions"),
-        *("bot.types", "bot.untrusted"),
+        *("bot.channel_contract", "bot.types", "bot.untrusted"),
     ),
     "bot.context": (
         *("bot.context.compaction", "bot.config", "bot.errors", "bot.store", "bot.tools"),
@@ -65,10 +65,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
         *("bot.types", "bot.untrusted"),
     ),
+    "bot.media": ("bot.config", "bot.transcript", "bot.types"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
-        "bot.types",
+        *("bot.media", "bot.types"),
     ),
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),
@@ -79,6 +80,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
         *("bot.metrics", "bot.sessions", "bot.store", "bot.transcript", "bot.types"),
+        "bot.media",
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),

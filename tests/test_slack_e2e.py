@@ -459,3 +459,63 @@ async def test_bursts_and_streamed_edits_stay_under_the_channel_limit(
     assert_complete_and_in_order(fake_slack.message_texts("D5"), tags, 2)
     assert fake_slack.calls_to("chat.update")  # the replies streamed as edits
     assert flood.refused == 0
+def tiny_png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), (0, 120, 0)).save(out, "PNG")
+    return out.getvalue()
+
+
+async def test_files_of_one_post_reach_the_model_in_one_turn(
+    start_slack: Starter, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    slack = await start_slack("http")
+    photo = fake_slack.add_file(tiny_png(), "plant.png", "image/png")
+    notes = fake_slack.add_file(b"water on mondays\n", "care.txt", "text/plain")
+    event = fake_slack.im_message(
+        "U1", "is this plant ok?", channel="D7", subtype="file_share", files=[photo, notes]
+    )
+    assert await slack.send(event) == 200
+    await slack.replies(1, "D7")
+    (request,) = [r for r in fake_anthropic.message_requests if "plant ok" in words(r.body)]
+    blocks = request.body["messages"][-1]["content"]
+    assert [b["type"] for b in blocks].count("image") == 1
+    assert "water on mondays" in words(request.body) and "care.txt" in words(request.body)
+
+
+async def test_a_file_the_bot_token_cannot_read_is_reported_not_sent_empty(
+    start_slack: Starter, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    slack = await start_slack("http")
+    hidden = fake_slack.add_file(tiny_png(), "secret.png", "image/png", readable_with="xoxb-x")
+    event = fake_slack.im_message(
+        "U1", "look at this", channel="D8", subtype="file_share", files=[hidden]
+    )
+    assert await slack.send(event) == 200
+    replies = await slack.replies(2, "D8")
+    notice = next(r for r in replies if "secret.png" in r.get("text", "") + str(r))
+    assert "couldn't get secret.png" in str(notice) and "refused" in str(notice)
+    request = next(r for r in fake_anthropic.message_requests if "look at this" in words(r.body))
+    assert all(b["type"] != "image" for b in request.body["messages"][-1]["content"])
+    assert "could not be downloaded" in words(request.body)
+
+
+async def test_send_file_uploads_into_the_thread_through_the_external_flow(
+    start_slack: Starter, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    slack = await start_slack("http")
+    (tmp_path / "workspace" / "report.csv").write_bytes(b"week,sales\n1,40\n")
+    fake_anthropic.queue_tool_use("send_file", {"path": "report.csv", "caption": "here it is"})
+    fake_anthropic.queue_text("uploaded")
+    event = fake_slack.im_message("U1", "send the report", channel="D9", thread_ts="1700.1")
+    assert await slack.send(event) == 200
+    await slack.fake.wait_for(
+        "chat.postMessage", timeout=10, predicate=lambda p: "uploaded" in str(p)
+    )
+    (shared,) = [f for f in fake_slack.shared_files if f["channel"] == "D9"]
+    assert shared["data"] == b"week,sales\n1,40\n" and shared["name"] == "report.csv"
+    assert shared["initial_comment"] == "here it is" and shared["thread_ts"] == "1700.1"
+    assert not fake_slack.uploads  # every upload was completed

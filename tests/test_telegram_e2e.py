@@ -249,9 +249,12 @@ async def test_commands_work_in_dm_and_with_bot_suffix_in_groups(env: Env) -> No
     assert "status" in {c["command"] for c in registered}
 
 
-async def test_photos_and_stickers_reach_the_model_as_placeholders(env: Env) -> None:
+async def test_photos_reach_the_model_as_images_and_stickers_as_placeholders(env: Env) -> None:
     await say(env, env.tg.photo_message(ADMIN, ADMIN, caption="what is in this picture?"))
-    assert "[photo]\nwhat is in this picture?" in env.model.message_requests[-1].last_user_text
+    request = env.model.message_requests[-1]
+    assert "what is in this picture?" in request.last_user_text
+    assert "[photo]" not in request.last_user_text
+    assert [b["type"] for b in request.messages[-1]["content"]][-1] == "image"
     await say(env, env.tg.sticker_message(ADMIN, ADMIN, emoji="🎉"))
     assert "[sticker 🎉]" in env.model.message_requests[-1].last_user_text
 

@@ -153,7 +153,7 @@ async def test_a_crashing_mcp_server_does_not_take_the_bot_down(
             break
         await asyncio.sleep(0.1)
     tools_line = next(line for line in status.splitlines() if line.startswith("Tools: "))
-    assert "read_tool_result, web_fetch" in tools_line
+    assert "read_tool_result, send_file, web_fetch" in tools_line
     assert tools_line.endswith(" · fake: big, crash, echo, fail, slow")
     assert await say(app, "echo please") == "ok"
     (echo,) = tool_results(fake_anthropic.message_requests[-1].body)

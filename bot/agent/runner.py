@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
     from bot.agent.hooks import BeforeTurn, ContextManager, TurnRecall
     from bot.channel_contract import Channel
+    from bot.media.prepare import MediaPreparer
     from bot.metrics import Metrics
     from bot.store.base import Store
 
@@ -95,6 +96,7 @@ class AgentRunner:
         recall: TurnRecall | None = None,
         before_turn: Sequence[BeforeTurn] = (),
         context: ContextManager | None = None,
+        media: MediaPreparer | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.config = config
@@ -108,10 +110,11 @@ class AgentRunner:
         self.recall = recall
         self.before_turn = tuple(before_turn)
         self.context = context
+        self.media = media
         # Time of model calls (and so of prompt-cache expiry); a benchmark may simulate it.
         self.clock = clock
 
-    def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
+    async def _user_entry(self, job: TurnJob, session: SessionRow, recall: str | None) -> Entry:
         payload: Payload
         if job.prompt is not None:
             payload = InternalPrompt(job.prompt, PromptPurpose(job.kind))
@@ -119,6 +122,8 @@ class AgentRunner:
             context: list[str] = []
             for msg in job.messages:
                 context.extend(msg.context_lines)
+            # Files are prepared (downscaled, transcribed) once, here: the entry keeps the
+            # result, so a resumed turn or a later request never redoes it.
             lines = [
                 ChatLine(
                     message_id=m.message_id,
@@ -128,6 +133,9 @@ class AgentRunner:
                     text=m.text,
                     timestamp=m.timestamp or time.time(),
                     chat_title=m.chat_title,
+                    media=await self.media.refs(m.attachments)
+                    if self.media is not None and m.attachments
+                    else (),
                 )
                 for m in job.messages
             ]
@@ -179,7 +187,7 @@ class AgentRunner:
                     if self.recall is not None and job.messages
                     else None
                 )
-                entry = self._user_entry(job, session, recall)
+                entry = await self._user_entry(job, session, recall)
                 fields: dict[str, Any] = {"last_activity_at": self.clock()}
                 if job.address:
                     fields["address"] = job.address.to_dict()
@@ -256,6 +264,7 @@ class AgentRunner:
             turn_id=job.turn_id,
             origin=session.origin,
             admin=all_admins(job.messages, self.config.admin),
+            address=job.address,
         )
         context_manager = self.context
 

@@ -22,9 +22,11 @@ from bot.config.sections import (
     AdminConfig,
     ContextConfig,
     LoggingConfig,
+    MediaConfig,
     MemoryConfig,
     MemorySearchConfig,
     SessionConfig,
+    TranscriptionConfig,
 )
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
@@ -39,6 +41,7 @@ __all__ = [
     "LoggingConfig",
     "McpConfig",
     "McpServerConfig",
+    "MediaConfig",
     "MemoryConfig",
     "MemorySearchConfig",
     "PeerOverride",
@@ -49,6 +52,7 @@ __all__ = [
     "TelegramPacing",
     "ToolFilterConfig",
     "ToolResultsConfig",
+    "TranscriptionConfig",
     "WebFetchConfig",
     "env_overrides",
     "load_config",

@@ -31,6 +31,7 @@ SECRET_ENV: dict[tuple[str, str], str] = {
     ("slack", "app_token"): "SLACK_APP_TOKEN",
     ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
     ("admin", "console_token"): "KRILL_ADMIN_TOKEN",
+    ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
 }
 
 

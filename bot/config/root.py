@@ -16,12 +16,14 @@ from bot.config.sections import (
     ContextConfig,
     LocalConfig,
     LoggingConfig,
+    MediaConfig,
     MemoryConfig,
     SchedulerConfig,
     Section,
     ServerConfig,
     SessionConfig,
     StorageConfig,
+    TranscriptionConfig,
     WorkspaceConfig,
 )
 from bot.config.tools import McpConfig, ToolsConfig
@@ -45,6 +47,8 @@ class Config(Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
+    transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)
@@ -70,6 +74,11 @@ class Config(Section):
     @property
     def workspace_dir(self) -> Path:
         return self.resolve(self.workspace.path)
+
+    @property
+    def media_dir(self) -> Path:
+        """Where received media is kept, content-addressed, beside the database."""
+        return self.sqlite_path.parent / "media"
 
     @property
     def sqlite_path(self) -> Path:

@@ -42,6 +42,26 @@ class WorkspaceConfig(Section):
     total_max_chars: int = Field(60_000, gt=100)
 
 
+class MediaConfig(Section):
+    """Photos, files and voice notes people send (DESIGN.md section 9)."""
+
+    enabled: bool = True
+    # Larger files are never downloaded: the person is told the limit and the model a note.
+    max_bytes: int = Field(20_000_000, gt=0)
+    image_max_edge: int = Field(1568, ge=64)  # long side of images sent to the model
+    keep_images_turns: int = Field(3, ge=0)  # older images become placeholders once cold
+    text_max_chars: int = Field(50_000, gt=0)  # text files and transcripts past this are cut
+
+
+class TranscriptionConfig(Section):
+    """An OpenAI-compatible speech-to-text endpoint: POST {base_url}/audio/transcriptions."""
+
+    base_url: str = ""  # empty: voice notes reach the model as a note saying so
+    api_key: str = ""  # TRANSCRIPTION_API_KEY
+    model: str = "whisper-1"
+    timeout: float = Field(60.0, gt=0)
+
+
 class StorageConfig(Section):
     url: str = "sqlite:///data/krill.db"
     # Finished inbound and dedupe rows, the delivery ledger and old (non-current) sessions

@@ -31,7 +31,9 @@ class ToolsConfig(Section):
     allow: list[str] = Field(default_factory=lambda: ["*"])
     deny: list[str] = Field(default_factory=list)
     admin_only: list[str] = Field(default_factory=list)  # only in turns where every sender is admin
-    dm_only: list[str] = Field(default_factory=list)  # only in direct chats
+    # Only in direct chats. send_file posts into the conversation, which in a group everyone
+    # sees: it needs an operator's choice there (remove it from this list).
+    dm_only: list[str] = Field(default_factory=lambda: ["send_file"])
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     results: ToolResultsConfig = Field(default_factory=ToolResultsConfig)
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
-from anthropic.types import ContentBlockParam, MessageParam, TextBlockParam
+from anthropic.types import ContentBlockParam, MessageParam
 
+from bot.context.media import media_blocks
 from bot.context.tool_pairing import MISSING_RESULT as MISSING_RESULT  # re-exported
 from bot.context.tool_pairing import merge_same_role, repair_pairing
 from bot.transcript import (
@@ -74,8 +75,9 @@ def render_chat_message(msg: ChatLine, marker: str, tz: str) -> str:
     return wrap_untrusted(msg.text, source="chat", marker_id=marker, meta=meta)
 
 
-def render_person_turn(entry_id: str, turn: PersonTurn, tz: str) -> list[TextBlockParam]:
-    """Content blocks for a person's turn: buffered group context, the message(s), recall."""
+def render_person_turn(entry_id: str, turn: PersonTurn, tz: str) -> list[ContentBlockParam]:
+    """Content blocks for a person's turn: buffered group context, the message(s), the files
+    they sent (in order), recall."""
     marker = marker_id_for(entry_id)
     parts: list[str] = []
     context = turn.context_lines
@@ -90,7 +92,10 @@ def render_person_turn(entry_id: str, turn: PersonTurn, tz: str) -> list[TextBlo
     elif context:
         parts.append(CURRENT_HEADER)
     parts.extend(render_chat_message(m, marker, tz) for m in messages)
-    blocks: list[TextBlockParam] = [{"type": "text", "text": "\n\n".join(parts)}]
+    blocks: list[ContentBlockParam] = [{"type": "text", "text": "\n\n".join(parts)}]
+    for message in messages:
+        for ref in message.media:
+            blocks.extend(media_blocks(ref, marker))
     if turn.recall:
         recall = wrap_untrusted(turn.recall, source="memory", marker_id=marker)
         blocks.append({"type": "text", "text": f"{RECALL_HEADER}\n{recall}"})

@@ -7,6 +7,7 @@ It is the runner's `ContextManager` and the gateway's compactor (`bot.app` wires
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from bot.context.compaction import (
     overhead_chars,
 )
 from bot.context.host import BeforeCompaction, SummaryModel, UsageCharger, WorkspaceFiles
+from bot.context.media import MediaReader, image_placeholders, resolve_media
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,
@@ -54,6 +56,8 @@ MAX_TRACKED_SESSIONS = 10_000
 class _SessionState:
     compaction_id: str | None = None  # the plan belongs to the history after this entry
     plan: dict[str, PruneAction] = field(default_factory=dict)
+    # Old images shown as `[image: ...]` text; decided, like the plan, only when cold.
+    placeholders: set[str] = field(default_factory=set)
 
 
 class ContextPipeline:
@@ -71,6 +75,7 @@ class ContextPipeline:
         accountant: UsageCharger,
         before_compaction: Sequence[BeforeCompaction] = (),
         clock: Callable[[], float],
+        media: MediaReader | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -79,6 +84,7 @@ class ContextPipeline:
         self.tools = tools
         self.accountant = accountant
         self.before_compaction = tuple(before_compaction)
+        self.media = media
         # The runner's clock, so a benchmark's simulated time drives TTL decisions too.
         self.clock = clock
         self._states: LRUCache[str, _SessionState] = LRUCache(MAX_TRACKED_SESSIONS)
@@ -100,7 +106,16 @@ class ContextPipeline:
     async def prepare(
         self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
     ) -> list[MessageParam]:
-        """The messages to send for this model call (`ContextManager.prepare`)."""
+        """The messages to send for this model call (`ContextManager.prepare`), with stored
+        media read in last (estimates above count images by their size instead)."""
+        messages = await self._shape(session, history, messages)
+        state = self._states.get(session.session_id)
+        placeholders = state.placeholders if state is not None else set()
+        return await asyncio.to_thread(resolve_media, messages, self.media, placeholders)
+
+    async def _shape(
+        self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
+    ) -> list[MessageParam]:
         config = self.config
         cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
         limit = result_char_limit(window, cfg)
@@ -127,6 +142,7 @@ class ContextPipeline:
                 )
             state.plan = outcome.plan
             tokens -= plain_tokens_for_chars(outcome.removed_chars)
+            state.placeholders |= image_placeholders(messages, config.media.keep_images_turns)
         messages = apply_pruning(messages, state.plan, cfg)
         if not needs_compaction(tokens, window, cfg.reserve_tokens):
             return messages

@@ -14,11 +14,13 @@ from typing import Any
 
 from anthropic.types import MessageParam
 
+from bot.context.media import parse_link
 from bot.transcript import AssistantReply, Compaction, Entry
 
 CHARS_PER_TOKEN = 4
 SAFETY_MARGIN = 1.2
-# Images are billed by pixel size, not characters; this is roughly a 1,000x1,000 picture.
+# Images are billed by pixel size, not characters (width x height / 750); this is roughly a
+# 1,000x1,000 picture, for images and documents whose size is not known here.
 IMAGE_TOKENS = 1_600
 
 
@@ -39,7 +41,7 @@ def plain_tokens_for_chars(chars: int) -> int:
 
 
 def _content_chars(content: Any) -> tuple[int, int]:
-    """(characters, images) of a message or tool_result content."""
+    """(characters, image tokens) of a message or tool_result content."""
     if isinstance(content, str):
         return len(content), 0
     chars = images = 0
@@ -51,12 +53,13 @@ def _content_chars(content: Any) -> tuple[int, int]:
 
 
 def block_size(block: Mapping[str, Any]) -> tuple[int, int]:
-    """(characters, images) of one content block, counting what the model reads."""
+    """(characters, image tokens) of one content block, counting what the model reads."""
     kind = block.get("type")
     if kind == "text":
         return len(block.get("text", "")), 0
-    if kind == "image":
-        return 0, 1
+    if kind in ("image", "document"):
+        link = parse_link(block)
+        return 0, (link.tokens if link is not None and link.tokens else IMAGE_TOKENS)
     if kind == "tool_use":
         raw = json.dumps(block.get("input", {}), ensure_ascii=False)
         return len(block.get("name", "")) + len(raw), 0
@@ -75,7 +78,7 @@ def messages_tokens(messages: Iterable[MessageParam], overhead_chars: int = 0) -
         c, i = _content_chars(message.get("content"))
         chars += c
         images += i
-    return tokens_for_chars(chars) + images * IMAGE_TOKENS
+    return tokens_for_chars(chars) + images
 
 
 @dataclass(frozen=True, slots=True)

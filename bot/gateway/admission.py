@@ -116,8 +116,14 @@ class Admission:
             return None
         policy = self.config.channel_policy(msg.channel)
         line = None
-        if msg.text.strip():
-            line = BufferedLine(msg.user_name or msg.user_id, msg.text, time.time())
+        sender = msg.user_name or msg.user_id
+        if msg.attachments:
+            # Unaddressed files are not kept; the chatter only notes that they were sent.
+            kinds = {"image": "photo", "audio": "voice note"}
+            kind = kinds.get(str(msg.attachments[0].kind), "file")
+            line = BufferedLine(sender, f"[{kind} from {sender}: {msg.text.strip()}]", time.time())
+        elif msg.text.strip():
+            line = BufferedLine(sender, msg.text, time.time())
         limit = policy.group_buffer_limit if policy is not None else 0
         if not await self.store.buffer_message(msg.channel, msg.message_id, key, line, limit=limit):
             return AcceptResult.DUPLICATE

@@ -26,6 +26,7 @@ from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
+from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
 from bot.sessions.throttle import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS, ReplyBudget
 from bot.store.base import InboundStatus
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from bot.gateway.lanes import Lanes
     from bot.gateway.replies import Replies
     from bot.gateway.session_commands import SessionCommands
+    from bot.media.prepare import MediaPreparer
     from bot.metrics import Metrics
     from bot.store.base import InboundRow, Store
 
@@ -61,6 +63,7 @@ class GatewayService:
         replies: Replies,
         activity: ActivityObserver,
         metrics: Metrics,
+        media: MediaPreparer | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -70,6 +73,7 @@ class GatewayService:
         self.replies = replies
         self.activity = activity
         self.metrics = metrics
+        self.media = media
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         self.command_replies = ReplyBudget(replies=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS)
 
@@ -89,6 +93,9 @@ class GatewayService:
         buffered = await self.admission.buffered(msg, key)
         if buffered is not None:
             return buffered
+        if self.media is not None:
+            # On disk before the row that refers to them is committed.
+            await self.media.store_incoming(msg.attachments)
         is_group = msg.chat_type != ChatType.DIRECT
         inbound_id, lines = await self.store.accept_inbound(
             msg.channel,
@@ -106,6 +113,10 @@ class GatewayService:
         self.metrics.messages_in.labels(msg.channel).inc()
         self.lanes.submit(key, MessageWork(inbound_id, msg))
         self.activity.note_activity(key)
+        for att in msg.attachments:
+            notice = problem_notice(att, self.config.media.max_bytes)
+            if notice is not None:
+                await self.replies.send_text(msg.address, notice)
         return AcceptResult.ACCEPTED
 
     async def _command(self, command: Command, msg: InboundMessage, key: str) -> AcceptResult:

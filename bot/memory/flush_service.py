@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 from bot.agent.loop import EphemeralConversation, Exchange
 from bot.agent.silent import is_silent, strip_silent
+from bot.context.media import resolve_media
 from bot.context.messages import build_messages
 from bot.context.tokens import plain_tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
@@ -186,9 +187,10 @@ class FlushService:
         config = self.config
         # Rendered and capped as the context pipeline does for every turn; pruning of old
         # tool results is left out (it lives in the pipeline), which costs a cache write at
-        # most and never a wrong answer.
+        # most and never a wrong answer. Images become their text placeholders: a flush
+        # writes notes from what was said, not from pixels.
         rendered = cap_tool_results(
-            build_messages(history, config.agent.timezone),
+            resolve_media(build_messages(history, config.agent.timezone), None),
             result_char_limit(config.agent.context_window, config.context),
         )
         prompt = flush_prompt(reason, now, note=scope.daily_note(now), curated=admin)

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from anthropic.types import ToolParam, ToolResultBlockParam, ToolUseBlockParam
 from anthropic.types.tool_result_block_param import Content as ResultContent
 
-from bot.types import SessionOrigin
+from bot.types import Address, SessionOrigin
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ class ToolContext:
     # origins) and whether everyone the turn answers is an admin: memory scopes need both.
     origin: SessionOrigin | None = None
     admin: bool = False
+    # Where the turn's reply goes (None for turns that answer nobody, like a flush).
+    address: Address | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # Failed calls of this turn by signature (name + input), for cutting off repeats.
     failures: dict[str, int] = field(default_factory=dict)

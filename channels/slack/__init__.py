@@ -19,7 +19,12 @@ def create(config: Config, gateway: Gateway) -> SlackChannel:
     # Imported here, so the platform library loads only when the channel is enabled.
     from channels.slack.adapter import SlackChannel
 
-    return SlackChannel(config.slack, gateway, stale_after=config.server.health_stale_after)
+    return SlackChannel(
+        config.slack,
+        gateway,
+        stale_after=config.server.health_stale_after,
+        media_max_bytes=config.media.max_bytes if config.media.enabled else None,
+    )
 
 
 SPEC = ChannelSpec(name="slack", settings=lambda config: config.slack, create=create, check=check)

@@ -26,9 +26,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.backoff import Backoff
 from bot.channel_contract import Gateway
 from bot.config import SlackConfig
-from bot.types import Address, OutboundMessage
+from bot.types import Address, OutboundFile, OutboundMessage
 from channels.pacing import Limit, Window
 from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error
+from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory
 from channels.slack.inbound import Inbound
@@ -70,6 +71,7 @@ class SlackChannel:
         *,
         ping_interval: float = DEFAULT_PING_INTERVAL,
         stale_after: float = STALE_AFTER,
+        media_max_bytes: int | None = None,
     ):
         self.config = config
         self.core = core
@@ -99,6 +101,9 @@ class SlackChannel:
             people,
             ThreadHistory(self.client, people, self._identity),
             self.streams,
+            files=SlackFiles(config.bot_token, config.api_base_url, media_max_bytes)
+            if media_max_bytes is not None
+            else None,
         )
         self.app = AsyncApp(
             client=self.client,
@@ -212,6 +217,9 @@ class SlackChannel:
             if streamed is not None:
                 return streamed
         return await self.poster.post(out.address, out.text, final=out.final)
+
+    async def send_file(self, address: Address, file: OutboundFile) -> str:
+        return await upload(self.client, address, file)
 
     async def typing(self, address: Address) -> None:
         await self.indicators.typing(address)

@@ -15,6 +15,7 @@ from bot.channel_contract import AcceptResult, Gateway
 from bot.config import SlackConfig
 from bot.types import ChatType, InboundMessage
 from channels.slack.api import MEMORY_ITEMS
+from channels.slack.files import SlackFiles
 from channels.slack.history import ThreadHistory
 from channels.slack.mapping import BotIdentity, SlackPost, parse_event, to_inbound
 from channels.slack.people import People
@@ -41,6 +42,7 @@ class Inbound:
         people: People,
         history: ThreadHistory,
         streams: Streams,
+        files: SlackFiles | None = None,
     ):
         self.config = config
         self.gateway = gateway
@@ -48,6 +50,7 @@ class Inbound:
         self.people = people
         self.history = history
         self.streams = streams
+        self.files = files  # None: files stay `[attached file: ...]` lines
         self._handled_events: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
         self._handled_posts: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
         self._inflight: dict[str, asyncio.Future[None]] = {}
@@ -123,6 +126,8 @@ class Inbound:
         )
         msg.user_name = user_name
         msg.context_lines = context
+        if self.files is not None and post.files:
+            msg.attachments = await self.files.download(post.files)
         thread = msg.address.thread_id
         if thread and post.chat_type == ChatType.CHANNEL:
             # Native streams in channels must name who they are for.

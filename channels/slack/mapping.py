@@ -70,6 +70,7 @@ class SlackPost:
     mentioned: bool = False  # app_mention, or <@BOT> anywhere in the text
     parent_is_bot: bool = False  # a reply in a thread the bot's own message started
     user_name: str = ""  # known only for bots (their display name)
+    files: tuple[dict[str, Any], ...] = ()  # Slack file objects attached to the post
 
     @property
     def message_id(self) -> str:
@@ -229,6 +230,7 @@ def parse_event(
         mentioned=kind == "app_mention" or (isinstance(raw, str) and mentions_bot(raw, me)),
         parent_is_bot=reply_in_thread and event.get("parent_user_id") == me.user_id,
         user_name=bot_name,
+        files=tuple(f for f in event.get("files") or () if isinstance(f, dict)),
     )
 
 

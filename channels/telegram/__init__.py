@@ -58,6 +58,7 @@ def create(config: Config, gateway: Gateway) -> TelegramChannel:
         gateway,
         names=(name,) if name else (),
         stale_after=config.server.health_stale_after,
+        media_max_bytes=config.media.max_bytes if config.media.enabled else None,
     )
 
 

@@ -26,7 +26,8 @@ from bot.channel_contract import AcceptResult, Gateway
 from bot.commands import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
-from bot.types import Address, OutboundMessage
+from bot.types import Address, OutboundFile, OutboundMessage
+from channels.telegram import files, media
 from channels.telegram.calls import (
     call_with_retries,
     is_edit_target_gone,
@@ -90,8 +91,10 @@ class TelegramChannel:
         *,
         names: tuple[str, ...] = (),
         stale_after: float = STALE_AFTER,
+        media_max_bytes: int | None = None,
     ):
         self.config = config
+        self._media_max_bytes = media_max_bytes  # None: files stay `[photo]` stand-ins
         self._stale_after = stale_after
         self.stream_interval = config.stream_interval
         self._core = core
@@ -236,6 +239,8 @@ class TelegramChannel:
         if msg is None:
             log.debug("ignoring Telegram update %d (not a new message)", update.update_id)
             return None
+        if self._media_max_bytes is not None and update.message is not None:
+            await media.attach(self.bot, update.message, msg, self._media_max_bytes)
         result = await self._core.accept(msg)
         if result == AcceptResult.ACCEPTED and update.message is not None:
             message = update.message
@@ -403,6 +408,9 @@ class TelegramChannel:
         await self._reactions.finish(int(address.chat_id), address.thread_id, answered)
 
     # --- helpers ----------------------------------------------------------------------
+
+    async def send_file(self, address: Address, file: OutboundFile) -> str:
+        return await files.send_file(self.bot, self._chat(address), address, file)
 
     def _chat(self, address: Address) -> int:
         chat_id = int(address.chat_id)

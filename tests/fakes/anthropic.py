@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import hashlib
 import inspect
+import io
 import itertools
 import json
 import math
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest_asyncio
 from aiohttp import web
+from PIL import Image
 
 __all__ = [
     "CacheControlError",
@@ -67,6 +70,19 @@ def _compact(obj: Any) -> str:
 def estimate_tokens(text: str) -> int:
     """The fake's tokenizer: four characters per token, never less than one."""
     return max(1, len(text) // 4)
+
+
+def block_tokens(part: Any, stripped: str) -> int:
+    """Tokens of one prompt block: images by their pixels (width x height / 750, as the API
+    bills them), PDFs by their decoded size, everything else by its characters."""
+    source = part.get("source") if isinstance(part, dict) else None
+    if isinstance(source, dict) and source.get("type") == "base64":
+        raw = base64.b64decode(source.get("data", ""))
+        if part.get("type") == "image":
+            with Image.open(io.BytesIO(raw)) as image:
+                return max(1, math.ceil(image.width * image.height / 750))
+        return max(1, len(raw) // 4)
+    return estimate_tokens(stripped)
 
 
 def _strip_cache_control(obj: Any) -> Any:
@@ -248,7 +264,7 @@ class CacheSimulator:
             blocks.append(
                 _Block(
                     key=f"{section}|{stripped}",
-                    tokens=estimate_tokens(stripped),
+                    tokens=block_tokens(part, stripped),
                     ttl=self._ttl_of(marker),
                 )
             )

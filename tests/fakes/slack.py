@@ -440,6 +440,12 @@ class FakeSlack(SlackEvents):
         self.socket_ack_messages: dict[str, Params] = {}
 
         self._posts: list[Params] = []
+        # file id -> (file object, bytes, the token that may download it)
+        self.hosted_files: dict[str, tuple[Params, bytes, str]] = {}
+        # External uploads: file id -> {"filename", "length", "data"} until completed, then
+        # `shared_files` records where each went.
+        self.uploads: dict[str, Params] = {}
+        self.shared_files: list[Params] = []
         self._threads: dict[tuple[str, str], list[Params]] = {}
         self._channels: dict[str, Params] = {}
         self._users: dict[str, Params] = {}
@@ -468,6 +474,8 @@ class FakeSlack(SlackEvents):
             "conversations.history": self._conversations_history,
             "conversations.info": self._conversations_info,
             "users.info": self._users_info,
+            "files.getUploadURLExternal": self._files_get_upload_url,
+            "files.completeUploadExternal": self._files_complete_upload,
         }
 
     # -- lifecycle -------------------------------------------------------
@@ -478,6 +486,8 @@ class FakeSlack(SlackEvents):
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_get("/ws", self._handle_ws)
         app.router.add_post("/response/{rid}", self._handle_response_url)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._serve_file)
+        app.router.add_post("/upload/v1/{file_id}", self._receive_upload)
         # A short shutdown timeout keeps teardown fast when a client keeps a
         # keep-alive connection open.
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
@@ -762,6 +772,86 @@ class FakeSlack(SlackEvents):
         if failure.remaining <= 0:
             queue.pop(0)
         return failure
+
+    def add_file(
+        self, data: bytes, name: str, mimetype: str, *, readable_with: str | None = None
+    ) -> Params:
+        """Host `data` as a Slack file; returns the file object an event's `files` carries.
+
+        `readable_with` is the token Slack serves it to (default: the bot's); any other
+        request gets Slack's HTML sign-in page, as the real file host answers.
+        """
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        url = f"{self.url}/files-pri/{self.team_id}-{file_id}/{name}"
+        item: Params = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+            "mode": "hosted",
+        }
+        self.hosted_files[file_id] = (item, data, readable_with or self.bot_token)
+        return item
+
+    def _files_get_upload_url(self, params: Params) -> Params:
+        filename, length = params.get("filename"), params.get("length")
+        if not filename or not str(length or "").isdigit() or int(length) < 1:
+            raise _ApiError("invalid_arguments")
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        self.uploads[file_id] = {"filename": filename, "length": int(length), "data": None}
+        return {"ok": True, "upload_url": f"{self.url}/upload/v1/{file_id}", "file_id": file_id}
+
+    async def _receive_upload(self, request: web.Request) -> web.Response:
+        upload = self.uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404, text="unknown upload")
+        data = await request.read()
+        if len(data) != upload["length"]:
+            return web.Response(status=400, text="length mismatch")
+        upload["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _files_complete_upload(self, params: Params) -> Params:
+        raw = params.get("files")
+        items = json.loads(raw) if isinstance(raw, str) else raw
+        if not isinstance(items, list) or not items:
+            raise _ApiError("invalid_arguments")
+        done = []
+        for item in items:
+            upload = self.uploads.get(str(item.get("id")))
+            if upload is None or upload["data"] is None:
+                raise _ApiError("file_not_found")
+            done.append((str(item["id"]), item, upload))
+        shared = []
+        for file_id, item, upload in done:
+            self.uploads.pop(file_id)
+            record = {
+                "id": file_id,
+                "name": upload["filename"],
+                "title": item.get("title") or upload["filename"],
+                "data": upload["data"],
+                "channel": params.get("channel_id"),
+                "thread_ts": params.get("thread_ts"),
+                "initial_comment": params.get("initial_comment"),
+            }
+            self.shared_files.append(record)
+            shared.append({"id": file_id, "title": record["title"]})
+        return {"ok": True, "files": shared}
+
+    async def _serve_file(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"].split("-", 1)[-1]
+        hosted = self.hosted_files.get(file_id)
+        if hosted is None:
+            return web.Response(status=404, text="file not found")
+        item, data, token = hosted
+        if _bearer(request) != token:
+            page = "<!DOCTYPE html><html><title>Sign in | Slack</title></html>"
+            return web.Response(text=page, content_type="text/html")
+        return web.Response(body=data, content_type=item["mimetype"])
 
     async def _handle_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]

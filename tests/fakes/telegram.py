@@ -548,6 +548,13 @@ def _update_type(update: JSONDict) -> str:
     return next((k for k in update if k != "update_id"), "")
 
 
+# The cloud Bot API hands out files up to 20 MB; getFile refuses larger ones.
+GETFILE_MAX_BYTES = 20 * 1024 * 1024
+# Uploads: photos up to 10 MB, other files up to 50 MB.
+PHOTO_MAX_BYTES = 10 * 1024 * 1024
+UPLOAD_MAX_BYTES = 50 * 1024 * 1024
+
+
 class FakeTelegram:
     """Telegram Bot API server for tests; use ``async with FakeTelegram() as fake`` or the
     ``fake_telegram`` fixture, and point PTB at it with ``fake.app_builder()``."""
@@ -577,6 +584,8 @@ class FakeTelegram:
         self.reactions: dict[tuple[int, int], list[JSONDict]] = {}
         self.commands: dict[tuple[str, str], list[JSONDict]] = {}
         self.files: dict[str, tuple[JSONDict, bytes]] = {}
+        # Photos and documents the bot uploaded: (message as the API returned it, bytes).
+        self.sent_media: list[tuple[JSONDict, bytes]] = []
         self.webhook: JSONDict | None = None
         self.allowed_updates: list[str] = []
 
@@ -614,6 +623,8 @@ class FakeTelegram:
             "answercallbackquery": self._answer_callback_query,
             "getchat": self._get_chat,
             "getfile": self._get_file,
+            "sendphoto": self._send_photo,
+            "senddocument": self._send_document,
         }
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -865,6 +876,7 @@ class FakeTelegram:
             for key, value in form.items():
                 if isinstance(value, web.FileField):
                     params[key] = value.file.read()
+                    params[f"{key}.filename"] = value.filename
                 else:
                     params[key] = _decode_field(key, str(value))
             return params
@@ -1095,6 +1107,53 @@ class FakeTelegram:
         self._bot_message_order.append((chat["id"], message["message_id"]))
         return message
 
+    def _upload(self, params: JSONDict, field: str) -> tuple[JSONDict, bytes]:
+        """A sendPhoto/sendDocument: the file must be uploaded (multipart) or a known file_id."""
+        chat = self._resolve_chat(params.get("chat_id"))
+        value = params.get(field)
+        if isinstance(value, bytes):
+            data = value
+        elif isinstance(value, str) and value in self.files:
+            data = self.files[value][1]
+        else:
+            raise _ApiError(400, f"Bad Request: there is no {field} in the request")
+        if not data:
+            raise _ApiError(400, "Bad Request: file must be non-empty")
+        limit = PHOTO_MAX_BYTES if field == "photo" else UPLOAD_MAX_BYTES
+        if len(data) > limit:
+            raise _ApiError(413, "Request Entity Too Large")
+        message: JSONDict = {
+            "message_id": self._take_message_id(chat["id"]),
+            "from": self.bot_user,
+            "chat": chat,
+            "date": int(time.time()),
+        }
+        if params.get("caption"):
+            message["caption"] = str(params["caption"])
+        thread_id = params.get("message_thread_id")
+        if thread_id is not None:
+            message["message_thread_id"] = int(thread_id)
+        self._register_message(message)
+        return message, data
+
+    def _send_photo(self, params: JSONDict) -> JSONDict:
+        message, data = self._upload(params, "photo")
+        meta = self.add_file(data, folder="photos", suffix=".jpg")
+        message["photo"] = [
+            {k: meta[k] for k in ("file_id", "file_unique_id", "file_size")}
+            | {"width": 1, "height": 1}
+        ]
+        self.sent_media.append((message, data))
+        return message
+
+    def _send_document(self, params: JSONDict) -> JSONDict:
+        message, data = self._upload(params, "document")
+        meta = self.add_file(data)
+        message["document"] = {k: meta[k] for k in ("file_id", "file_unique_id", "file_size")}
+        message["document"]["file_name"] = params.get("document.filename") or "file"
+        self.sent_media.append((message, data))
+        return message
+
     def _edit_message_text(self, params: JSONDict) -> JSONDict | bool:
         if params.get("inline_message_id"):
             self._render(params)
@@ -1221,6 +1280,8 @@ class FakeTelegram:
         entry = self.files.get(str(params.get("file_id") or ""))
         if entry is None:
             raise _ApiError(400, "Bad Request: invalid file_id")
+        if entry[0]["file_size"] > GETFILE_MAX_BYTES:
+            raise _ApiError(400, "Bad Request: file is too big")
         return dict(entry[0])
 
     # ---- files -----------------------------------------------------------------------
@@ -1463,6 +1524,34 @@ class FakeTelegram:
                 }
             )
         message = self._base_message(chat, user, photo=sizes)
+        if caption is not None:
+            self._with_text(message, caption, field="caption")
+        return self._wrap(message)
+
+    def document_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        file_name: str,
+        mime_type: str,
+        caption: str | None = None,
+        group: bool = False,
+        first_name: str = "Alice",
+    ) -> JSONDict:
+        """A file sent as a document (downloadable via getFile up to the API's 20 MB)."""
+        user = self._user(user_id, first_name, None)
+        chat = self._chat(chat_id, group=group, user=user)
+        meta = self.add_file(data, folder="documents", suffix="")
+        document = {
+            "file_id": meta["file_id"],
+            "file_unique_id": meta["file_unique_id"],
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_size": meta["file_size"],
+        }
+        message = self._base_message(chat, user, document=document)
         if caption is not None:
             self._with_text(message, caption, field="caption")
         return self._wrap(message)

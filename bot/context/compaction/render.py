@@ -20,7 +20,14 @@ from bot.context.messages import format_time
 from bot.context.pruning import trim_text
 from bot.context.tokens import tokens_for_chars
 from bot.context.truncation import cut_head
-from bot.transcript import AssistantReply, InternalPrompt, PersonTurn, ToolResults
+from bot.transcript import (
+    AssistantReply,
+    InternalPrompt,
+    MediaForm,
+    MediaRef,
+    PersonTurn,
+    ToolResults,
+)
 from bot.untrusted import wrap_untrusted
 
 TOOL_INPUT_PREVIEW_CHARS = 500
@@ -110,6 +117,8 @@ def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
                 sender = msg.user_name or msg.user_id
                 when = format_time(msg.timestamp, tz)
                 lines.append(f"[{when}] {sender}: {msg.text}")
+                # What images showed reaches a summary only through what was said of them.
+                lines.extend(_media_line(ref) for ref in msg.media)
                 asks.append(msg.text)
             items.append(Item("user", "\n".join(lines), ask="\n".join(asks)))
         elif isinstance(payload, AssistantReply):
@@ -119,6 +128,12 @@ def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
         elif isinstance(payload, ToolResults):
             items.extend(_tool_items(payload.results, names, config))
     return items
+
+
+def _media_line(ref: MediaRef) -> str:
+    if ref.form == MediaForm.TRANSCRIPT:
+        return f"  (voice note, transcribed) {ref.text}"
+    return f"  (sent a file: {ref.name}, {ref.form})"
 
 
 def transcript_text(items: Sequence[Item], marker: str) -> str:

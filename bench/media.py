@@ -1,0 +1,167 @@
+"""Benchmark: media preparation and what images cost over a conversation.
+
+1. Prepare a photo of N megapixels as Krill does on Telegram: download it from the fake Bot
+   API (getFile + file URL, python-telegram-bot), store the original content-addressed,
+   downscale it (EXIF orientation, metadata stripped), store the result. p50/p95 over runs.
+2. Bytes sent to the model (base64 of the downscaled image) against the original file.
+3. A 30-turn conversation with 10 photos, replayed through the real core against the fake
+   Anthropic server (which simulates prompt caching and bills images by pixels) on a
+   simulated clock with a cold cache every few turns: with placeholder pruning
+   (`media.keep_images_turns = 3`) and without (every image resent every turn).
+
+Prices: Sonnet, $3/M input, cache write x1.25 (5m), read x0.1, $15/M output.
+Run: python bench/media.py [--runs 20] [--megapixels 12] [--turns 30] [--photos 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import io
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from PIL import Image
+
+from bot.config import MediaConfig, TranscriptionConfig
+from bot.media.files import MediaFiles
+from bot.media.prepare import MediaPreparer
+from bot.media.transcribe import Transcriber
+from bot.types import Attachment, MediaKind
+from channels.telegram.media import download
+from tests.app_harness import Harness, message
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+
+INPUT, OUTPUT, WRITE, READ = 3.0 / 1e6, 15.0 / 1e6, 1.25, 0.1
+
+
+def photo(megapixels: float, seed: int = 0) -> bytes:
+    width = int((megapixels * 1e6 * 4 / 3) ** 0.5)
+    height = int(width * 3 / 4)
+    # Noise compresses like a real photo does (a flat colour would be unrealistically small).
+    image = Image.effect_noise((width, height), 60 + seed).convert("RGB")
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+async def preparation(runs: int, megapixels: float) -> tuple[list[float], int, int]:
+    data = photo(megapixels)
+    times: list[float] = []
+    sent = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        preparer = MediaPreparer(
+            MediaConfig(), MediaFiles(Path(tmp)), Transcriber(TranscriptionConfig())
+        )
+        async with FakeTelegram() as tg:
+            bot = tg.make_bot()
+            async with bot:
+                for i in range(runs):
+                    update = tg.document_message(
+                        1, 1, data, file_name=f"p{i}.jpg", mime_type="image/jpeg"
+                    )
+                    msg = bot_message(update, bot)
+                    start = time.perf_counter()
+                    attachments = await download(bot, msg, MediaConfig().max_bytes)
+                    await preparer.store_incoming(attachments)
+                    (ref,) = await preparer.refs(attachments)
+                    times.append((time.perf_counter() - start) * 1000)
+                    sent = len(base64.b64encode(preparer.files.read(ref.sha256)))
+    return times, len(data), sent
+
+
+def bot_message(update: dict[str, Any], bot: Any) -> Any:
+    from telegram import Update
+
+    parsed = Update.de_json(update, bot)
+    assert parsed is not None and parsed.message is not None
+    return parsed.message
+
+
+def cost(fake: FakeAnthropic) -> tuple[float, int]:
+    total = 0.0
+    prompt = 0
+    for request in fake.message_requests:
+        usage = request.usage or {}
+        total += (
+            usage.get("input_tokens", 0) * INPUT
+            + usage.get("cache_creation_input_tokens", 0) * INPUT * WRITE
+            + usage.get("cache_read_input_tokens", 0) * INPUT * READ
+            + usage.get("output_tokens", 0) * OUTPUT
+        )
+        prompt += (
+            usage.get("input_tokens", 0)
+            + usage.get("cache_creation_input_tokens", 0)
+            + usage.get("cache_read_input_tokens", 0)
+        )
+    return total, prompt
+
+
+async def conversation(turns: int, photos: int, keep: int) -> tuple[float, int]:
+    every = max(turns // max(photos, 1), 1)
+    pictures = [photo(2.0, seed=i) for i in range(photos)]
+    now = [1_000_000.0]
+    toml = (
+        "[agent]\nsender_turns_per_minute = 0\n"
+        "[memory]\nenabled = false\n[scheduler]\nidle_compaction = false\n"
+        f"[media]\nkeep_images_turns = {keep}\n"
+    )
+    async with FakeAnthropic() as fake:
+        fake.cache.clock = lambda: now[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            async with Harness(Path(tmp), fake.url, toml, clock=lambda: now[0]) as h:
+                for turn in range(turns):
+                    msg = message(f"turn {turn}: what do you make of this?")
+                    if turn % every == 0 and turn // every < photos:
+                        data = pictures[turn // every]
+                        msg.attachments = [
+                            Attachment(MediaKind.IMAGE, f"photo{turn}.jpg", "image/jpeg", data=data)
+                        ]
+                    # A cold cache every fifth turn (a break of 10 minutes), else a minute.
+                    now[0] += 600 if turn % 5 == 4 else 60
+                    await h.send(msg)
+        return cost(fake)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    times, original, sent = await preparation(args.runs, args.megapixels)
+    p50 = statistics.median(times)
+    p95 = sorted(times)[max(int(len(times) * 0.95) - 1, 0)]
+    print(
+        f"prepare a {args.megapixels:g} MP photo ({args.runs} runs): "
+        f"p50 {p50:.0f} ms, p95 {p95:.0f} ms"
+    )
+    print(
+        f"bytes: original {original:,}, sent to the model (base64) {sent:,} ({sent / original:.1%})"
+    )
+    with_pruning = await conversation(args.turns, args.photos, keep=3)
+    without = await conversation(args.turns, args.photos, keep=10_000)
+    print(f"\n{args.turns}-turn conversation, {args.photos} photos | prompt tokens |    cost")
+    print("-" * 64)
+    for label, (dollars, tokens) in (
+        ("images kept whole", without),
+        ("placeholders (keep 3 turns)", with_pruning),
+    ):
+        print(f"{label:<40} | {tokens:>13,} | ${dollars:.4f}")
+    print(f"saving: {1 - with_pruning[0] / without[0]:.0%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--megapixels", type=float, default=12.0)
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--photos", type=int, default=10)
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

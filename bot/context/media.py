@@ -1,0 +1,151 @@
+"""Media in requests. The transcript's `MediaRef`s render as image/document blocks whose
+source is a `krill-media:` link (hash, name, size), so rendering stays pure and the stored
+history holds no base64; `resolve_media` swaps each link for the stored bytes just before
+the request is sent, or for a text placeholder for old images once the cache is cold.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+from anthropic.types import ContentBlockParam, MessageParam
+
+from bot.context.blocks import content_blocks, make_message, text_block
+from bot.transcript import MediaForm, MediaRef
+from bot.untrusted import wrap_untrusted
+
+log = logging.getLogger(__name__)
+
+SCHEME = "krill-media"
+# What the API bills an image: about width x height / 750 tokens.
+PIXELS_PER_TOKEN = 750
+
+
+class MediaReader(Protocol):
+    def read(self, sha256: str) -> bytes:
+        """The stored bytes under `sha256`; raises OSError when they are gone."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MediaLink:
+    url: str
+    sha256: str
+    name: str
+    mime: str
+    width: int
+    height: int
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime.startswith("image/")
+
+    @property
+    def tokens(self) -> int:
+        return math.ceil(self.width * self.height / PIXELS_PER_TOKEN) if self.is_image else 0
+
+    @property
+    def placeholder(self) -> str:
+        if self.is_image:
+            return f"[image: {self.name}, {self.width}x{self.height}]"
+        return f"[document: {self.name}]"
+
+
+def media_url(ref: MediaRef) -> str:
+    query = urlencode({"name": ref.name, "mime": ref.mime, "w": ref.width, "h": ref.height})
+    return f"{SCHEME}:{ref.sha256}?{query}"
+
+
+def parse_link(block: Any) -> MediaLink | None:
+    """The link of an image/document block that still points at stored media, or None."""
+    if not isinstance(block, dict) or block.get("type") not in ("image", "document"):
+        return None
+    source = block.get("source")
+    url = source.get("url", "") if isinstance(source, dict) else ""
+    if source is None or source.get("type") != "url" or not url.startswith(f"{SCHEME}:"):
+        return None
+    parts = urlsplit(url)
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    return MediaLink(
+        url,
+        parts.path,
+        query.get("name", "file"),
+        query.get("mime", ""),
+        int(query.get("w", "0")),
+        int(query.get("h", "0")),
+    )
+
+
+def media_blocks(ref: MediaRef, marker: str) -> list[ContentBlockParam]:
+    """The blocks one received file adds to a person's turn."""
+    match ref.form:
+        case MediaForm.IMAGE:
+            source = {"type": "url", "url": media_url(ref)}
+            return [cast(ContentBlockParam, {"type": "image", "source": source})]
+        case MediaForm.PDF:
+            source = {"type": "url", "url": media_url(ref)}
+            return [cast(ContentBlockParam, {"type": "document", "source": source})]
+        case MediaForm.TEXT:
+            meta = {"file": ref.name, "type": ref.mime, "bytes": ref.size}
+            text = wrap_untrusted(ref.text, source="file", marker_id=marker, meta=meta)
+            return [text_block(f"[File sent by the person: {ref.name}]\n{text}")]
+        case MediaForm.TRANSCRIPT:
+            body = wrap_untrusted(ref.text, source="voice-transcript", marker_id=marker)
+            return [text_block(f"[Transcript of a voice note the person sent: {ref.name}]\n{body}")]
+    return [text_block(ref.note)]
+
+
+def image_placeholders(messages: list[MessageParam], keep_turns: int) -> set[str]:
+    """Links of images sent more than `keep_turns` person turns ago."""
+    turns: list[set[str]] = []
+    for message in messages:
+        blocks = content_blocks(message)
+        if message["role"] != "user" or all(b["type"] == "tool_result" for b in blocks):
+            continue
+        links = {link.url for b in blocks if (link := parse_link(b)) and link.is_image}
+        turns.append(links)
+    old = turns[: max(len(turns) - keep_turns, 0)]
+    return set().union(*old) if old else set()
+
+
+def _encoded(link: MediaLink, reader: MediaReader) -> ContentBlockParam | None:
+    try:
+        data = reader.read(link.sha256)
+    except (OSError, ValueError):
+        log.warning("media %s (%s) is missing; sending a placeholder", link.sha256, link.name)
+        return None
+    kind = "image" if link.is_image else "document"
+    source = {"type": "base64", "media_type": link.mime, "data": base64.b64encode(data).decode()}
+    return cast(ContentBlockParam, {"type": kind, "source": source})
+
+
+def resolve_media(
+    messages: list[MessageParam], reader: MediaReader | None, placeholders: Collection[str] = ()
+) -> list[MessageParam]:
+    """`messages` with every `krill-media:` block made sendable: base64 from `reader`, or a
+    text placeholder (links in `placeholders`, everything when `reader` is None, and files
+    that are gone)."""
+    out: list[MessageParam] = []
+    for message in messages:
+        blocks = content_blocks(message)
+        if message["role"] != "user" or not any(parse_link(b) for b in blocks):
+            out.append(message)
+            continue
+        new_blocks: list[ContentBlockParam] = []
+        for block in blocks:
+            link = parse_link(block)
+            if link is None:
+                new_blocks.append(block)
+                continue
+            encoded = None
+            if reader is not None and link.url not in placeholders:
+                encoded = _encoded(link, reader)
+            new_blocks.append(encoded or text_block(link.placeholder))
+        out.append(make_message("user", new_blocks))
+    return out

@@ -1,0 +1,81 @@
+"""Tool `send_file(path, caption)`: send a workspace file (or a stored tool result, which
+lives in the workspace) into the conversation the turn answers. Images go as photos where
+the platform has them. Paths outside the workspace are refused, symlinks included."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import mimetypes
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cachetools import LRUCache
+
+from bot.channel_contract import FileChannel
+from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from bot.types import OutboundFile
+
+NAME = "send_file"
+# Uploads Telegram and Slack both take; larger files are refused before any upload.
+MAX_BYTES = 50 * 1024 * 1024
+DESCRIPTION = (
+    "Send a file to the person in this conversation: a file in your workspace (relative "
+    "path) or a stored tool result. Images are shown as photos. Use it only when the person "
+    "wants the file itself, not to show text you could write in your reply."
+)
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "Path relative to the workspace."},
+        "caption": {"type": "string", "description": "Short text shown with the file."},
+    },
+    "required": ["path"],
+}
+
+
+def resolve_inside(workspace: Path, raw: str) -> Path:
+    """`raw` as a file inside `workspace`; ToolError when it is elsewhere or missing."""
+    root = workspace.resolve()
+    target = (root / raw).resolve()
+    if not target.is_relative_to(root):
+        raise ToolError(f"{raw}: only files inside the workspace can be sent")
+    if not target.is_file():
+        raise ToolError(f"{raw}: no such file in the workspace")
+    return target
+
+
+class SendFileTool:
+    def __init__(self, channels: Mapping[str, object]) -> None:
+        self.channels = channels
+        # Keys already sent, so a call the model repeats in one turn does not post twice.
+        self._sent: LRUCache[str, str] = LRUCache(10_000)
+
+    def register(self, registry: ToolRegistry) -> None:
+        registry.register(Tool(NAME, DESCRIPTION, SCHEMA, self.run, timeout=120.0))
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        address = ctx.address
+        if address is None:
+            raise ToolError("this turn has no conversation to send a file to")
+        channel = self.channels.get(address.channel)
+        if not isinstance(channel, FileChannel):
+            raise ToolError(f"files cannot be sent on {address.channel}")
+        path = resolve_inside(ctx.workspace, str(args.get("path") or ""))
+        data = await asyncio.to_thread(path.read_bytes)
+        if len(data) > MAX_BYTES:
+            raise ToolError(f"{path.name}: {len(data):,} bytes is over the {MAX_BYTES:,} limit")
+        caption = str(args.get("caption") or "")[:1000]
+        digest = hashlib.sha256(data + caption.encode()).hexdigest()[:24]
+        key = f"{ctx.turn_id}:{digest}"
+        if key in self._sent:
+            return f"Already sent {path.name} in this turn (message {self._sent[key]})."
+        mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        file = OutboundFile(str(path), path.name, mime, caption, ctx.turn_id, key)
+        try:
+            sent = await channel.send_file(address, file)
+        except Exception as exc:
+            raise ToolError(f"sending {path.name} failed: {exc}") from exc
+        self._sent[key] = sent
+        return f"Sent {path.name} ({len(data):,} bytes) to the conversation."

@@ -1,0 +1,75 @@
+"""Files in Telegram messages -> `Attachment`s: photos (the largest size within the limit),
+documents, voice notes, audio and video notes, downloaded with getFile and the file URL
+under `telegram.api_base_url`. Files over the limit are never requested."""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Bot, Message
+from telegram.error import TelegramError
+
+from bot.types import TOO_LARGE, Attachment, InboundMessage, MediaKind
+from channels.telegram.mapping import placeholder
+
+log = logging.getLogger(__name__)
+
+
+def _wanted(message: Message, max_bytes: int) -> tuple[Attachment, str] | None:
+    """The attachment `message` carries (without bytes) and its file id, or None."""
+    if message.photo:
+        fitting = [p for p in message.photo if (p.file_size or 0) <= max_bytes]
+        photo = max(fitting or message.photo, key=lambda p: p.width * p.height)
+        name = f"photo_{message.message_id}.jpg"
+        return Attachment(MediaKind.IMAGE, name, "image/jpeg", photo.file_size or 0), photo.file_id
+    if message.document:
+        doc = message.document
+        mime = doc.mime_type or ""
+        kind = MediaKind.IMAGE if mime.startswith("image/") else MediaKind.FILE
+        name = doc.file_name or f"document_{message.message_id}"
+        return Attachment(kind, name, mime, doc.file_size or 0), doc.file_id
+    for sound, default_mime, suffix in (
+        (message.voice, "audio/ogg", ".oga"),
+        (message.audio, "audio/mpeg", ".mp3"),
+        (message.video_note, "video/mp4", ".mp4"),
+    ):
+        if sound:
+            mime = getattr(sound, "mime_type", None) or default_mime
+            name = getattr(sound, "file_name", None) or f"voice_{message.message_id}{suffix}"
+            return Attachment(MediaKind.AUDIO, name, mime, sound.file_size or 0), sound.file_id
+    return None
+
+
+async def download(bot: Bot, message: Message, max_bytes: int) -> list[Attachment]:
+    """The files of `message`, fetched; an attachment says why when it has no bytes."""
+    wanted = _wanted(message, max_bytes)
+    if wanted is None:
+        return []
+    att, file_id = wanted
+    if att.size > max_bytes:
+        att.error = TOO_LARGE
+        return [att]
+    try:
+        file = await bot.get_file(file_id)
+        if (file.file_size or 0) > max_bytes:
+            att.size, att.error = file.file_size or 0, TOO_LARGE
+            return [att]
+        data = bytes(await file.download_as_bytearray())
+    except TelegramError as exc:
+        log.warning("Telegram: could not download %s: %s", att.name, exc)
+        att.error = "Telegram would not hand the file over"
+        return [att]
+    if len(data) > max_bytes:
+        att.size, att.error = len(data), TOO_LARGE
+        return [att]
+    att.data, att.size = data, len(data)
+    return [att]
+
+
+async def attach(bot: Bot, message: Message, msg: InboundMessage, max_bytes: int) -> None:
+    """Give `msg` the files of `message`; its text becomes the caption alone, since the
+    model now gets the file itself instead of a `[photo]` stand-in."""
+    msg.attachments = await download(bot, message, max_bytes)
+    stand_in = placeholder(message)
+    if msg.attachments and stand_in and msg.text.startswith(stand_in):
+        msg.text = msg.text[len(stand_in) :].lstrip("\n")
