@@ -459,6 +459,8 @@ async def test_bursts_and_streamed_edits_stay_under_the_channel_limit(
     assert_complete_and_in_order(fake_slack.message_texts("D5"), tags, 2)
     assert fake_slack.calls_to("chat.update")  # the replies streamed as edits
     assert flood.refused == 0
+
+
 def tiny_png() -> bytes:
     import io
 
