@@ -70,7 +70,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "bot.types",
     ),
     "bot.memory": (
-        *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),
+        *("bot.agent", "bot.config", "bot.context", "bot.context.compaction", "bot.errors"),
+        *("bot.sessions", "bot.untrusted"),
         # `krill memory` (bot/memory/cli.py) opens the SQLite store itself.
         *("bot.startup", "bot.store", "bot.store.sqlite", "bot.tools", "bot.transcript"),
         "bot.types",

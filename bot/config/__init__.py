@@ -23,6 +23,7 @@ from bot.config.sections import (
     MemoryConfig,
     MemorySearchConfig,
     SessionConfig,
+    SessionResetConfig,
 )
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
@@ -41,6 +42,7 @@ __all__ = [
     "MemorySearchConfig",
     "PeerOverride",
     "SessionConfig",
+    "SessionResetConfig",
     "SlackConfig",
     "TelegramConfig",
     "ToolFilterConfig",

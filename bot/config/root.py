@@ -17,6 +17,7 @@ from bot.config.sections import (
     LocalConfig,
     LoggingConfig,
     MemoryConfig,
+    RemindersConfig,
     SchedulerConfig,
     Section,
     ServerConfig,
@@ -45,6 +46,7 @@ class Config(Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    reminders: RemindersConfig = Field(default_factory=RemindersConfig)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)
