@@ -56,7 +56,7 @@ class ReminderTools:
                 "reminder_list",
                 LIST_DESCRIPTION,
                 {"type": "object", "properties": {}},
-                self.list,
+                self.pending,
             )
         )
         registry.register(
@@ -96,7 +96,7 @@ class ReminderTools:
             raise ToolError(str(exc)) from None
         return f"Reminder set: {self._line(reminder)}"
 
-    async def list(self, args: dict[str, Any], ctx: ToolContext) -> str:
+    async def pending(self, args: dict[str, Any], ctx: ToolContext) -> str:
         pending = await self.reminders.pending_of(ctx.principal)
         if not pending:
             return "No pending reminders."
