@@ -1,8 +1,9 @@
 """Chat commands (/status, /reset, ...): parsing, authorization and the replies they give.
 
 Command text never reaches the model. Admins may run every command anywhere; other allowed
-users may run /status, /reset and /new in their own DM (not with `dm_scope = "main"`, where
-every DM shares the operator's session), and /help and /whoami anywhere. In channels where
+users may run /status, /reset, /new and /model in their own DM (not with `dm_scope = "main"`,
+where every DM shares the operator's session), and /help, /whoami and the /model listing
+anywhere. In channels where
 the bot reads every message (Slack), a command counts only when it addresses the bot.
 Replies are built over `CommandHost`, the narrow view of the gateway the commands need.
 """
