@@ -36,6 +36,7 @@ from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
 from bot.memory.flush_service import FlushService
+from bot.memory.fresh_start import FreshStart
 from bot.memory.index import MemoryIndex
 from bot.memory.recall import Recall
 from bot.memory.tools import MemoryTools
@@ -43,6 +44,8 @@ from bot.metrics import Metrics
 from bot.scheduler.heartbeat import Heartbeat
 from bot.scheduler.idle import IdleWork
 from bot.scheduler.jobs import Jobs
+from bot.scheduler.reminder_tools import ReminderTools
+from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
@@ -155,11 +158,28 @@ class App:
             before_turn=flushers,
             context=self.context,
             media=media,
+            session_start=FreshStart(
+                config=config,
+                store=self.store,
+                model=self.model,
+                charger=self.accountant,
+                flusher=self.flusher,
+                clock=clock,
+            ),
             clock=clock,
         )
         self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
         self.replies = Replies(self.channels)
         jobs = Jobs(clock)
+        self.reminders = Reminders(
+            config=config,
+            store=self.store,
+            jobs=jobs,
+            lanes=self.lanes,
+            runner=self.runner,
+            replies=self.replies,
+        )
+        ReminderTools(self.reminders).register(self.tools)
         self.scheduler = Scheduler(
             config=config,
             store=self.store,
@@ -183,6 +203,7 @@ class App:
             index=self.index,
             results=self.results,
             retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
+            reminders=self.reminders,
         )
         self.gateway = GatewayService(
             config=config,
@@ -308,8 +329,14 @@ class App:
         await self.store.close()
 
 
+def service_clock(config: Config) -> Callable[[], float]:
+    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
+    offset = config.scheduler.clock_offset_seconds
+    return (lambda: time.time() + offset) if offset else time.time
+
+
 async def run_service(config: Config) -> None:
-    app = App(config, background=True)
+    app = App(config, background=True, clock=service_clock(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

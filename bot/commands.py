@@ -1,8 +1,9 @@
 """Chat commands (/status, /reset, ...): parsing, authorization and the replies they give.
 
 Command text never reaches the model. Admins may run every command anywhere; other allowed
-users may run /status, /reset and /new in their own DM (not with `dm_scope = "main"`, where
-every DM shares the operator's session), and /help and /whoami anywhere. In channels where
+users may run /status, /reset, /new and /model in their own DM (not with `dm_scope = "main"`,
+where every DM shares the operator's session), and /help, /whoami and the /model listing
+anywhere. In channels where
 the bot reads every message (Slack), a command counts only when it addresses the bot.
 Replies are built over `CommandHost`, the narrow view of the gateway the commands need.
 """
@@ -29,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "reset": "start a fresh session (memory notes are kept)",
     "new": "same as /reset",
     "compact": "summarize older history now; optional focus text",
+    "model": "list the models this session may use, or switch: /model <id>",
     "stop": "stop the running reply and drop queued messages",
     "help": "list commands",
     "whoami": "show your id and whether you are an admin",
@@ -36,7 +38,7 @@ COMMANDS: dict[str, str] = {
 # Admins may run every command anywhere. Other allowed users may run the session commands
 # DESIGN grants them in their own DM, and the two that only give information anywhere
 # (/whoami is how a person learns the id an operator needs for admin.users).
-OWN_DM_COMMANDS = {"status", "reset", "new"}
+OWN_DM_COMMANDS = {"status", "reset", "new", "model"}
 INFO_COMMANDS = {"help", "whoami"}
 # Commands that change the session run in its lane, after the turn in progress.
 LANE_COMMANDS = {"reset", "new", "compact"}
@@ -89,6 +91,8 @@ def authorized(command: Command, msg: InboundMessage, *, admin: bool, shared_dm:
     so no DM is the sender's own."""
     if admin or command.name in INFO_COMMANDS:
         return True
+    if command.name == "model" and not command.args:
+        return True  # listing the models only gives information
     own_dm = msg.chat_type == ChatType.DIRECT and not shared_dm
     return command.name in OWN_DM_COMMANDS and own_dm
 
@@ -108,6 +112,8 @@ class CommandHost(Protocol):
     async def reset(self, key: str, origin: SessionOrigin, *, reason: str) -> SessionRow: ...
     async def stop(self, key: str) -> int: ...
     async def compact(self, key: str, focus: str) -> str: ...
+    async def choose_model(self, key: str, origin: SessionOrigin, model: str) -> SessionRow: ...
+    async def previous_session(self, session: SessionRow) -> SessionRow | None: ...
 
 
 def _ago(timestamp: float | None) -> str:
@@ -146,7 +152,7 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
     session = await host.current_session(key)
     cfg = host.config
     window = cfg.agent.context_window
-    lines = [f"🦐 Krill {__version__}", f"Model: {(session and session.model) or cfg.agent.model}"]
+    lines = [f"🦐 Krill {__version__}", f"Model: {session_model(cfg, session)}"]
     lines.append(f"Session: {key}")
     if session is None:
         lines.append("Session id: (none yet - send a message to start one)")
@@ -166,6 +172,12 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
             f"Estimated cost: ${session.cost_usd:.4f}",
             f"Turns: {session.turns} · Errors: {session.errors}",
         ]
+        previous = await host.previous_session(session)
+        if previous is not None:
+            lines.append(
+                f"Previous session: {previous.session_id} (read it on the host: "
+                f"krill sessions show {key})"
+            )
     lines.append(f"Queue: {host.waiting(key)} waiting{' · busy' if host.running(key) else ''}")
     if not host.model_configured:
         lines.append("⚠️ No model API key: set ANTHROPIC_API_KEY and restart.")
@@ -178,8 +190,42 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
 
 async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     session = await host.reset(key, SessionOrigin.of(msg), reason=f"/{command.name}")
-    model = host.config.agent.model
+    model = session_model(host.config, session)
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
+
+
+def allowed_models(config: Config) -> list[str]:
+    """The ids /model offers: agent.models, or only agent.model when that is empty."""
+    return list(config.agent.models) or [config.agent.model]
+
+
+def session_model(config: Config, session: SessionRow | None) -> str:
+    """The model a session's next request uses."""
+    return (session.chosen_model if session else "") or config.agent.model
+
+
+def _model_list(config: Config, current: str) -> str:
+    return "\n".join(
+        f"{'▶' if model == current else '•'} {model}{' (current)' if model == current else ''}"
+        for model in allowed_models(config)
+    )
+
+
+async def reply_model(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    cfg = host.config
+    current = session_model(cfg, await host.current_session(key))
+    wanted = command.args.strip()
+    if not wanted:
+        return f"Models for this session:\n{_model_list(cfg, current)}\nSwitch with /model <id>."
+    if wanted not in allowed_models(cfg):
+        return f"Unknown model {wanted!r}. Choose one of:\n{_model_list(cfg, current)}"
+    if wanted == current:
+        return f"This session already uses {wanted}."
+    await host.choose_model(key, SessionOrigin.of(msg), wanted)
+    return (
+        f"✅ Model switched to {wanted} (was {current}). The next request starts a new prompt "
+        "cache for this model (a cache break: that request costs a full cache write)."
+    )
 
 
 async def reply_stop(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
@@ -199,4 +245,5 @@ REPLIES: dict[str, Reply] = {
     "new": reply_reset,
     "stop": reply_stop,
     "compact": reply_compact,
+    "model": reply_model,
 }

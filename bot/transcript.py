@@ -24,7 +24,7 @@ def new_id() -> str:
 
 class EntryKind(StrEnum):
     PERSON_TURN = "person_turn"  # what people said: one or more chat messages
-    INTERNAL_PROMPT = "internal_prompt"  # Krill's own prompt in a turn (heartbeat, ...)
+    INTERNAL_PROMPT = "internal_prompt"  # Krill's own prompt in a turn (heartbeat, reminder)
     ASSISTANT_REPLY = "assistant_reply"  # one model response (text and tool calls)
     TOOL_RESULTS = "tool_results"  # the results of one response's tool calls
     COMPACTION = "compaction"  # a summary that replaces the history before a kept entry
@@ -36,6 +36,7 @@ class EntryKind(StrEnum):
 class PromptPurpose(StrEnum):
     FLUSH = "flush"
     HEARTBEAT = "heartbeat"
+    REMINDER = "reminder"
 
 
 class MediaForm(StrEnum):

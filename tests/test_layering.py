@@ -72,7 +72,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.media", "bot.types"),
     ),
     "bot.memory": (
-        *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),
+        *("bot.agent", "bot.config", "bot.context", "bot.context.compaction", "bot.errors"),
+        *("bot.sessions", "bot.untrusted"),
         # `krill memory` (bot/memory/cli.py) opens the SQLite store itself.
         *("bot.startup", "bot.store", "bot.store.sqlite", "bot.tools", "bot.transcript"),
         "bot.types",
@@ -90,7 +91,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.gateway", "bot.memory", "bot.sessions"),
-        *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.store", "bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
     ),
     "channels": (),
     "channels.chunking": (),

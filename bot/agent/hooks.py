@@ -30,6 +30,13 @@ class BeforeTurn(Protocol):
     async def before_turn(self, job: TurnJob, session: SessionRow) -> None: ...
 
 
+class SessionStart(Protocol):
+    """Picks the session a new person's turn runs in (`bot.memory.fresh_start`): the
+    current one, or a fresh one, with a notice for the reply ("" when unchanged)."""
+
+    async def session_for(self, job: TurnJob, session: SessionRow) -> tuple[SessionRow, str]: ...
+
+
 class ContextManager(Protocol):
     """Shapes the messages of every model call and makes room after an overflow."""
 

@@ -72,6 +72,7 @@ class Exchange:
     gate: ToolGate | None = None
     stream: ReplyStream | None = None  # where text shows as it arrives; None: nowhere
     recover: Recover | None = None  # None: an overflow reaches the caller
+    model: str | None = None  # the session's /model choice; None: agent.model
 
 
 @dataclass(slots=True)
@@ -103,6 +104,7 @@ class AgentLoop:
                     tools=exchange.tools,
                     on_text=stream.on_text if stream else None,
                     on_tool_start=stream.on_tool_start if stream else None,
+                    model=exchange.model,
                 )
             except ContextOverflow as exc:
                 overflows += 1

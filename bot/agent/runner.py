@@ -39,7 +39,7 @@ from bot.types import Address, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
-    from bot.agent.hooks import BeforeTurn, ContextManager, TurnRecall
+    from bot.agent.hooks import BeforeTurn, ContextManager, SessionStart, TurnRecall
     from bot.channel_contract import Channel
     from bot.media.prepare import MediaPreparer
     from bot.metrics import Metrics
@@ -97,6 +97,7 @@ class AgentRunner:
         before_turn: Sequence[BeforeTurn] = (),
         context: ContextManager | None = None,
         media: MediaPreparer | None = None,
+        session_start: SessionStart | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.config = config
@@ -111,6 +112,7 @@ class AgentRunner:
         self.before_turn = tuple(before_turn)
         self.context = context
         self.media = media
+        self.session_start = session_start
         # Time of model calls (and so of prompt-cache expiry); a benchmark may simulate it.
         self.clock = clock
 
@@ -174,6 +176,11 @@ class AgentRunner:
         )
         outcome = TurnOutcome()
         try:
+            if job.prompt is None and not job.resume and self.session_start is not None:
+                session, notice = await self.session_start.session_for(job, session)
+                if notice:  # shown once, ahead of the reply, which keeps its own silent gate
+                    await stream.on_text(notice)
+                    stream.next_iteration()
             if job.prompt is None and not job.resume:
                 for work in self.before_turn:
                     try:
@@ -290,6 +297,7 @@ class AgentRunner:
             max_tool_rounds=self.config.agent.max_tool_iterations,
             stream=stream,
             recover=recover if context_manager is not None else None,
+            model=session.chosen_model or None,
         )
         outcome = await self.loop.run(conversation, exchange)
         return outcome.model_calls

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from bot import __version__
 from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
+from bot.cli.reminders import reminders_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, load_config
@@ -81,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("action", choices=["search", "reindex"])
     memory.add_argument("query", nargs="*", metavar="QUERY", help="search: words to look for")
     memory.add_argument("--limit", type=int, help="search: results to show (memory.search)")
+    reminders = add("reminders", "list the reminders people set (pending ones unless --all)")
+    reminders.add_argument("action", choices=["list"])
+    reminders.add_argument("--all", action="store_true", help="include sent and cancelled")
+    reminders.add_argument("--json", action="store_true", help="machine-readable output")
     backup = add("backup", "copy the store and the workspace into one archive at PATH")
     backup.add_argument("path", metavar="PATH", help="the archive to write (.tar.gz)")
     backup.add_argument("--force", action="store_true", help="replace an existing PATH")
@@ -100,6 +105,7 @@ SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "sessions": sessions_command,
     "pairing": pairing_command,
     "memory": memory_command,
+    "reminders": reminders_command,
     "backup": backup_command,
     "restore": restore_command,
 }

@@ -16,6 +16,12 @@ STARTER_CONFIG = """\
 # Krill configuration. Every key is optional; see README.md for the full list.
 [agent]
 model = "claude-sonnet-4-6"
+timezone = "UTC"   # reminders, daily notes and [session.reset] at read times here
+# models = ["claude-sonnet-4-6", "claude-haiku-4-5"]   # what /model may switch a session to
+
+# [session.reset]   # start fresh sessions on their own (the old one is flushed and summarized)
+# mode = "idle"     # off | idle | daily
+# idle_after = "24h"
 
 [anthropic]
 # The API key comes from ANTHROPIC_API_KEY.

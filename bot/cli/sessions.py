@@ -23,6 +23,7 @@ def session_dict(s: Any) -> dict[str, Any]:
         "current": s.is_current,
         "channel": s.channel,
         "model": s.model,
+        "chosen_model": s.chosen_model,
         "created_at": s.created_at,
         "updated_at": s.updated_at,
         "turns": s.turns,

@@ -27,6 +27,7 @@ from bot.config.sections import (
     MemorySearchConfig,
     SessionConfig,
     TranscriptionConfig,
+    SessionResetConfig,
 )
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
@@ -46,6 +47,7 @@ __all__ = [
     "MemorySearchConfig",
     "PeerOverride",
     "SessionConfig",
+    "SessionResetConfig",
     "SlackConfig",
     "SlackPacing",
     "TelegramConfig",

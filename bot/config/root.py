@@ -18,6 +18,7 @@ from bot.config.sections import (
     LoggingConfig,
     MediaConfig,
     MemoryConfig,
+    RemindersConfig,
     SchedulerConfig,
     Section,
     ServerConfig,
@@ -49,6 +50,7 @@ class Config(Section):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
+    reminders: RemindersConfig = Field(default_factory=RemindersConfig)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)

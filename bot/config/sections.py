@@ -6,6 +6,7 @@ Every default lives here, beside its key.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,6 +18,8 @@ class Section(BaseModel):
 
 class AgentConfig(Section):
     model: str = "claude-sonnet-4-6"
+    # Ids /model may switch a session to; empty = only `model`.
+    models: list[str] = Field(default_factory=list)
     max_tokens: int = Field(4096, gt=0)
     context_window: int = Field(200_000, gt=1000)
     timezone: str = "UTC"
@@ -100,9 +103,55 @@ class LoggingConfig(Section):
         return level.upper() if isinstance(level, str) else level
 
 
+def duration_seconds(text: str) -> float:
+    """A duration such as "90s", "30m", "24h" or "2d" (a bare number is seconds)."""
+    match = _DURATION_RE.fullmatch(text.strip().lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration like '90s', '30m', '24h' or '2d'")
+    return float(match[1]) * _DURATION_UNITS[match[2] or "s"]
+
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CLOCK_RE = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
+
+
+class SessionResetConfig(Section):
+    """Automatic fresh sessions (`[session.reset]`): after `idle_after` of silence, or at
+    the first message past `at` each day (in agent.timezone)."""
+
+    mode: Literal["off", "idle", "daily"] = "off"
+    idle_after: str = "24h"
+    at: str = "04:00"
+
+    @field_validator("idle_after")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if duration_seconds(value) <= 0:
+            raise ValueError("must be longer than zero")
+        return value
+
+    @field_validator("at")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if _CLOCK_RE.fullmatch(value.strip()) is None:
+            raise ValueError(f"{value!r} is not a time of day like '04:00'")
+        return value.strip()
+
+    @property
+    def idle_seconds(self) -> float:
+        return duration_seconds(self.idle_after)
+
+    @property
+    def hour_minute(self) -> tuple[int, int]:
+        hour, minute = self.at.split(":")
+        return int(hour), int(minute)
+
+
 class SessionConfig(Section):
     dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
     identity_links: dict[str, list[str]] = Field(default_factory=dict)
+    reset: SessionResetConfig = Field(default_factory=SessionResetConfig)
 
     @field_validator("identity_links")
     @classmethod
@@ -188,3 +237,12 @@ class SchedulerConfig(Section):
     # Overrides the TTL implied by anthropic.cache_ttl (tests use seconds); read it only
     # through `Config.cache_ttl_seconds`.
     cache_ttl_seconds: float | None = Field(None, gt=0)
+    # Tests only: shifts the service's clock (reminders, resets, flush timing) this many
+    # seconds ahead of the wall clock, so a test can start Krill "later" without waiting.
+    clock_offset_seconds: float = 0.0
+
+
+class RemindersConfig(Section):
+    """Reminders the model sets with reminder_create."""
+
+    max_pending_per_person: int = Field(20, gt=0)

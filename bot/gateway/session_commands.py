@@ -102,6 +102,21 @@ class SessionCommands:
                 log.exception("pre-reset flush failed for %s; resetting anyway", key)
         return await self.store.start_new_session(key, origin, reason)
 
+    async def choose_model(self, key: str, origin: SessionOrigin, model: str) -> SessionRow:
+        """Persist `model` as the session's choice; its next request uses it."""
+        session = await self.store.get_or_create_session(key, origin)
+        await self.store.update_session(session.session_id, chosen_model=model)
+        return session
+
+    async def previous_session(self, session: SessionRow) -> SessionRow | None:
+        """The session `session`'s key had before it (after /reset or a fresh start)."""
+        earlier = [
+            s
+            for s in await self.store.sessions_for_key(session.session_key)
+            if s.created_at < session.created_at
+        ]
+        return earlier[-1] if earlier else None
+
     async def stop(self, key: str) -> int:
         """Cancel the running turn and drop queued messages; returns how many were dropped."""
         running, waiting = self.lanes.stop(key)

@@ -213,6 +213,7 @@ class FlushService:
             ),
             max_tool_rounds=MAX_TOOL_ROUNDS,
             gate=memory_tools_only,
+            model=session.chosen_model or None,  # the session's model holds its cache
         )
         conversation = EphemeralConversation(self.accountant, session.session_id, messages)
         result = await self.loop.run(conversation, exchange)

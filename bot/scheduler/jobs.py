@@ -1,7 +1,8 @@
 """The timer under all scheduled work: one APScheduler 3.x `AsyncIOScheduler`, with jobs at a
 moment or at an interval, and a guard that runs each job id once at a time.
 
-Decisions use the injected clock; APScheduler fires at the matching wall-clock moments.
+Decisions use the injected clock; APScheduler fires at the matching wall-clock moments (the
+clock may run ahead of the wall clock by a fixed offset: `scheduler.clock_offset_seconds`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -72,6 +74,10 @@ class Jobs:
         await asyncio.gather(*running, return_exceptions=True)
         self._scheduler = None
 
+    def _wall(self, when: float) -> dt.datetime:
+        """The wall-clock moment at which the injected clock reads `when`."""
+        return _utc(when - (self.clock() - time.time()))
+
     def count(self) -> int:
         return len(self._scheduler.get_jobs()) if self._scheduler else 0
 
@@ -81,7 +87,7 @@ class Jobs:
             return
         self._scheduler.add_job(
             func,
-            DateTrigger(run_date=_utc(when)),
+            DateTrigger(run_date=self._wall(when)),
             args=[key],
             id=job_id,
             replace_existing=True,
@@ -110,16 +116,21 @@ class Jobs:
             func,
             trigger,
             id=job_id,
-            next_run_time=_utc(first),
+            next_run_time=self._wall(first),
             replace_existing=True,
             coalesce=True,
             misfire_grace_time=misfire_grace,
         )
 
+    def cancel(self, job_id: str) -> None:
+        """Drop a scheduled job; nothing happens when there is none."""
+        if self._scheduler is not None and self._scheduler.get_job(job_id) is not None:
+            self._scheduler.remove_job(job_id)
+
     def next_run(self, job_id: str) -> float | None:
         job = self._scheduler.get_job(job_id) if self._scheduler else None
         run = getattr(job, "next_run_time", None) if job is not None else None
-        return run.timestamp() if run is not None else None
+        return run.timestamp() + (self.clock() - time.time()) if run is not None else None
 
     async def guarded(
         self,

@@ -1,6 +1,6 @@
-"""The scheduler `krill run` starts: per-session idle work rebuilt from the store, periodic
-memory reindexing, the removal of expired stored tool results, the heartbeat and the daily
-retention pass."""
+"""The scheduler `krill run` starts: per-session idle work and reminders rebuilt from the
+store, periodic memory reindexing, the removal of expired stored tool results, the heartbeat
+and the daily retention pass."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from bot.scheduler.heartbeat import Heartbeat
     from bot.scheduler.idle import IdleWork
     from bot.scheduler.jobs import Jobs
+    from bot.scheduler.reminders import Reminders
     from bot.scheduler.retention import Retention
     from bot.store.base import Store
     from bot.tools.results import ResultStore
@@ -42,6 +43,7 @@ class Scheduler:
         index: MemoryIndex | None,
         results: ResultStore,
         retention: Retention,
+        reminders: Reminders,
     ) -> None:
         self.config = config
         self.store = store
@@ -51,12 +53,14 @@ class Scheduler:
         self.index = index
         self.results = results
         self.retention = retention
+        self.reminders = reminders
         self.index_stats: tuple[int, int] | None = None
 
     async def start(self) -> None:
         self.jobs.start()
         now = self.jobs.clock()
         self.idle.rebuild(await self.store.list_sessions(current_only=True))
+        await self.reminders.rebuild()
         log.info("scheduler: %d job(s) rebuilt from the store", self.jobs.count())
         self.jobs.every(
             RESULTS_CLEANUP_JOB,

@@ -47,6 +47,7 @@ class SessionRow:
     chat_id: str = ""
     thread_id: str | None = None
     peer_id: str | None = None
+    chosen_model: str = ""  # what /model picked; "" = agent.model
 
     @property
     def origin(self) -> SessionOrigin | None:
@@ -324,6 +325,50 @@ class JobStore(Protocol):
     async def job_record_run(self, job: str, at: float) -> None: ...
 
 
+class ReminderStatus(StrEnum):
+    PENDING = "pending"
+    SENT = "sent"  # its turn ran (the reply went out, or the turn failed and said so)
+    CANCELLED = "cancelled"
+
+
+@dataclass(slots=True)
+class Reminder:
+    id: int
+    session_key: str
+    address: dict[str, Any]  # where the reminder's reply goes (chat, thread or topic)
+    creator: str  # principal, "<channel>:<user_id>"
+    due_at: float
+    text: str
+    status: ReminderStatus
+    created_at: float
+    fired_at: float | None = None
+
+
+class ReminderStore(Protocol):
+    """Reminders set with reminder_create: rows the scheduler rebuilds its jobs from."""
+
+    async def reminder_add(
+        self,
+        *,
+        session_key: str,
+        address: dict[str, Any],
+        creator: str,
+        due_at: float,
+        text: str,
+        created_at: float,
+    ) -> Reminder: ...
+    async def reminder_get(self, reminder_id: int) -> Reminder | None: ...
+    async def reminders(
+        self, *, status: ReminderStatus | None = None, creator: str | None = None
+    ) -> list[Reminder]:
+        """Ordered by due time; None filters nothing."""
+        ...
+
+    async def reminder_finish(self, reminder_id: int, status: ReminderStatus, *, at: float) -> bool:
+        """Move a pending reminder to `status`; False when it was no longer pending."""
+        ...
+
+
 class MemoryIndexStore(Protocol):
     """Storage of the memory index (bot/memory/index.py decides what to index and ranks):
     chunks of memory files under a full-text index that matches substrings (trigrams), so
@@ -354,6 +399,7 @@ class Store(
     PairingStore,
     RetentionStore,
     JobStore,
+    ReminderStore,
     MemoryIndexStore,
     Protocol,
 ):

@@ -6,6 +6,7 @@ from bot.store.sqlite.jobs import JobTables
 from bot.store.sqlite.ledger import LedgerTables
 from bot.store.sqlite.memory_index import MemoryIndexTables
 from bot.store.sqlite.pairings import PairingTables
+from bot.store.sqlite.reminders import ReminderTables
 from bot.store.sqlite.retention import RetentionTables
 from bot.store.sqlite.sessions import SessionTables
 from bot.store.sqlite.transcript import TranscriptTables
@@ -21,6 +22,7 @@ class SQLiteStore(
     PairingTables,
     RetentionTables,
     JobTables,
+    ReminderTables,
     MemoryIndexTables,
     Connection,
 ):

@@ -183,6 +183,27 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE sessions ADD COLUMN peer_id TEXT
         """,
     ),
+    (
+        7,
+        # The model /model chose for a session ('' = agent.model), and reminders: where a
+        # due reminder's turn runs and replies (session key and address), who set it.
+        """
+        ALTER TABLE sessions ADD COLUMN chosen_model TEXT NOT NULL DEFAULT '';
+        CREATE TABLE reminders (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_key TEXT NOT NULL,
+            address TEXT NOT NULL,
+            creator TEXT NOT NULL,
+            due_at REAL NOT NULL,
+            text TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending',
+            created_at REAL NOT NULL,
+            fired_at REAL
+        );
+        CREATE INDEX reminders_status_due ON reminders(status, due_at);
+        CREATE INDEX reminders_creator ON reminders(creator, status)
+        """,
+    ),
 ]
 
 

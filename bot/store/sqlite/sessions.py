@@ -20,7 +20,7 @@ _SESSION_COLUMNS = [
     "context_tokens", "turns", "compaction_count", "memory_flush_at",
     "memory_flush_compaction_count", "memory_flush_count", "memory_flush_error",
     "last_model_call_at", "last_activity_at", "cost_usd", "errors",
-    "chat_type", "chat_id", "thread_id", "peer_id",
+    "chat_type", "chat_id", "thread_id", "peer_id", "chosen_model",
 ]  # fmt: skip
 _SELECT = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
 # The conversation is fixed when the session is created.
@@ -131,7 +131,8 @@ class SessionTables(Connection):
         async with self.transaction() as db:
             row = await fetchone(
                 db,
-                "SELECT session_id FROM sessions WHERE session_key = ? AND is_current = 1",
+                "SELECT session_id, chosen_model FROM sessions"
+                " WHERE session_key = ? AND is_current = 1",
                 (session_key,),
             )
             if row:
@@ -145,6 +146,8 @@ class SessionTables(Connection):
                 _INSERT.format(conflict=""),
                 (new_session_id, session_key, now, now, *_origin_values(origin)),
             )
+            if row and row[1]:  # the conversation keeps the model /model chose
+                await update_session_row(db, new_session_id, {"chosen_model": row[1]})
         created = await self.get_session(new_session_id)
         assert created is not None
         return created

@@ -1,0 +1,113 @@
+"""Automatic fresh sessions (`[session.reset]`): the pure idle/daily decision, and end to
+end with a test clock: after the idle time the old session is flushed, a new session starts
+whose first request carries a short summary, and the reply says so once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.config import SessionResetConfig
+from bot.memory.fresh_start import SUMMARY_SYSTEM
+from bot.sessions.fresh import fresh_reason
+from bot.types import ChatType
+from tests.app_harness import Harness
+from tests.fakes.anthropic import FakeAnthropic, Reply
+
+KEY = "agent:main:local:direct:alice"
+GROUP_KEY = "agent:main:local:group:g1"
+SUMMARY = "- planning the Lisbon trip; the hotel is not booked yet"
+TZ = "Europe/Berlin"
+
+
+def at(day: int, hour: int, minute: int = 0) -> float:
+    return dt.datetime(2026, 3, day, hour, minute, tzinfo=ZoneInfo(TZ)).timestamp()
+
+
+def test_idle_and_daily_decisions() -> None:
+    idle = SessionResetConfig(mode="idle", idle_after="90s")
+    assert fresh_reason(idle, 1000.0, 1089.0, TZ) is None
+    assert fresh_reason(idle, 1000.0, 1090.0, TZ) == "idle"
+    assert fresh_reason(idle, None, 99999.0, TZ) is None  # nothing to leave behind
+    assert fresh_reason(SessionResetConfig(), 0.0, 1e9, TZ) is None  # mode off
+    daily = SessionResetConfig(mode="daily", at="04:00")
+    assert fresh_reason(daily, at(14, 3, 59), at(14, 4, 1), TZ) == "daily"
+    assert fresh_reason(daily, at(14, 4, 1), at(14, 23), TZ) is None
+    assert fresh_reason(daily, at(14, 23), at(15, 3, 30), TZ) is None  # not 04:00 yet
+    assert fresh_reason(daily, at(14, 23), at(15, 4, 0), TZ) == "daily"
+
+
+class JumpClock:
+    """The wall clock plus an offset a test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+def script(body: dict[str, Any]) -> Reply | str:
+    system = str(body.get("system"))
+    last = body["messages"][-1]["content"]
+    text = last if isinstance(last, str) else " ".join(str(b.get("text", "")) for b in last)
+    if SUMMARY_SYSTEM[:40] in system:
+        return SUMMARY
+    if "[Memory flush" in text:
+        return "NO_REPLY"
+    return "noted"
+
+
+async def test_idle_conversation_continues_in_a_fresh_session_that_remembers(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = script
+    clock = JumpClock()
+    config = '[session.reset]\nmode = "idle"\nidle_after = "30s"\n'
+    async with Harness(tmp_path, fake_anthropic.url, config, clock=clock) as h:
+        store = h.app.store
+        await h.send("let's plan the Lisbon trip")
+        old = await store.current_session(KEY)
+        await h.send("the hotel can wait")
+        assert (await store.current_session(KEY)).session_id == old.session_id
+        clock.offset += 31  # thirty-one quiet seconds
+        before = len(fake_anthropic.message_requests)
+        await h.send("where were we?")
+        requests = fake_anthropic.message_requests[before:]
+        fresh = await store.current_session(KEY)
+        notice_reply = h.channel.finals[-1]
+        await h.send("and the flights?")
+        later_reply = h.channel.finals[-1]
+        await h.send("/status")
+        status = h.channel.finals[-1]
+        old_row = await store.get_session(old.session_id)
+    assert fresh.session_id != old.session_id
+    assert old_row.memory_flush_count == 1  # flushed before the switch
+    kinds = [("flush" if "[Memory flush" in r.last_user_text else "turn") for r in requests]
+    assert kinds[0] == "flush"  # the old session went to memory first
+    turn = requests[-1]
+    assert "where were we?" in turn.last_user_text
+    assert SUMMARY in str(turn.messages[0])  # the new session's first turn carries it
+    assert notice_reply.startswith("🆕 A fresh session began")
+    assert old.session_id in notice_reply and f"krill sessions show {KEY}" in notice_reply
+    assert notice_reply.endswith("noted")
+    assert later_reply == "noted"  # told once
+    assert f"Previous session: {old.session_id}" in status
+
+
+async def test_groups_follow_the_same_rule(tmp_path: Path, fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.default_handler = script
+    clock = JumpClock()
+    config = '[session.reset]\nmode = "idle"\nidle_after = "5s"\n'
+    group = {"chat_type": ChatType.GROUP, "chat_id": "g1", "mentioned": True}
+    async with Harness(tmp_path, fake_anthropic.url, config, clock=clock) as h:
+        await h.send("group plans", **group)
+        old = await h.app.store.current_session(GROUP_KEY)
+        clock.offset += 6
+        await h.send("anyone here?", **group)
+        fresh = await h.app.store.current_session(GROUP_KEY)
+    assert old is not None and fresh is not None and fresh.session_id != old.session_id
+    assert h.channel.finals[-1].startswith("🆕 A fresh session began")
