@@ -26,8 +26,8 @@ from bot.config.sections import (
     MemoryConfig,
     MemorySearchConfig,
     SessionConfig,
-    TranscriptionConfig,
     SessionResetConfig,
+    TranscriptionConfig,
 )
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
