@@ -69,7 +69,9 @@ class App:
         self.recover = recover
         self.background = background
         self.metrics = Metrics()
-        self.store: Store = SQLiteStore(config.sqlite_path)
+        self.store: Store = SQLiteStore(
+            config.sqlite_path, busy_wait=config.storage.busy_wait_seconds
+        )
         self.model = ModelClient(config)
         self.workspace = Workspace(
             config.workspace_dir,
@@ -128,6 +130,7 @@ class App:
             before_compaction=flushers,
             clock=clock,
         )
+        self.replies = Replies(self.channels)
         self.runner = AgentRunner(
             config=config,
             store=self.store,
@@ -140,10 +143,10 @@ class App:
             recall=recall,
             before_turn=flushers,
             context=self.context,
+            notify=self.replies.send_text,
             clock=clock,
         )
         self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
-        self.replies = Replies(self.channels)
         jobs = Jobs(clock)
         self.scheduler = Scheduler(
             config=config,

@@ -19,6 +19,16 @@ class StartupError(KrillError):
     service); the message names the config key or path and what to do."""
 
 
+class StoreUnavailable(KrillError):
+    """The store stayed locked or unreachable for longer than a write may wait; what was
+    being written is still unanswered work that the next start picks up."""
+
+    user_message = (
+        "Sorry, I couldn't save your message's answer just now because my storage is busy. "
+        "I'll answer it as soon as I can."
+    )
+
+
 class ModelError(KrillError):
     """The model call failed after the SDK's own retries."""
 

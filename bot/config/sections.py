@@ -47,6 +47,9 @@ class StorageConfig(Section):
     # Finished inbound and dedupe rows, the delivery ledger and old (non-current) sessions
     # with their transcripts are pruned once older than this; 0 keeps everything forever.
     retention_days: float = Field(0, ge=0)
+    # How long a write waits for a database another process has locked before the turn
+    # gives up (the person is told; the message stays unanswered for the next start).
+    busy_wait_seconds: float = Field(60.0, gt=0)
 
 
 class ServerConfig(Section):
