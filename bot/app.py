@@ -28,6 +28,7 @@ from bot.config import Config
 from bot.context.pipeline import ContextPipeline
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
+from bot.gateway.leases import SessionLeases, new_holder_id
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
@@ -146,7 +147,12 @@ class App:
             notify=self.replies.send_text,
             clock=clock,
         )
-        self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
+        self.leases = SessionLeases(
+            self.store, holder=new_holder_id(), seconds=config.storage.lease_seconds
+        )
+        self.lanes = Lanes(
+            config=config, runner=self.runner, leases=self.leases, metrics=self.metrics
+        )
         jobs = Jobs(clock)
         self.scheduler = Scheduler(
             config=config,
@@ -224,6 +230,7 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
+        await self.leases.release_dead()  # before any work can wait for those leases
         for channel in self._enabled_channels():
             self.add_channel(channel)
         if self.background:

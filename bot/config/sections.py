@@ -50,6 +50,9 @@ class StorageConfig(Section):
     # How long a write waits for a database another process has locked before the turn
     # gives up (the person is told; the message stays unanswered for the next start).
     busy_wait_seconds: float = Field(60.0, gt=0)
+    # A session's turn holds a lease row this long, renewed while it runs; a process that
+    # dies leaves its sessions to be taken over once their leases expire.
+    lease_seconds: float = Field(15.0, gt=0)
 
 
 class ServerConfig(Section):

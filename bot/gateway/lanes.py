@@ -5,6 +5,10 @@ A person's messages (`MessageWork`) merge into one turn; a turn interrupted by a
 flushes, compaction, heartbeats) run alone. `Lanes.run_in_lane` is the one way to run code
 in a session's lane, waiting for it or not.
 
+Each batch runs under the session's lease (`bot/gateway/leases.py`): the in-process queue
+orders work and merges messages, the lease makes one turn at a time per session key hold
+across processes too.
+
 With `agent.sender_turns_per_minute`, a person's messages wait before a turn while any of
 their senders has started that many turns in the last minute, and the waiting messages
 then go into that one turn: spam costs one model call per allowance, never one per message.
@@ -27,6 +31,7 @@ from bot.types import InboundMessage, SessionOrigin
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner
     from bot.config import Config
+    from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -82,11 +87,13 @@ class Lanes:
         *,
         config: Config,
         runner: AgentRunner,
+        leases: SessionLeases,
         metrics: Metrics,
         turn_window: float = TURN_WINDOW_SECONDS,
     ) -> None:
         self.config = config
         self.runner = runner
+        self.leases = leases
         per_minute = config.agent.sender_turns_per_minute
         self.sender_turns = (
             ReplyBudget(replies=per_minute, window=turn_window) if per_minute > 0 else None
@@ -148,20 +155,24 @@ class Lanes:
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
-            first = items[0]
-            if isinstance(first, CallWork):
-                await _call(key, first)
-                return
-            if isinstance(first, ResumeWork):
-                job = TurnJob(key, first.turn_id, first.messages, first.inbound_ids, resume=True)
-            else:
-                messages = [item.message for item in items if isinstance(item, MessageWork)]
-                job = TurnJob(key, new_turn_id(), messages, inbound_ids(items))
-            if job.first is not None:
-                job.history_limit = self._history_limit(job.first)
-            await self.runner.run(job)
+            async with self.leases.hold(key):
+                await self._run_leased(key, items)
         finally:
             _settle(items)  # /stop cancelled the batch before its calls finished
+
+    async def _run_leased(self, key: str, items: list[Work]) -> None:
+        first = items[0]
+        if isinstance(first, CallWork):
+            await _call(key, first)
+            return
+        if isinstance(first, ResumeWork):
+            job = TurnJob(key, first.turn_id, first.messages, first.inbound_ids, resume=True)
+        else:
+            messages = [item.message for item in items if isinstance(item, MessageWork)]
+            job = TurnJob(key, new_turn_id(), messages, inbound_ids(items))
+        if job.first is not None:
+            job.history_limit = self._history_limit(job.first)
+        await self.runner.run(job)
 
 
 def _senders(items: list[Work]) -> set[str]:

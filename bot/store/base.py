@@ -305,6 +305,19 @@ class JobStore(Protocol):
     async def job_record_run(self, job: str, at: float) -> None: ...
 
 
+class LeaseStore(Protocol):
+    """Session leases: one turn at a time per session key across every process. A claim is
+    one atomic conditional write; an expired holder's lease may be taken over."""
+
+    async def claim_lease(
+        self, session_key: str, holder: str, until: float, now: float
+    ) -> bool: ...
+    async def release_lease(self, session_key: str, holder: str) -> None: ...
+    async def lease_holder(self, session_key: str, now: float) -> str | None: ...
+    async def lease_holders(self) -> list[str]: ...
+    async def release_leases_of(self, holder: str) -> None: ...
+
+
 class MemoryIndexStore(Protocol):
     """Storage of the memory index (bot/memory/index.py decides what to index and ranks):
     chunks of memory files under a full-text index that matches substrings (trigrams), so
@@ -334,6 +347,7 @@ class Store(
     PairingStore,
     RetentionStore,
     JobStore,
+    LeaseStore,
     MemoryIndexStore,
     Protocol,
 ):

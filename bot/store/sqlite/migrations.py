@@ -183,6 +183,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE sessions ADD COLUMN peer_id TEXT
         """,
     ),
+    (
+        6,
+        """
+        CREATE TABLE session_leases (
+            session_key TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        )
+        """,
+    ),
 ]
 
 
