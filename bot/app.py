@@ -151,7 +151,11 @@ class App:
             self.store, holder=new_holder_id(), seconds=config.storage.lease_seconds
         )
         self.lanes = Lanes(
-            config=config, runner=self.runner, leases=self.leases, metrics=self.metrics
+            config=config,
+            runner=self.runner,
+            leases=self.leases,
+            inbound=self.store,
+            metrics=self.metrics,
         )
         jobs = Jobs(clock)
         self.scheduler = Scheduler(

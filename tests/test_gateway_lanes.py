@@ -21,6 +21,7 @@ from bot.config.sections import AgentConfig
 from bot.gateway.lanes import Lanes, MessageWork
 from bot.gateway.leases import SessionLeases, new_holder_id
 from bot.metrics import Metrics
+from bot.store.base import InboundStatus
 from bot.store.sqlite import SQLiteStore
 from tests.app_harness import message
 
@@ -30,7 +31,8 @@ WINDOW = 0.5  # stands in for the minute
 class RecordingRunner:
     """Records each turn's messages; the first turn waits until `release` is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, answers: SQLiteStore | None = None) -> None:
+        self.answers = answers  # where a turn marks its messages answered, if anywhere
         self.turns: list[tuple[float, list[str]]] = []
         self.release = asyncio.Event()
         self.started = asyncio.Event()
@@ -45,6 +47,8 @@ class RecordingRunner:
         try:
             if len(self.turns) == 1:
                 await self.release.wait()
+            if self.answers is not None:
+                await self.answers.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
         finally:
             self.running -= 1
 
@@ -66,7 +70,22 @@ def lanes(
 ) -> Lanes:
     config = Config(agent=AgentConfig(sender_turns_per_minute=per_minute))
     leases = SessionLeases(store, holder=holder, seconds=lease_seconds)
-    return Lanes(config=config, runner=runner, leases=leases, metrics=Metrics(), turn_window=WINDOW)  # type: ignore[arg-type]
+    return Lanes(
+        config=config,
+        runner=runner,  # type: ignore[arg-type]
+        leases=leases,
+        inbound=store,
+        metrics=Metrics(),
+        turn_window=WINDOW,
+    )
+
+
+async def accepted(store: SQLiteStore, text: str) -> MessageWork:
+    """`text` as an accepted (recorded, unanswered) message of alice's session."""
+    msg = message(text)
+    row_id, _ = await store.accept_inbound("local", msg.message_id, "key:alice", msg.to_json())
+    assert row_id is not None
+    return MessageWork(row_id, msg)
 
 
 @contextmanager
@@ -141,10 +160,10 @@ async def test_two_processes_sharing_a_store_take_turns_in_one_session(
     first = lanes(runner, per_minute=0, store=store, holder="process 1")
     second = lanes(runner, per_minute=0, store=other_store, holder="process 2")
     try:
-        submit(first, "to process 1")
+        first.submit("key:alice", await accepted(store, "to process 1"))
         await runner.started.wait()
         with log_sentinel("bot.gateway.leases", "is leased to process 1; waiting") as seen:
-            submit(second, "to process 2")
+            second.submit("key:alice", await accepted(store, "to process 2"))
             await asyncio.wait_for(seen.wait(), 5)
         runner.release.set()
         await second.wait_idle()
@@ -164,7 +183,7 @@ async def test_a_dead_holders_session_is_taken_over_when_its_lease_expires(
     runner = RecordingRunner()
     runner.release.set()
     lane = lanes(runner, per_minute=0, store=store, holder="the next process")
-    submit(lane, "answered after the takeover")
+    lane.submit("key:alice", await accepted(store, "answered after the takeover"))
     await asyncio.wait_for(lane.wait_idle(), 10)
     await lane.close()
     assert [texts for _, texts in runner.turns] == [["answered after the takeover"]]
@@ -187,3 +206,29 @@ async def test_leases_of_a_process_gone_from_this_host_are_let_go_at_start(
     await leases.release_dead()
     assert await store.lease_holder("key:alice", now) is None
     assert await store.lease_holder("key:bob", now) == elsewhere  # not ours to judge
+
+
+async def test_a_message_another_process_answered_while_it_held_the_lease_is_not_answered_again(
+    tmp_path: Path, store: SQLiteStore
+) -> None:
+    """Both processes queued the same recorded message (as each one's start-up recovery
+    would): the one that waited for the lease finds it answered and leaves it."""
+    other_store = SQLiteStore(tmp_path / "krill.db")
+    await other_store.open()
+    runner = RecordingRunner(answers=store)
+    first = lanes(runner, per_minute=0, store=store, holder="process 1")
+    second = lanes(runner, per_minute=0, store=other_store, holder="process 2")
+    try:
+        work = await accepted(store, "asked once")
+        first.submit("key:alice", work)
+        await runner.started.wait()
+        with log_sentinel("bot.gateway.lanes", "was answered by another process") as skipped:
+            second.submit("key:alice", work)
+            runner.release.set()
+            await asyncio.wait_for(skipped.wait(), 5)
+        await second.wait_idle()
+    finally:
+        await first.close()
+        await second.close()
+        await other_store.close()
+    assert [texts for _, texts in runner.turns] == [["asked once"]]

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
+    from bot.store.base import InboundStore
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +89,14 @@ class Lanes:
         config: Config,
         runner: AgentRunner,
         leases: SessionLeases,
+        inbound: InboundStore,
         metrics: Metrics,
         turn_window: float = TURN_WINDOW_SECONDS,
     ) -> None:
         self.config = config
         self.runner = runner
         self.leases = leases
+        self.inbound = inbound
         per_minute = config.agent.sender_turns_per_minute
         self.sender_turns = (
             ReplyBudget(replies=per_minute, window=turn_window) if per_minute > 0 else None
@@ -155,10 +158,25 @@ class Lanes:
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
-            async with self.leases.hold(key):
-                await self._run_leased(key, items)
+            async with self.leases.hold(key) as waited:
+                # Another process held the session: it may have answered some of these rows.
+                todo = await self._still_unanswered(items) if waited else items
+                if todo:
+                    await self._run_leased(key, todo)
         finally:
             _settle(items)  # /stop cancelled the batch before its calls finished
+
+    async def _still_unanswered(self, items: list[Work]) -> list[Work]:
+        open_ids = {row.id for row in await self.inbound.unfinished_inbound()}
+        todo: list[Work] = []
+        for item in items:
+            if isinstance(item, MessageWork) and item.inbound_id not in open_ids:
+                log.info("inbound %d was answered by another process", item.inbound_id)
+            elif isinstance(item, ResumeWork) and not open_ids.intersection(item.inbound_ids):
+                log.info("turn %s was finished by another process", item.turn_id)
+            else:
+                todo.append(item)
+        return todo
 
     async def _run_leased(self, key: str, items: list[Work]) -> None:
         first = items[0]
