@@ -29,6 +29,7 @@ from bot.context.pipeline import ContextPipeline
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
 from bot.gateway.leases import SessionLeases, new_holder_id
+from bot.gateway.recovery import Unattended
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
@@ -181,6 +182,9 @@ class App:
             index=self.index,
             results=self.results,
             retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
+            unattended=Unattended(
+                self.store, self.lanes, self.channels, after=config.storage.lease_seconds
+            ),
         )
         self.gateway = GatewayService(
             config=config,

@@ -1,6 +1,7 @@
 """A store another process keeps locked, with the real `krill run`: a turn waits out the lock
 and answers once; when the lock outlasts `storage.busy_wait_seconds` the person is told,
-and the next start answers the message once."""
+and the message is answered once: by the next start, or by the running process once the
+session's lease shows nobody is working on it."""
 
 from __future__ import annotations
 
@@ -86,3 +87,27 @@ async def test_a_lock_beyond_the_wait_tells_the_person_and_the_next_start_answer
     texts = [line["text"] for line in json.loads(history)["messages"]]
     assert texts == ["first question", "answer one", "second question", "answer two"]
     assert "answering 1 message(s) accepted before the last shutdown" in again.log()
+
+
+async def test_a_message_left_by_a_store_that_gave_up_is_answered_without_a_restart(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    config = {"storage": {"busy_wait_seconds": 1, "lease_seconds": 1}}
+    fake_anthropic.queue(Reply.text("answer one"), times=2)
+    async with KrillProcess(tmp_path, config, fake_anthropic.env()) as krill:
+        fake_anthropic.hold()
+        chat = asyncio.create_task(krill.chat("first question"))
+        await fake_anthropic.wait_for_requests(1, within=10)
+        with write_lock(tmp_path / "data" / "krill.db"):
+            fake_anthropic.release()
+            result = await asyncio.wait_for(chat, 30)
+        assert result["replies"] == [StoreUnavailable.user_message]
+        await fake_anthropic.wait_for_requests(2, within=15)
+        texts: list[str] = []
+        async with asyncio.timeout(15):
+            while "answer one" not in texts:
+                _status, history = await krill.get("/api/history?name=tester")
+                texts = [line["text"] for line in json.loads(history)["messages"]]
+                await asyncio.sleep(0.2)
+    assert texts == ["first question", "answer one"]
+    assert len(fake_anthropic.message_requests) == 2

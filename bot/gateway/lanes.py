@@ -42,10 +42,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class MessageWork:
-    """An accepted message waiting for its turn; merges with the messages queued after it."""
+    """An accepted message waiting for its turn; merges with the messages queued after it.
+    `recovered`: queued from the store (start-up, or found unattended), not as it arrived,
+    so another process may have answered it by the time its turn comes."""
 
     inbound_id: int
     message: InboundMessage
+    recovered: bool = False
 
 
 @dataclass(slots=True)
@@ -159,8 +162,11 @@ class Lanes:
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
             async with self.leases.hold(key) as waited:
-                # Another process held the session: it may have answered some of these rows.
-                todo = await self._still_unanswered(items) if waited else items
+                # Another process held the session, or the rows came from the store: it may
+                # have answered some of them.
+                todo = (
+                    await self._still_unanswered(items) if waited or _from_store(items) else items
+                )
                 if todo:
                     await self._run_leased(key, todo)
         finally:
@@ -191,6 +197,13 @@ class Lanes:
         if job.first is not None:
             job.history_limit = self._history_limit(job.first)
         await self.runner.run(job)
+
+
+def _from_store(items: list[Work]) -> bool:
+    return any(
+        isinstance(item, ResumeWork) or (isinstance(item, MessageWork) and item.recovered)
+        for item in items
+    )
 
 
 def _senders(items: list[Work]) -> set[str]:
