@@ -29,6 +29,8 @@ from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
+from bot.gateway.leases import SessionLeases, new_holder_id
+from bot.gateway.recovery import Unattended
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
@@ -77,7 +79,9 @@ class App:
         self.recover = recover
         self.background = background
         self.metrics = Metrics()
-        self.store: Store = SQLiteStore(config.sqlite_path)
+        self.store: Store = SQLiteStore(
+            config.sqlite_path, busy_wait=config.storage.busy_wait_seconds
+        )
         self.model = ModelClient(config)
         self.workspace = Workspace(
             config.workspace_dir,
@@ -145,6 +149,7 @@ class App:
             clock=clock,
             media=self.media_files,
         )
+        self.replies = Replies(self.channels)
         self.runner = AgentRunner(
             config=config,
             store=self.store,
@@ -166,10 +171,19 @@ class App:
                 flusher=self.flusher,
                 clock=clock,
             ),
+            notify=self.replies.send_text,
             clock=clock,
         )
-        self.lanes = Lanes(config=config, runner=self.runner, metrics=self.metrics)
-        self.replies = Replies(self.channels)
+        self.leases = SessionLeases(
+            self.store, holder=new_holder_id(), seconds=config.storage.lease_seconds
+        )
+        self.lanes = Lanes(
+            config=config,
+            runner=self.runner,
+            leases=self.leases,
+            inbound=self.store,
+            metrics=self.metrics,
+        )
         jobs = Jobs(clock)
         self.reminders = Reminders(
             config=config,
@@ -204,6 +218,9 @@ class App:
             results=self.results,
             retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
             reminders=self.reminders,
+            unattended=Unattended(
+                self.store, self.lanes, self.channels, after=config.storage.lease_seconds
+            ),
         )
         self.gateway = GatewayService(
             config=config,
@@ -258,6 +275,7 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
+        await self.leases.release_dead()  # before any work can wait for those leases
         for channel in self._enabled_channels():
             self.add_channel(channel)
         if self.background:

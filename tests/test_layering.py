@@ -52,7 +52,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.commands": ("bot.config", "bot.sessions", "bot.store", "bot.tools", "bot.types"),
     "bot.sessions": ("bot.config", "bot.types"),
     "bot.store": ("bot.store.sqlite", "bot.transcript", "bot.types"),
-    "bot.store.sqlite": ("bot.errors", "bot.store", "bot.sessions", "bot.transcript", "bot.types"),
+    "bot.store.sqlite": (
+        *("bot.backoff", "bot.errors", "bot.store", "bot.sessions", "bot.transcript"),
+        "bot.types",
+    ),
     "bot.tools": (
         *("bot.backoff", "bot.checks", "bot.config", "bot.logs", "bot.sessions"),
         *("bot.channel_contract", "bot.types", "bot.untrusted"),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
+from bot.errors import StoreUnavailable
 from bot.store.base import BufferedLine, InboundStatus
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
@@ -312,3 +315,48 @@ async def test_a_session_records_the_conversation_it_belongs_to(store: SQLiteSto
     assert fresh.origin == topic
     with pytest.raises(ValueError):  # the conversation is fixed at creation
         await store.update_session(fresh.session_id, chat_id="-200")
+
+
+async def test_a_session_lease_is_held_by_one_holder_until_released_or_expired(
+    store: SQLiteStore,
+) -> None:
+    key = "agent:main:local:direct:alice"
+    assert await store.claim_lease(key, "a", until=110.0, now=100.0)
+    assert not await store.claim_lease(key, "b", until=115.0, now=105.0)
+    assert await store.lease_holder(key, now=105.0) == "a"
+    assert await store.claim_lease(key, "a", until=120.0, now=109.0)  # a renewal
+    assert not await store.claim_lease(key, "b", until=125.0, now=115.0)
+    await store.release_lease(key, "b")  # not b's to release
+    assert await store.lease_holder(key, now=115.0) == "a"
+    # a stops renewing (it died): once its lease has expired, b takes the session over.
+    assert await store.lease_holder(key, now=120.0) is None
+    assert await store.claim_lease(key, "b", until=130.0, now=120.0)
+    assert not await store.claim_lease(key, "a", until=131.0, now=121.0)
+    await store.release_lease(key, "b")
+    assert await store.claim_lease(key, "a", until=132.0, now=122.0)
+    assert await store.claim_lease("another key", "b", until=132.0, now=122.0)
+
+
+async def test_a_write_waits_out_another_process_lock_within_its_patience(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "krill.db"
+    patient = SQLiteStore(path, busy_wait=30)
+    impatient = SQLiteStore(path, busy_wait=0.5)
+    await patient.open()
+    await impatient.open()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable):
+            await impatient.job_record_run("flush", 1.0)
+        waiting = asyncio.create_task(patient.job_record_run("flush", 2.0))
+        await asyncio.sleep(1.5)  # longer than SQLite's own busy timeout
+        assert not waiting.done()  # still waiting, not failed
+        other.execute("ROLLBACK")
+        await asyncio.wait_for(waiting, 10)
+        assert await impatient.job_last_run("flush") == 2.0
+    finally:
+        other.close()
+        await patient.close()
+        await impatient.close()

@@ -4,7 +4,9 @@ mapping the SDK's exceptions to Krill's own so callers can build user-facing mes
 Retries (429, 5xx, 529, connection errors) come from the SDK; what reaches us has exhausted them.
 The SDK does not retry a stream that breaks after it began (a dropped connection surfaces as a
 raw transport error, an error event as a bare APIStatusError); those are marked `retryable` so
-the runner can try once more when nothing was shown yet.
+the runner can try once more when nothing was shown yet. A stream that ends cleanly without
+`message_stop` is no answer either: the SDK would hand over the part that arrived as if it
+were whole, so it is the same interruption.
 """
 
 from __future__ import annotations
@@ -174,16 +176,20 @@ class ModelClient:
             kwargs["tools"] = tool_defs
         started = time.monotonic()
         began = False  # whether any event arrived, i.e. the SDK will not retry a failure
+        stopped = False  # whether `message_stop` arrived: the reply is whole
         try:
             async with client.messages.stream(**kwargs) as stream:
                 async for event in stream:
                     began = True
+                    stopped = event.type == "message_stop"
                     if event.type == "text" and on_text is not None:
                         await on_text(event.text)
                     elif event.type == "content_block_start" and on_tool_start is not None:
                         block = event.content_block
                         if block.type == "tool_use":
                             await on_tool_start(block.name)
+                if not stopped:
+                    raise ModelStreamInterrupted("the reply stream ended before message_stop")
                 final = await stream.get_final_message()
         except MODEL_FAILURES as exc:  # only these mean "the model could not be reached"
             mapped = interrupted(map_error(exc)) if began else map_error(exc)

@@ -3,14 +3,16 @@ transcript (every step persisted as it happens), and deliver the reply.
 
 A turn is resumable: after a crash it is run again from what the store holds, continuing
 the model loop or just delivering an already-written reply, and the ledger keeps sent
-chunks from going out twice.
+chunks from going out twice. A store that stays locked past its patience
+(`StoreUnavailable`) leaves the turn exactly that way: the person is told, and the next
+start answers the message.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +21,7 @@ from bot.agent.loop import AgentLoop, Exchange, TranscriptConversation
 from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
 from bot.config import Config
-from bot.errors import ContextOverflow, ModelError
+from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
 from bot.sessions.access import all_admins
 from bot.store.base import InboundStatus, SessionRow
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side while answering. Please try again."
+
+# Sends a short notice without touching the store (which may be what is failing).
+Notify = Callable[[Address, str], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -79,6 +84,7 @@ class TurnOutcome:
     silent: bool = False
     error: ModelError | None = None
     model_calls: int = 0
+    delivered: bool = False  # the reply (or the failure note) reached the channel
 
 
 class AgentRunner:
@@ -98,6 +104,7 @@ class AgentRunner:
         context: ContextManager | None = None,
         media: MediaPreparer | None = None,
         session_start: SessionStart | None = None,
+        notify: Notify | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.config = config
@@ -113,6 +120,7 @@ class AgentRunner:
         self.context = context
         self.media = media
         self.session_start = session_start
+        self.notify = notify
         # Time of model calls (and so of prompt-cache expiry); a benchmark may simulate it.
         self.clock = clock
 
@@ -160,9 +168,29 @@ class AgentRunner:
 
     async def run(self, job: TurnJob) -> TurnOutcome:
         with turn_context(job.turn_id, job.session_key):
-            return await self._run(job)
+            outcome = TurnOutcome()
+            try:
+                await self._run(job, outcome)
+            except StoreUnavailable as exc:
+                await self._store_gave_up(job, outcome, exc)
+            return outcome
 
-    async def _run(self, job: TurnJob) -> TurnOutcome:
+    async def _store_gave_up(
+        self, job: TurnJob, outcome: TurnOutcome, exc: StoreUnavailable
+    ) -> None:
+        """The store would not take a write: its inbound rows stay unanswered (pending, or
+        a resumable turn), so the next start answers them once; the person hears why now,
+        unless the reply itself already went out."""
+        log.error("turn %s in %s stopped: %s", job.turn_id, job.session_key, exc)
+        self.metrics.errors.labels(type(exc).__name__).inc()
+        self.metrics.turns.labels(job.kind, "error").inc()
+        outcome.error = ModelError(str(exc))
+        if outcome.delivered or job.prompt is not None or job.address is None:
+            return
+        if self.notify is not None:
+            await self.notify(job.address, exc.user_message)
+
+    async def _run(self, job: TurnJob, outcome: TurnOutcome) -> None:
         session = await self._session(job)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
@@ -174,7 +202,6 @@ class AgentRunner:
             visible=job.prompt is None,
             typing_on_tools=session.is_direct,
         )
-        outcome = TurnOutcome()
         try:
             if job.prompt is None and not job.resume and self.session_start is not None:
                 session, notice = await self.session_start.session_for(job, session)
@@ -209,6 +236,7 @@ class AgentRunner:
             outcome.text = "" if outcome.silent else text
             if not outcome.silent:
                 await stream.deliver(outcome.text)
+                outcome.delivered = True
             await self.store.finish_turn(
                 session.session_id, job.inbound_ids, InboundStatus.DONE, turns=1
             )
@@ -223,6 +251,9 @@ class AgentRunner:
             )
             if job.prompt is None:
                 await stream.deliver(_failure_reply(stream, exc))
+                outcome.delivered = True
+        except StoreUnavailable:
+            raise  # not a failed turn: an unfinished one, for the next start
         except Exception as exc:
             # A bug, a store failure or a platform refusing the reply: never leave the message
             # "processing" (it would be retried at every restart) and tell the person if we can.
@@ -240,7 +271,6 @@ class AgentRunner:
                 log.exception("could not record or report the failure of turn %s", job.turn_id)
         finally:
             await stream.close()
-        return outcome
 
     async def _replay_written_reply(
         self, job: TurnJob, session: SessionRow, stream: ReplyStream

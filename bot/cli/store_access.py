@@ -14,7 +14,7 @@ async def with_store(config: Config, fn: Callable[[Store], Awaitable[int]]) -> i
     from bot.startup import open_store
     from bot.store.sqlite import SQLiteStore
 
-    store = SQLiteStore(config.sqlite_path)
+    store = SQLiteStore(config.sqlite_path, busy_wait=config.storage.busy_wait_seconds)
     await open_store(store, config)
     try:
         return await fn(store)

@@ -70,6 +70,12 @@ class StorageConfig(Section):
     # Finished inbound and dedupe rows, the delivery ledger and old (non-current) sessions
     # with their transcripts are pruned once older than this; 0 keeps everything forever.
     retention_days: float = Field(0, ge=0)
+    # How long a write waits for a database another process has locked before the turn
+    # gives up (the person is told; the message stays unanswered for the next start).
+    busy_wait_seconds: float = Field(60.0, gt=0)
+    # A session's turn holds a lease row this long, renewed while it runs; a process that
+    # dies leaves its sessions to be taken over once their leases expire.
+    lease_seconds: float = Field(15.0, gt=0)
 
 
 class ServerConfig(Section):

@@ -5,6 +5,10 @@ A person's messages (`MessageWork`) merge into one turn; a turn interrupted by a
 flushes, compaction, heartbeats) run alone. `Lanes.run_in_lane` is the one way to run code
 in a session's lane, waiting for it or not.
 
+Each batch runs under the session's lease (`bot/gateway/leases.py`): the in-process queue
+orders work and merges messages, the lease makes one turn at a time per session key hold
+across processes too.
+
 With `agent.sender_turns_per_minute`, a person's messages wait before a turn while any of
 their senders has started that many turns in the last minute, and the waiting messages
 then go into that one turn: spam costs one model call per allowance, never one per message.
@@ -27,7 +31,9 @@ from bot.types import InboundMessage, SessionOrigin
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner
     from bot.config import Config
+    from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
+    from bot.store.base import InboundStore
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +42,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class MessageWork:
-    """An accepted message waiting for its turn; merges with the messages queued after it."""
+    """An accepted message waiting for its turn; merges with the messages queued after it.
+    `recovered`: queued from the store (start-up, or found unattended), not as it arrived,
+    so another process may have answered it by the time its turn comes."""
 
     inbound_id: int
     message: InboundMessage
+    recovered: bool = False
 
 
 @dataclass(slots=True)
@@ -82,11 +91,15 @@ class Lanes:
         *,
         config: Config,
         runner: AgentRunner,
+        leases: SessionLeases,
+        inbound: InboundStore,
         metrics: Metrics,
         turn_window: float = TURN_WINDOW_SECONDS,
     ) -> None:
         self.config = config
         self.runner = runner
+        self.leases = leases
+        self.inbound = inbound
         per_minute = config.agent.sender_turns_per_minute
         self.sender_turns = (
             ReplyBudget(replies=per_minute, window=turn_window) if per_minute > 0 else None
@@ -148,20 +161,49 @@ class Lanes:
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
-            first = items[0]
-            if isinstance(first, CallWork):
-                await _call(key, first)
-                return
-            if isinstance(first, ResumeWork):
-                job = TurnJob(key, first.turn_id, first.messages, first.inbound_ids, resume=True)
-            else:
-                messages = [item.message for item in items if isinstance(item, MessageWork)]
-                job = TurnJob(key, new_turn_id(), messages, inbound_ids(items))
-            if job.first is not None:
-                job.history_limit = self._history_limit(job.first)
-            await self.runner.run(job)
+            async with self.leases.hold(key) as waited:
+                # Another process held the session, or the rows came from the store: it may
+                # have answered some of them.
+                todo = (
+                    await self._still_unanswered(items) if waited or _from_store(items) else items
+                )
+                if todo:
+                    await self._run_leased(key, todo)
         finally:
             _settle(items)  # /stop cancelled the batch before its calls finished
+
+    async def _still_unanswered(self, items: list[Work]) -> list[Work]:
+        open_ids = {row.id for row in await self.inbound.unfinished_inbound()}
+        todo: list[Work] = []
+        for item in items:
+            if isinstance(item, MessageWork) and item.inbound_id not in open_ids:
+                log.info("inbound %d was answered by another process", item.inbound_id)
+            elif isinstance(item, ResumeWork) and not open_ids.intersection(item.inbound_ids):
+                log.info("turn %s was finished by another process", item.turn_id)
+            else:
+                todo.append(item)
+        return todo
+
+    async def _run_leased(self, key: str, items: list[Work]) -> None:
+        first = items[0]
+        if isinstance(first, CallWork):
+            await _call(key, first)
+            return
+        if isinstance(first, ResumeWork):
+            job = TurnJob(key, first.turn_id, first.messages, first.inbound_ids, resume=True)
+        else:
+            messages = [item.message for item in items if isinstance(item, MessageWork)]
+            job = TurnJob(key, new_turn_id(), messages, inbound_ids(items))
+        if job.first is not None:
+            job.history_limit = self._history_limit(job.first)
+        await self.runner.run(job)
+
+
+def _from_store(items: list[Work]) -> bool:
+    return any(
+        isinstance(item, ResumeWork) or (isinstance(item, MessageWork) and item.recovered)
+        for item in items
+    )
 
 
 def _senders(items: list[Work]) -> set[str]:

@@ -1,10 +1,16 @@
 """After a restart: queue every accepted message that was not answered before the stop,
-resuming the turns that were running and starting turns for the messages still waiting."""
+resuming the turns that were running and starting turns for the messages still waiting.
+
+While running, `Unattended` does the same for messages nobody is working on: older than a
+lease, no work in this process's lane, and the session's lease free (a turn whose store
+gave up, a process that died while another one runs on).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Container
+import time
+from collections.abc import Callable, Container
 
 from bot.gateway.lanes import Lanes, MessageWork, ResumeWork
 from bot.store.base import InboundRow, InboundStatus, Store
@@ -38,7 +44,35 @@ async def recover(
             turn.inbound_ids.append(row.id)
             turn.messages.append(msg)
         else:
-            lanes.submit(row.session_key, MessageWork(row.id, msg))
+            lanes.submit(row.session_key, MessageWork(row.id, msg, recovered=True))
     if count:
         log.info("recovering %d accepted message(s) that were not answered", count)
     return count
+
+
+class Unattended:
+    def __init__(
+        self,
+        store: Store,
+        lanes: Lanes,
+        channels: Container[str],
+        *,
+        after: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.lanes = lanes
+        self.channels = channels
+        self.after = after  # seconds; a lease's length, so no live turn is mistaken
+        self.clock = clock
+
+    async def pick_up(self) -> int:
+        """Queue the unanswered messages nobody is working on; returns how many."""
+        now = self.clock()
+        rows: list[InboundRow] = []
+        for row in await self.store.unfinished_inbound():
+            if row.received_at > now - self.after or self.lanes.busy(row.session_key):
+                continue
+            if await self.store.lease_holder(row.session_key, now) is None:
+                rows.append(row)
+        return await recover(self.store, self.lanes, self.channels, rows) if rows else 0

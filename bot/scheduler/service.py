@@ -1,6 +1,6 @@
 """The scheduler `krill run` starts: per-session idle work and reminders rebuilt from the
-store, periodic memory reindexing, the removal of expired stored tool results, the heartbeat
-and the daily retention pass."""
+store, periodic memory reindexing, the removal of expired stored tool results, the heartbeat,
+the daily retention pass, and picking up unanswered messages nobody is working on."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bot.tools.results import CLEANUP_INTERVAL_SECONDS, remove_expired
 
 if TYPE_CHECKING:
     from bot.config import Config
+    from bot.gateway.recovery import Unattended
     from bot.memory.index import MemoryIndex
     from bot.scheduler.heartbeat import Heartbeat
     from bot.scheduler.idle import IdleWork
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 REINDEX_JOB = "memory-reindex"
 RESULTS_CLEANUP_JOB = "tool-results-cleanup"
+UNATTENDED_JOB = "unattended-inbound"
 
 
 class Scheduler:
@@ -44,6 +46,7 @@ class Scheduler:
         results: ResultStore,
         retention: Retention,
         reminders: Reminders,
+        unattended: Unattended,
     ) -> None:
         self.config = config
         self.store = store
@@ -54,6 +57,7 @@ class Scheduler:
         self.results = results
         self.retention = retention
         self.reminders = reminders
+        self.unattended = unattended
         self.index_stats: tuple[int, int] | None = None
 
     async def start(self) -> None:
@@ -68,6 +72,14 @@ class Scheduler:
             CLEANUP_INTERVAL_SECONDS,
             first=now,
             misfire_grace=int(CLEANUP_INTERVAL_SECONDS),
+        )
+        lease = self.config.storage.lease_seconds
+        self.jobs.every(
+            UNATTENDED_JOB,
+            self._pick_up,
+            lease,
+            first=now + lease,  # start-up recovery has just queued what was left
+            misfire_grace=max(1, int(lease)),
         )
         if self.index is not None:
             interval = self.config.memory.reindex_interval_seconds
@@ -130,6 +142,12 @@ class Scheduler:
             self.index_stats = await self.index.stats()
 
         await self.jobs.guarded(REINDEX_JOB, body)
+
+    async def _pick_up(self) -> None:
+        async def body() -> None:
+            await self.unattended.pick_up()
+
+        await self.jobs.guarded(UNATTENDED_JOB, body)
 
     async def _cleanup(self) -> None:
         async def body() -> None:

@@ -367,6 +367,17 @@ class ReminderStore(Protocol):
     async def reminder_finish(self, reminder_id: int, status: ReminderStatus, *, at: float) -> bool:
         """Move a pending reminder to `status`; False when it was no longer pending."""
         ...
+class LeaseStore(Protocol):
+    """Session leases: one turn at a time per session key across every process. A claim is
+    one atomic conditional write; an expired holder's lease may be taken over."""
+
+    async def claim_lease(
+        self, session_key: str, holder: str, until: float, now: float
+    ) -> bool: ...
+    async def release_lease(self, session_key: str, holder: str) -> None: ...
+    async def lease_holder(self, session_key: str, now: float) -> str | None: ...
+    async def lease_holders(self) -> list[str]: ...
+    async def release_leases_of(self, holder: str) -> None: ...
 
 
 class MemoryIndexStore(Protocol):
@@ -400,6 +411,7 @@ class Store(
     RetentionStore,
     JobStore,
     ReminderStore,
+    LeaseStore,
     MemoryIndexStore,
     Protocol,
 ):

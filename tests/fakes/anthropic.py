@@ -319,13 +319,16 @@ class ErrorReply:
 @dataclass
 class Reply:
     """An assistant turn. `drop_after` cuts the connection after that many streamed text chars;
-    `stream_error` is sent as an SSE `error` event at that point instead."""
+    `stream_error` is sent as an SSE `error` event at that point instead, and with
+    `clean_close` the response simply ends there (no `message_stop`), as when a proxy or
+    load balancer closes a stream it considers finished."""
 
     content: list[dict[str, Any]]
     stop_reason: str = "end_turn"
     delay: float = 0.0
     drop_after: int | None = None
     stream_error: ErrorReply | None = None
+    clean_close: bool = False
     chunk_delay: float | None = None
 
     @classmethod
@@ -635,6 +638,17 @@ class FakeAnthropic:
         body = text if text is not None else _DROP_FILLER
         self.queue(Reply(content=[{"type": "text", "text": body}], drop_after=after_chars))
 
+    def queue_clean_close(self, after_chars: int, *, text: str | None = None) -> None:
+        """Start streaming `text` (or filler) and end the response cleanly after `after_chars`
+        chars, with no `message_delta` or `message_stop`. A non-streaming request gets its
+        connection closed with no response at all."""
+        body = text if text is not None else _DROP_FILLER
+        self.queue(
+            Reply(
+                content=[{"type": "text", "text": body}], drop_after=after_chars, clean_close=True
+            )
+        )
+
     def queue_stream_error(
         self,
         err_type: str = "overloaded_error",
@@ -857,6 +871,9 @@ class FakeAnthropic:
                     "error",
                     {"type": "error", "error": {"type": err.err_type, "message": err.message}},
                 )
+                raise _Dropped
+            if reply.clean_close:
+                await resp.write_eof()
                 raise _Dropped
             _abort(request)
             raise _Dropped

@@ -251,6 +251,19 @@ async def test_dropped_stream_raises(
     assert 0 < len("".join(received)) <= 30
 
 
+async def test_a_cleanly_closed_stream_ends_without_message_stop(
+    fake_anthropic: FakeAnthropic, client: anthropic.AsyncAnthropic
+) -> None:
+    fake_anthropic.queue_clean_close(30, text="a long answer " * 10)
+    async with client.messages.stream(model=MODEL, max_tokens=1000, messages=_user("x")) as stream:
+        kinds = [event.type async for event in stream]
+        final = await stream.get_final_message()
+    # The SDK raises nothing: the part that arrived looks like a whole reply.
+    assert "message_stop" not in kinds
+    assert final.stop_reason is None
+    assert 0 < len(final.content[0].text) <= 30  # type: ignore[union-attr]
+
+
 async def test_dropped_non_streaming_raises(
     fake_anthropic: FakeAnthropic, client: anthropic.AsyncAnthropic
 ) -> None:

@@ -3,6 +3,7 @@
 from bot.store.sqlite.connection import Connection
 from bot.store.sqlite.inbound import InboundTables
 from bot.store.sqlite.jobs import JobTables
+from bot.store.sqlite.leases import LeaseTables
 from bot.store.sqlite.ledger import LedgerTables
 from bot.store.sqlite.memory_index import MemoryIndexTables
 from bot.store.sqlite.pairings import PairingTables
@@ -23,6 +24,7 @@ class SQLiteStore(
     RetentionTables,
     JobTables,
     ReminderTables,
+    LeaseTables,
     MemoryIndexTables,
     Connection,
 ):

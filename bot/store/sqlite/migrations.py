@@ -184,6 +184,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (
+        6,
+        """
+        CREATE TABLE session_leases (
+            session_key TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        )
+        """,
+    ),
+    (
         7,
         # The model /model chose for a session ('' = agent.model), and reminders: where a
         # due reminder's turn runs and replies (session key and address), who set it.
