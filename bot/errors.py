@@ -22,6 +22,8 @@ class StartupError(KrillError):
 class PreviewSkipped(KrillError):
     """A channel left out a streaming preview to stay under the platform's rate limits;
     the next preview or the final reply shows the text instead."""
+
+
 class StoreUnavailable(KrillError):
     """The store stayed locked or unreachable for longer than a write may wait; what was
     being written is still unanswered work that the next start picks up."""

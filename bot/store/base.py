@@ -367,6 +367,8 @@ class ReminderStore(Protocol):
     async def reminder_finish(self, reminder_id: int, status: ReminderStatus, *, at: float) -> bool:
         """Move a pending reminder to `status`; False when it was no longer pending."""
         ...
+
+
 class LeaseStore(Protocol):
     """Session leases: one turn at a time per session key across every process. A claim is
     one atomic conditional write; an expired holder's lease may be taken over."""
