@@ -109,9 +109,15 @@ def log_sentinel(logger: str, needle: str) -> Iterator[asyncio.Event]:
         target.setLevel(level)
 
 
-def submit(lane: Lanes, *texts: str, user: str = "alice") -> None:
-    for n, text in enumerate(texts):
-        lane.submit(f"key:{user}", MessageWork(n, message(text, user=user)))
+async def submit(lane: Lanes, store: SQLiteStore, *texts: str, user: str = "alice") -> None:
+    """Accept each text as a recorded message (turns run only for unanswered rows), then
+    queue it in `user`'s lane."""
+    for text in texts:
+        msg = message(text, user=user)
+        key = f"key:{user}"
+        row_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
+        assert row_id is not None
+        lane.submit(key, MessageWork(row_id, msg))
 
 
 async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
@@ -119,17 +125,17 @@ async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
 ) -> None:
     runner = RecordingRunner()
     lane = lanes(runner, per_minute=2, store=store)
-    submit(lane, "m1")
+    await submit(lane, store, "m1")
     await asyncio.sleep(0)
-    submit(lane, *(f"m{n}" for n in range(2, 60)))  # more than agent.queue_cap
+    await submit(lane, store, *(f"m{n}" for n in range(2, 60)))  # more than agent.queue_cap
     runner.release.set()
     await lane.wait_idle()
     assert [texts for _, texts in runner.turns] == [["m1"], [f"m{n}" for n in range(2, 60)]]
 
     # Over the budget: the next messages wait for the window, then go in one turn.
-    submit(lane, "late 1")
+    await submit(lane, store, "late 1")
     await asyncio.sleep(WINDOW / 5)
-    submit(lane, "late 2", "late 3")
+    await submit(lane, store, "late 2", "late 3")
     await lane.wait_idle()
     started, texts = runner.turns[-1]
     assert texts == ["late 1", "late 2", "late 3"]
@@ -140,9 +146,9 @@ async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
 async def test_without_a_cap_batches_keep_the_queue_cap(store: SQLiteStore) -> None:
     runner = RecordingRunner()
     lane = lanes(runner, per_minute=0, store=store)
-    submit(lane, "m1")
+    await submit(lane, store, "m1")
     await asyncio.sleep(0)
-    submit(lane, *(f"m{n}" for n in range(2, 30)))
+    await submit(lane, store, *(f"m{n}" for n in range(2, 30)))
     runner.release.set()
     await lane.wait_idle()
     assert [len(texts) for _, texts in runner.turns] == [1, 20, 8]

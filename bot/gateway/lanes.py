@@ -42,13 +42,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class MessageWork:
-    """An accepted message waiting for its turn; merges with the messages queued after it.
-    `recovered`: queued from the store (start-up, or found unattended), not as it arrived,
-    so another process may have answered it by the time its turn comes."""
+    """An accepted message waiting for its turn; merges with the messages queued after it."""
 
     inbound_id: int
     message: InboundMessage
-    recovered: bool = False
 
 
 @dataclass(slots=True)
@@ -161,12 +158,11 @@ class Lanes:
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
-            async with self.leases.hold(key) as waited:
-                # Another process held the session, or the rows came from the store: it may
-                # have answered some of them.
-                todo = (
-                    await self._still_unanswered(items) if waited or _from_store(items) else items
-                )
+            async with self.leases.hold(key):
+                # Checked under the lease every time: another process may have answered some
+                # of these rows, and "we had to wait for its lease" would miss a turn it
+                # finished just before this claim.
+                todo = await self._still_unanswered(items)
                 if todo:
                     await self._run_leased(key, todo)
         finally:
@@ -197,13 +193,6 @@ class Lanes:
         if job.first is not None:
             job.history_limit = self._history_limit(job.first)
         await self.runner.run(job)
-
-
-def _from_store(items: list[Work]) -> bool:
-    return any(
-        isinstance(item, ResumeWork) or (isinstance(item, MessageWork) and item.recovered)
-        for item in items
-    )
 
 
 def _senders(items: list[Work]) -> set[str]:

@@ -77,13 +77,12 @@ class SessionLeases:
                 await self.store.release_leases_of(holder)
 
     @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[bool]:
-        """Run the body while holding `key`'s lease; it gets whether the claim had to wait
-        for another holder (whose turn may have answered some of the body's work)."""
-        waited = await self._claim(key)
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Run the body while holding `key`'s lease."""
+        await self._claim(key)
         renewing = asyncio.create_task(self._renew(key), name=f"lease:{key}")
         try:
-            yield waited
+            yield
         finally:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -98,7 +97,7 @@ class SessionLeases:
         now = self.clock()
         return await self.store.claim_lease(key, self.holder, now + self.seconds, now)
 
-    async def _claim(self, key: str) -> bool:
+    async def _claim(self, key: str) -> None:
         poll = min(MAX_POLL_SECONDS, self.seconds / 4)
         waited = False
         while not await self._try(key):
@@ -109,7 +108,6 @@ class SessionLeases:
             await asyncio.sleep(poll)
         if waited:
             log.info("session %s: lease taken", key)
-        return waited
 
     async def _renew(self, key: str) -> None:
         while True:

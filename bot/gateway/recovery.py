@@ -44,7 +44,7 @@ async def recover(
             turn.inbound_ids.append(row.id)
             turn.messages.append(msg)
         else:
-            lanes.submit(row.session_key, MessageWork(row.id, msg, recovered=True))
+            lanes.submit(row.session_key, MessageWork(row.id, msg))
     if count:
         log.info("recovering %d accepted message(s) that were not answered", count)
     return count
