@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from bot.agent.loop import EphemeralConversation, Exchange
 from bot.agent.silent import is_silent, strip_silent
 from bot.context.messages import build_messages
-from bot.context.tokens import plain_tokens_for_chars
+from bot.context.tokens import plain_tokens_for_chars, text_units
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow, ModelError
 from bot.memory.flush_policy import (
@@ -112,7 +112,7 @@ class FlushService:
     async def before_turn(self, job: TurnJob, session: SessionRow) -> None:
         """Flush before a person's turn that would cross the threshold."""
         fresh = await self.store.get_session(session.session_id) or session
-        incoming = sum(plain_tokens_for_chars(len(m.text)) for m in job.messages)
+        incoming = sum(plain_tokens_for_chars(text_units(m.text)) for m in job.messages)
         if threshold_flush_due(fresh, fresh.context_tokens + incoming, self.threshold):
             await self.flush(fresh, reason=Reason.THRESHOLD, history_limit=job.history_limit)
 

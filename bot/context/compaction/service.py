@@ -20,7 +20,7 @@ from bot.context.compaction.summarizer import Summarizer, summarize, summary_tok
 from bot.context.host import ContextHost
 from bot.context.messages import build_messages
 from bot.context.size import context_tokens
-from bot.context.tokens import messages_tokens, tokens_for_chars
+from bot.context.tokens import messages_tokens, text_units, tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ModelError
 from bot.store.base import SessionRow
@@ -64,7 +64,7 @@ def overhead_chars(host: ContextHost) -> int:
     """Characters of what precedes the messages: the system prompt and tool definitions."""
     system = host.workspace.system_blocks(is_direct=True)
     tools = host.tools.definitions(host.config.tools.allow, host.config.tools.deny)
-    return sum(len(b.get("text", "")) for b in system) + len(json.dumps(tools))
+    return sum(text_units(b.get("text", "")) for b in system) + len(json.dumps(tools))
 
 
 async def compact_session(
