@@ -81,8 +81,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.scheduler": (
-        *("bot.agent", "bot.config", "bot.gateway", "bot.memory", "bot.sessions"),
-        *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
+        *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
     "channels": (),
     "channels.chunking": (),

@@ -125,6 +125,9 @@ class ContextConfig(Section):
     chunk_max_share: float = Field(0.4, gt=0, le=1)  # a summary chunk's share of the window
     chunk_min_share: float = Field(0.15, gt=0, le=1)  # ...shrinking to this for big messages
     summary_retries: int = Field(1, ge=0, le=3)  # quality retries with feedback
+    # Shortly before an idle session's prompt cache expires, compact it when its context is
+    # at least this large, while the summary can still read the cache; 0 turns it off.
+    warm_compaction_tokens: int = Field(30_000, ge=0)
 
 
 class MemoryFlushConfig(Section):
@@ -162,7 +165,7 @@ class SchedulerConfig(Section):
 
     heartbeat_minutes: float = Field(0.0, ge=0)  # 0 turns the heartbeat off
     heartbeat_session: str = ""  # session key; "" = the most recently active DM session
-    idle_compaction: bool = True  # compact large idle sessions once their cache has expired
+    idle_compaction: bool = True  # compact idle sessions (warm, and large ones once cold)
     # Overrides the TTL implied by anthropic.cache_ttl (tests use seconds); read it only
     # through `Config.cache_ttl_seconds`.
     cache_ttl_seconds: float | None = Field(None, gt=0)

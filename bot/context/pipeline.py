@@ -22,7 +22,13 @@ from bot.context.compaction import (
     needs_compaction,
     overhead_chars,
 )
-from bot.context.host import BeforeCompaction, SummaryModel, UsageCharger, WorkspaceFiles
+from bot.context.host import (
+    BeforeCompaction,
+    CachedPrefix,
+    SummaryModel,
+    UsageCharger,
+    WorkspaceFiles,
+)
 from bot.context.messages import build_messages
 from bot.context.overflow import (
     OVERFLOW_COMPACTION_ATTEMPTS,
@@ -205,6 +211,15 @@ class ContextPipeline:
         result = await compact_session(
             self, session, focus=focus[:FOCUS_MAX_CHARS], reason="manual"
         )
+        return result.message
+
+    async def compact_idle(self, session_key: str, prefix: CachedPrefix | None) -> str:
+        """Compact an idle session for the scheduler (the caller holds its lane): over
+        `prefix`, the request its turns send, while its prompt cache is still warm."""
+        session = await self.store.current_session(session_key)
+        if session is None:
+            return "no session"
+        result = await compact_session(self, session, reason="idle", prefix=prefix)
         return result.message
 
 

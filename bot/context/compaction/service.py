@@ -16,8 +16,13 @@ from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
 from bot.context.compaction.render import render_items
 from bot.context.compaction.split import choose_split, split_history
-from bot.context.compaction.summarizer import Summarizer, summarize, summary_token_budget
-from bot.context.host import ContextHost
+from bot.context.compaction.summarizer import (
+    Summarizer,
+    summarize,
+    summarize_in_place,
+    summary_token_budget,
+)
+from bot.context.host import CachedPrefix, ContextHost
 from bot.context.messages import build_messages
 from bot.context.size import context_tokens
 from bot.context.tokens import messages_tokens, text_units, tokens_for_chars
@@ -76,8 +81,14 @@ async def compact_session(
     history: list[Entry] | None = None,
     tokens_before: int | None = None,
     max_keep_turns: int | None = None,
+    prefix: CachedPrefix | None = None,
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
+
+    With `prefix` (the session's request as its turns send it, while its prompt cache is
+    warm) and a history that fits the window, the summary is asked for at the end of that
+    request in one call that reads the cache; otherwise the summarizer reads the rendered
+    transcript in chunks.
 
     Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
@@ -117,17 +128,32 @@ async def compact_session(
     identifiers = required_identifiers(items)
     ask = latest_ask(items)
     plan = plan_chunks(items, window, cfg)
-    summarizer = Summarizer(host.model, summary_token_budget(window))
+    in_place = prefix is not None and not needs_compaction(before, window, cfg.reserve_tokens)
+    summarizer = Summarizer(
+        host.model, summary_token_budget(window), prefix=prefix if in_place else None
+    )
+    marker = marker_id_for(new_id())
     try:
-        summary, problems = await summarize(
-            summarizer,
-            plan,
-            identifiers=identifiers,
-            ask=ask,
-            focus=focus,
-            marker=marker_id_for(new_id()),
-            retries=cfg.summary_retries,
-        )
+        if in_place:
+            summary, problems = await summarize_in_place(
+                summarizer,
+                keep_turns=sum(1 for e in split.kept if is_person_turn(e)),
+                identifiers=identifiers,
+                ask=ask,
+                focus=focus,
+                marker=marker,
+                retries=cfg.summary_retries,
+            )
+        else:
+            summary, problems = await summarize(
+                summarizer,
+                plan,
+                identifiers=identifiers,
+                ask=ask,
+                focus=focus,
+                marker=marker,
+                retries=cfg.summary_retries,
+            )
     except ModelError as exc:
         log.warning("compaction of %s cancelled: %s", session.session_key, exc)
         return CompactionResult(
@@ -151,7 +177,7 @@ async def compact_session(
         reason=reason,
         tokens_before=before,
         summarized_messages=len(items),
-        omitted_messages=plan.omitted,
+        omitted_messages=0 if in_place else plan.omitted,
     )
     entry = Entry(session.session_id, compaction)
     after_messages = cap_tool_results(build_messages([entry, *split.kept], tz), limit)
@@ -159,13 +185,13 @@ async def compact_session(
     compaction.tokens_after = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
-    # Leaves the time of the last model call alone: that one tracks the conversation's own
-    # prompt cache, which the summarizer's requests do not touch.
+    # The time of the last model call tracks the conversation's own prompt cache: only an
+    # in-place summary read (and so refreshed) it; the transcript summarizer's do not.
     await host.accountant.charge(
         session.session_id,
         summarizer.usage,
         summarizer.model_id or config.agent.model,
-        read_cache=False,
+        read_cache=in_place,
         context_tokens=after,
     )
     log.info(
@@ -186,7 +212,7 @@ async def compact_session(
         tokens_before=before,
         tokens_after=after,
         summarized=len(items),
-        omitted=plan.omitted,
+        omitted=0 if in_place else plan.omitted,
         kept_turns=kept_turns,
         model_calls=summarizer.calls,
         problems=tuple(problems),

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from anthropic.types import MessageParam
+from anthropic.types import MessageParam, TextBlockParam
 
 from bot.context.compaction.chunks import ChunkPlan
 from bot.context.compaction.guard import summary_problems
@@ -16,6 +16,7 @@ from bot.context.compaction.prompts import (
     CHUNK_PROMPT,
     FALLBACK_PART,
     FALLBACK_SUMMARY,
+    IN_PLACE_PROMPT,
     MERGE_PROMPT,
     RETRY_PROMPT,
     SUMMARIZER_SYSTEM,
@@ -23,7 +24,8 @@ from bot.context.compaction.prompts import (
     required_note,
 )
 from bot.context.compaction.render import transcript_text
-from bot.context.host import SummaryModel
+from bot.context.host import CachedPrefix, SummaryModel
+from bot.context.tool_pairing import merge_same_role
 from bot.types import Usage
 from bot.untrusted import wrap_untrusted
 
@@ -37,20 +39,28 @@ def summary_token_budget(window: int) -> int:
     return min(SUMMARY_MAX_TOKENS, int(window * SUMMARY_WINDOW_SHARE))
 
 
+SUMMARIZER_BLOCKS: list[TextBlockParam] = [{"type": "text", "text": SUMMARIZER_SYSTEM}]
+
+
 @dataclass(slots=True)
 class Summarizer:
-    """Runs the summarizer calls of one compaction and totals their usage."""
+    """Runs the summarizer calls of one compaction and totals their usage. With a `prefix`
+    every call extends the conversation's own request (its system prompt, tools and
+    messages), so it reads the conversation's prompt cache."""
 
     model: SummaryModel
     max_tokens: int
+    prefix: CachedPrefix | None = None
     usage: Usage = field(default_factory=Usage)
     model_id: str = ""
     calls: int = 0
 
     async def ask(self, messages: list[MessageParam]) -> str:
+        prefix = self.prefix
         reply = await self.model.complete(
-            system=[{"type": "text", "text": SUMMARIZER_SYSTEM}],
-            messages=messages,
+            system=prefix.system if prefix else SUMMARIZER_BLOCKS,
+            tools=prefix.tools if prefix else None,
+            messages=merge_same_role([*prefix.messages, *messages]) if prefix else messages,
             max_tokens=self.max_tokens,
         )
         self.calls += 1
@@ -103,7 +113,39 @@ async def summarize(
             required=required,
             parts=wrap_untrusted(parts, source="partial-summaries", marker_id=marker),
         )
-    conversation: list[MessageParam] = [_user(final_prompt)]
+    return await _guarded(
+        summarizer, final_prompt, identifiers=identifiers, ask=ask, retries=retries
+    )
+
+
+async def summarize_in_place(
+    summarizer: Summarizer,
+    *,
+    keep_turns: int,
+    identifiers: Sequence[str],
+    ask: str,
+    focus: str,
+    marker: str,
+    retries: int,
+) -> tuple[str, list[str]]:
+    """One summary asked at the end of the conversation itself (`summarizer.prefix`), with
+    the quality guard. Returns (summary, problems left)."""
+    prompt = IN_PLACE_PROMPT.format(
+        keep=keep_turns, focus=focus_note(focus, marker), required=required_note(identifiers)
+    )
+    return await _guarded(summarizer, prompt, identifiers=identifiers, ask=ask, retries=retries)
+
+
+async def _guarded(
+    summarizer: Summarizer,
+    prompt: str,
+    *,
+    identifiers: Sequence[str],
+    ask: str,
+    retries: int,
+) -> tuple[str, list[str]]:
+    """Ask for the summary, then again with the guard's problems as feedback."""
+    conversation: list[MessageParam] = [_user(prompt)]
     summary = await summarizer.ask(conversation)
     problems = summary_problems(summary, identifiers, ask)
     for _ in range(retries):
