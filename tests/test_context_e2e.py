@@ -421,3 +421,24 @@ async def test_a_failed_compact_tells_the_person_briefly(
     async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
         await h.send("/compact")
     assert h.channel.finals == [COMPACTION_FAILED]
+
+
+async def test_the_window_the_provider_names_becomes_the_sessions_window(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    # Krill assumes 40k tokens; the model really takes 12k, and says so when refusing.
+    real = 12_000
+    fake_anthropic.context_window = real
+    fake_anthropic.default_handler = router(lambda body: "Noted.")
+    toml = TOML.replace(f"context_window = {WINDOW}", "context_window = 40000")
+    async with Harness(tmp_path, fake_anthropic.url, toml) as h:
+        await chat_turns(h, 16)
+        session = await h.app.store.current_session(KEY)
+        entries = await compactions(h)
+    assert h.channel.finals == ["Noted."] * 16
+    assert session is not None and session.context_window == real
+    refused = [r for r in fake_anthropic.message_requests if r.usage is None]
+    assert len(refused) == 1 and not is_summarizer(refused[0].body)  # learned once
+    # Summaries were asked within the real window, and later compactions came in time.
+    assert entries[0].reason == "overflow" and entries[-1].reason == "threshold"
+    assert all(PLANTED in e.summary for e in entries)

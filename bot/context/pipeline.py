@@ -108,7 +108,9 @@ class ContextPipeline:
     ) -> list[MessageParam]:
         """The messages to send for this model call (`ContextManager.prepare`)."""
         config = self.config
-        cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
+        fresh = await self.store.get_session(session.session_id) or session
+        cfg, tz = config.context, config.agent.timezone
+        window = fresh.window(config.agent.context_window)
         limit = result_char_limit(window, cfg)
         messages = cap_tool_results(messages, limit)
         state = self._state(session.session_id, history)
@@ -119,7 +121,6 @@ class ContextPipeline:
             overhead_chars=overhead_chars(self),
             result_limit=limit,
         )
-        fresh = await self.store.get_session(session.session_id) or session
         if cache_is_cold(fresh.last_model_call_at, self.now(), config.cache_ttl_seconds):
             outcome = plan_pruning(
                 messages, tokens=tokens, window=window, config=cfg, plan=state.plan
@@ -157,6 +158,7 @@ class ContextPipeline:
             self._overflow[session.session_id] = OverflowState()
         state = self._overflow.setdefault(session.session_id, OverflowState())
         cfg = self.config.context
+        session = await self._learn_window(session, error)
         if state.compactions < OVERFLOW_COMPACTION_ATTEMPTS and not state.compaction_exhausted:
             state.compactions += 1
             # Each further attempt keeps one turn fewer, so attempts differ.
@@ -177,9 +179,25 @@ class ContextPipeline:
         self._overflow.pop(session.session_id, None)
         return False
 
+    async def _learn_window(self, session: SessionRow, error: ContextOverflow) -> SessionRow:
+        """The provider named its real window ("N tokens > M maximum"): when it is smaller
+        than the one assumed, it becomes the session's window for every later step."""
+        configured = self.config.agent.context_window
+        if error.limit is None or error.limit >= session.window(configured):
+            return session
+        log.warning(
+            "%s: the model's window is %d tokens, not %d; using it from now on",
+            session.session_key,
+            error.limit,
+            session.window(configured),
+        )
+        await self.store.update_session(session.session_id, context_window=error.limit)
+        return await self.store.get_session(session.session_id) or session
+
     async def _truncate(self, session: SessionRow, error: ContextOverflow) -> bool:
         config = self.config
-        window, reserve = config.agent.context_window, config.context.reserve_tokens
+        window = session.window(config.agent.context_window)
+        reserve = config.context.reserve_tokens
         history = await self.store.load_history(session.session_id)
         tokens = error.tokens or window
         # Real token counts convert back to characters with the margin, to cut enough.

@@ -47,6 +47,14 @@ class SessionRow:
     chat_id: str = ""
     thread_id: str | None = None
     peer_id: str | None = None
+    # The window the provider named when it refused a prompt as too long (None: the
+    # configured agent.context_window holds).
+    context_window: int | None = None
+
+    def window(self, configured: int) -> int:
+        """The context window every step of this session works with."""
+        learned = self.context_window
+        return configured if learned is None else min(configured, learned)
 
     @property
     def origin(self) -> SessionOrigin | None:

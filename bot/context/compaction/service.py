@@ -96,7 +96,8 @@ async def compact_session(
     the session's lane (the queue), so no turn runs at the same time.
     """
     config = host.config
-    cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
+    cfg, tz = config.context, config.agent.timezone
+    window = session.window(config.agent.context_window)
     keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
     probe = split_history(history or await host.store.load_history(session.session_id), keep)
     if not probe.summarize:

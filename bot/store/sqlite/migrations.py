@@ -183,6 +183,12 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE sessions ADD COLUMN peer_id TEXT
         """,
     ),
+    (
+        9,
+        # The window the provider named in a "prompt is too long" error (NULL: the configured
+        # agent.context_window holds).
+        "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
+    ),
 ]
 
 
