@@ -19,6 +19,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from bot.agent.accounting import UsageAccountant
+from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.runner import AgentRunner
@@ -88,13 +89,17 @@ class App:
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
         # counted by the one accountant (those and compaction's summaries).
+        cache_watch = CacheWatch(
+            metrics=self.metrics, ttl_seconds=config.cache_ttl_seconds, clock=clock
+        )
         self.accountant = UsageAccountant(
             store=self.store,
             metrics=self.metrics,
             cache_ttl=config.anthropic.cache_ttl,
             clock=clock,
+            cache_watch=cache_watch,
         )
-        self.loop = AgentLoop(model=self.model, tools=self.tools)
+        self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
 
         # Memory: the index and its tools, per-turn recall, and the flush.
         memory = config.memory

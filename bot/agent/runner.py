@@ -281,6 +281,7 @@ class AgentRunner:
             max_tool_rounds=self.config.agent.max_tool_iterations,
             stream=stream,
             recover=recover if context_manager is not None else None,
+            watch_cache=True,
         )
         outcome = await self.loop.run(conversation, exchange)
         return outcome.model_calls
