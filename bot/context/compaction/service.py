@@ -15,7 +15,7 @@ from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_fai
 from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
 from bot.context.compaction.render import render_items
-from bot.context.compaction.split import choose_split, split_history
+from bot.context.compaction.split import Split, choose_split
 from bot.context.compaction.summarizer import (
     Summarizer,
     summarize,
@@ -99,7 +99,16 @@ async def compact_session(
     cfg, tz = config.context, config.agent.timezone
     window = session.window(config.agent.context_window)
     keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
-    probe = split_history(history or await host.store.load_history(session.session_id), keep)
+    limit = result_char_limit(window, cfg)
+    overhead = overhead_chars(host)
+    budget = int((window - cfg.reserve_tokens) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
+
+    def split_of(entries: list[Entry]) -> Split:
+        return choose_split(
+            entries, keep_turns=keep, budget_tokens=budget, tz=tz, result_limit=limit
+        )
+
+    probe = split_of(history or await host.store.load_history(session.session_id))
     if not probe.summarize:
         return CompactionResult(
             "skipped",
@@ -114,10 +123,7 @@ async def compact_session(
             log.exception("before-compaction hook failed for %s", session.session_key)
     if history is None:  # a hook may have added entries (a flush turn)
         history = await host.store.load_history(session.session_id)
-    limit = result_char_limit(window, cfg)
-    overhead = overhead_chars(host)
-    budget = int((window - cfg.reserve_tokens) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
-    split = choose_split(history, keep_turns=keep, budget_tokens=budget, tz=tz, result_limit=limit)
+    split = split_of(history)
     before = tokens_before or context_tokens(
         history,
         cap_tool_results(build_messages(history, tz), limit),
@@ -129,7 +135,13 @@ async def compact_session(
     identifiers = required_identifiers(items)
     ask = latest_ask(items)
     plan = plan_chunks(items, window, cfg)
-    in_place = prefix is not None and not needs_compaction(before, window, cfg.reserve_tokens)
+    kept_turns = sum(1 for e in split.kept if is_person_turn(e))
+    # In place needs the kept part to start at a person's turn, which the prompt can name.
+    in_place = (
+        prefix is not None
+        and kept_turns > 0
+        and not needs_compaction(before, window, cfg.reserve_tokens)
+    )
     summarizer = Summarizer(
         host.model, summary_token_budget(window), prefix=prefix if in_place else None
     )
@@ -138,7 +150,7 @@ async def compact_session(
         if in_place:
             summary, problems = await summarize_in_place(
                 summarizer,
-                keep_turns=sum(1 for e in split.kept if is_person_turn(e)),
+                keep_turns=kept_turns,
                 identifiers=identifiers,
                 ask=ask,
                 focus=focus,
@@ -171,7 +183,6 @@ async def compact_session(
         failures=tool_failures(items),
         rules=rules_section(agents_md),
     )
-    kept_turns = sum(1 for e in split.kept if is_person_turn(e))
     compaction = Compaction(
         summary=summary,
         first_kept_entry_id=split.kept[0].id,
