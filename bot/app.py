@@ -22,6 +22,7 @@ from bot.agent.accounting import UsageAccountant
 from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
+from bot.agent.prefix import RequestPrefixes
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.channel_contract import Channel
@@ -101,6 +102,11 @@ class App:
         )
         self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
 
+        # What a session's prompt cache holds, for the flush and warm compaction to read.
+        prefixes = RequestPrefixes(
+            config=config, store=self.store, workspace=self.workspace, tools=self.tools
+        )
+
         # Memory: the index and its tools, per-turn recall, and the flush.
         memory = config.memory
         self.index: MemoryIndex | None = None
@@ -117,8 +123,8 @@ class App:
                     store=self.store,
                     loop=self.loop,
                     accountant=self.accountant,
-                    tools=self.tools,
                     workspace=self.workspace,
+                    prefixes=prefixes,
                     clock=clock,
                 )
         flushers = [self.flusher] if self.flusher is not None else []
@@ -160,6 +166,7 @@ class App:
                 jobs=jobs,
                 lanes=self.lanes,
                 flusher=self.flusher,
+                prefixes=prefixes,
                 compactor=self.context,
             ),
             heartbeat=Heartbeat(

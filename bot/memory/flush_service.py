@@ -21,10 +21,7 @@ from zoneinfo import ZoneInfo
 
 from bot.agent.loop import EphemeralConversation, Exchange
 from bot.agent.silent import is_silent, strip_silent
-from bot.context.host import CachedPrefix
-from bot.context.messages import build_messages
 from bot.context.tokens import plain_tokens_for_chars, text_units
-from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ContextOverflow, ModelError
 from bot.memory.flush_policy import (
     CYCLE_REASONS,
@@ -34,20 +31,19 @@ from bot.memory.flush_policy import (
     flush_threshold,
     has_unflushed_conversation,
     threshold_flush_due,
-    turn_senders,
     with_flush_prompt,
 )
 from bot.memory.scopes import scope_of
 from bot.sessions.access import is_admin
 from bot.sessions.limits import history_limit_for
 from bot.store.base import SessionRow
-from bot.tools.policy import ToolPolicy, policy_for_messages
-from bot.tools.registry import ToolContext, ToolRegistry
+from bot.tools.registry import ToolContext
 from bot.transcript import Entry, MemoryFlushRecord, new_id
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
     from bot.agent.loop import AgentLoop
+    from bot.agent.prefix import RequestPrefixes
     from bot.agent.runner import TurnJob
     from bot.agent.workspace import Workspace
     from bot.config import Config
@@ -90,7 +86,7 @@ class FlushService:
         loop: AgentLoop,
         accountant: UsageAccountant,
         workspace: Workspace,
-        tools: ToolRegistry,
+        prefixes: RequestPrefixes,
         clock: Callable[[], float],
     ) -> None:
         self.config = config
@@ -98,7 +94,7 @@ class FlushService:
         self.loop = loop
         self.accountant = accountant
         self.workspace = workspace
-        self.tools = tools
+        self.prefixes = prefixes
         self.clock = clock
         self.zone = ZoneInfo(config.agent.timezone)
         self.threshold = flush_threshold(
@@ -184,7 +180,7 @@ class FlushService:
         admin = direct and self._peer_is_admin(session)
         now = dt.datetime.fromtimestamp(self.clock(), self.zone)
         history = await self.store.load_history(session.session_id, max_user_turns=history_limit)
-        prefix, policy = self._prefix(session, history)
+        prefix, policy = self.prefixes.build(session, history)
         prompt = flush_prompt(reason, now, note=scope.daily_note(now), curated=admin)
         messages = with_flush_prompt(prefix.messages, prompt)
         exchange = Exchange(
@@ -213,31 +209,6 @@ class FlushService:
             appended=sum(1 for name, r in result.ran if name == "memory_append" and not r.is_error),
             model_calls=result.model_calls,
         )
-
-    async def cached_prefix(self, session: SessionRow) -> CachedPrefix:
-        """The session's request as its turns send it, i.e. what its prompt cache holds (for
-        a compaction that reads the warm cache)."""
-        limit = history_limit_for(self.config, session.origin)
-        history = await self.store.load_history(session.session_id, max_user_turns=limit)
-        return self._prefix(session, history)[0]
-
-    def _prefix(self, session: SessionRow, history: list[Entry]) -> tuple[CachedPrefix, ToolPolicy]:
-        config = self.config
-        # Rendered and capped as the context pipeline does for every turn; pruning of old
-        # tool results is left out (it lives in the pipeline), which costs a cache write at
-        # most and never a wrong answer.
-        rendered = cap_tool_results(
-            build_messages(history, config.agent.timezone),
-            result_char_limit(config.agent.context_window, config.context),
-        )
-        # Same system prompt and tools as the session's turns: the cached prefix.
-        policy = policy_for_messages(config, turn_senders(history, session))
-        prefix = CachedPrefix(
-            system=self.workspace.system_blocks(is_direct=session.is_direct),
-            tools=self.tools.definitions(policy=policy),
-            messages=rendered,
-        )
-        return prefix, policy
 
     def _peer_is_admin(self, session: SessionRow) -> bool:
         """Whether the person of a DM session is an admin (the flush speaks for them)."""

@@ -25,6 +25,7 @@ from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
 from bot.store.base import SessionRow
 
 if TYPE_CHECKING:
+    from bot.agent.prefix import RequestPrefixes
     from bot.config import Config
     from bot.context.host import CachedPrefix
     from bot.gateway.lanes import Lanes
@@ -97,6 +98,7 @@ class IdleWork:
         jobs: Jobs,
         lanes: Lanes,
         flusher: FlushService | None,
+        prefixes: RequestPrefixes,
         compactor: IdleCompactor,
     ) -> None:
         self.config = config
@@ -104,6 +106,7 @@ class IdleWork:
         self.jobs = jobs
         self.lanes = lanes
         self.flusher = flusher
+        self.prefixes = prefixes
         self.compactor = compactor
         self.ttl = config.cache_ttl_seconds
         self.lead = config.memory.flush.idle_lead_seconds
@@ -216,9 +219,7 @@ class IdleWork:
     async def _compact_warm(self, session: SessionRow) -> None:
         expires = cache_expires_at(session, self.ttl)
         warm = expires is not None and self.jobs.clock() < expires
-        prefix = None
-        if warm and self.flusher is not None:
-            prefix = await self.flusher.cached_prefix(session)
+        prefix = await self.prefixes.for_session(session) if warm else None
         result = await self.compactor.compact_idle(session.session_key, prefix)
         log.info("%s compaction of %s: %s", "warm" if warm else "idle", session.session_key, result)
 
