@@ -21,6 +21,7 @@ from bot.config.sections import (
     ContextConfig,
     LoggingConfig,
     MemoryConfig,
+    MemoryEmbeddingsConfig,
     MemorySearchConfig,
     SessionConfig,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "McpConfig",
     "McpServerConfig",
     "MemoryConfig",
+    "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
     "PeerOverride",
     "SessionConfig",

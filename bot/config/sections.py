@@ -149,6 +149,18 @@ class MemorySearchConfig(Section):
     recall_max_chars: int = Field(3_000, ge=200)  # all recalled snippets of one turn together
 
 
+class MemoryEmbeddingsConfig(Section):
+    """Optional embeddings from an OpenAI-compatible `/embeddings` endpoint for hybrid ranking
+    (BM25 + vector); unset or failing, search is keyword-only."""
+
+    base_url: str = ""  # e.g. "https://api.openai.com/v1"; "" turns embeddings off
+    api_key: str = ""  # or EMBEDDINGS_API_KEY
+    model: str = "text-embedding-3-small"
+    timeout_seconds: float = Field(10.0, gt=0)
+    vector_weight: float = Field(0.7, ge=0, le=1)  # the vector's share of a hit's score
+    recent_chunks: int = Field(200, ge=0)  # newest chunks ranked by vector besides keyword hits
+
+
 class MemoryConfig(Section):
     enabled: bool = True
     chunk_tokens: int = Field(400, ge=50)
@@ -158,6 +170,7 @@ class MemoryConfig(Section):
     file_max_bytes: int = Field(1_000_000, gt=0)  # memory_append refuses to grow a file past it
     flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
+    embeddings: MemoryEmbeddingsConfig = Field(default_factory=MemoryEmbeddingsConfig)
 
 
 class SchedulerConfig(Section):

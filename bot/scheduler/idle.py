@@ -208,7 +208,7 @@ class IdleWork:
                 if flusher is not None and self.flush_enabled and has_unflushed_conversation(fresh):
                     await flusher.flush(fresh, reason=Reason.IDLE)
                 if warm_compaction_due(fresh, self.warm_threshold):
-                    await self._compact_warm(fresh)
+                    await self.compact_warm(fresh)
 
             await self.lanes.run_in_lane(key, work)
 
@@ -216,12 +216,15 @@ class IdleWork:
             f"flush:{key}", body, lambda: self._retry_later(self.idle_flush, "flush", key)
         )
 
-    async def _compact_warm(self, session: SessionRow) -> None:
+    async def compact_warm(self, session: SessionRow) -> bool:
+        """Compact `session` before its cache expires (the caller holds its lane): in place
+        over its cached prefix while the cache is warm. Returns whether it was warm."""
         expires = cache_expires_at(session, self.ttl)
         warm = expires is not None and self.jobs.clock() < expires
         prefix = await self.prefixes.for_session(session) if warm else None
         result = await self.compactor.compact_idle(session.session_key, prefix)
         log.info("%s compaction of %s: %s", "warm" if warm else "idle", session.session_key, result)
+        return warm
 
     async def idle_maintenance(self, key: str) -> None:
         async def body() -> None:

@@ -331,6 +331,7 @@ class MemoryIndexStore(Protocol):
     async def memory_substring(
         self, terms: tuple[str, ...], *, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]: ...
+    async def memory_recent(self, *, limit: int, visible: VisiblePaths) -> list[ChunkMatch]: ...
 
 
 class Store(
