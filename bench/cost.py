@@ -455,6 +455,7 @@ class PassThrough(ContextPipeline):
 BENCH_TOML = """
 [agent]
 context_window = {window}
+sender_turns_per_minute = 0
 [memory]
 enabled = false
 [scheduler]
