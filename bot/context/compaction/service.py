@@ -18,6 +18,7 @@ from bot.context.compaction.render import render_items
 from bot.context.compaction.split import Split, choose_split
 from bot.context.compaction.summarizer import (
     Summarizer,
+    SummaryRules,
     summarize,
     summarize_in_place,
     summary_token_budget,
@@ -145,28 +146,18 @@ async def compact_session(
     summarizer = Summarizer(
         host.model, summary_token_budget(window), prefix=prefix if in_place else None
     )
-    marker = marker_id_for(new_id())
+    rules = SummaryRules(
+        identifiers=identifiers,
+        ask=ask,
+        focus=focus,
+        marker=marker_id_for(new_id()),
+        retries=cfg.summary_retries,
+    )
     try:
         if in_place:
-            summary, problems = await summarize_in_place(
-                summarizer,
-                keep_turns=kept_turns,
-                identifiers=identifiers,
-                ask=ask,
-                focus=focus,
-                marker=marker,
-                retries=cfg.summary_retries,
-            )
+            summary, problems = await summarize_in_place(summarizer, kept_turns, rules)
         else:
-            summary, problems = await summarize(
-                summarizer,
-                plan,
-                identifiers=identifiers,
-                ask=ask,
-                focus=focus,
-                marker=marker,
-                retries=cfg.summary_retries,
-            )
+            summary, problems = await summarize(summarizer, plan, rules)
     except ModelError as exc:
         log.warning("compaction of %s cancelled: %s", session.session_key, exc)
         return CompactionResult(

@@ -69,23 +69,28 @@ class Summarizer:
         return reply.text.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryRules:
+    """What every summary of one compaction must satisfy, and how hard to try."""
+
+    identifiers: Sequence[str]
+    ask: str  # the latest user request, to be reflected
+    focus: str  # the person's /compact focus ("" for none)
+    marker: str  # the untrusted-data marker for quoted text
+    retries: int
+
+
 def _user(text: str) -> MessageParam:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
 async def summarize(
-    summarizer: Summarizer,
-    plan: ChunkPlan,
-    *,
-    identifiers: Sequence[str],
-    ask: str,
-    focus: str,
-    marker: str,
-    retries: int,
+    summarizer: Summarizer, plan: ChunkPlan, rules: SummaryRules
 ) -> tuple[str, list[str]]:
     """Staged summary with the quality guard. Returns (summary, problems left)."""
-    focus_text = focus_note(focus, marker)
-    required = required_note(identifiers)
+    marker = rules.marker
+    focus_text = focus_note(rules.focus, marker)
+    required = required_note(rules.identifiers)
     substantive = [c for c in plan.chunks if any(not i.omitted for i in c)]
     if not substantive:
         return FALLBACK_SUMMARY, []
@@ -113,42 +118,31 @@ async def summarize(
             required=required,
             parts=wrap_untrusted(parts, source="partial-summaries", marker_id=marker),
         )
-    return await _guarded(
-        summarizer, final_prompt, identifiers=identifiers, ask=ask, retries=retries
-    )
+    return await _guarded(summarizer, final_prompt, rules)
 
 
 async def summarize_in_place(
-    summarizer: Summarizer,
-    *,
-    keep_turns: int,
-    identifiers: Sequence[str],
-    ask: str,
-    focus: str,
-    marker: str,
-    retries: int,
+    summarizer: Summarizer, keep_turns: int, rules: SummaryRules
 ) -> tuple[str, list[str]]:
     """One summary asked at the end of the conversation itself (`summarizer.prefix`), with
     the quality guard. Returns (summary, problems left)."""
     prompt = IN_PLACE_PROMPT.format(
-        keep=keep_turns, focus=focus_note(focus, marker), required=required_note(identifiers)
+        keep=keep_turns,
+        focus=focus_note(rules.focus, rules.marker),
+        required=required_note(rules.identifiers),
     )
-    return await _guarded(summarizer, prompt, identifiers=identifiers, ask=ask, retries=retries)
+    return await _guarded(summarizer, prompt, rules)
 
 
 async def _guarded(
-    summarizer: Summarizer,
-    prompt: str,
-    *,
-    identifiers: Sequence[str],
-    ask: str,
-    retries: int,
+    summarizer: Summarizer, prompt: str, rules: SummaryRules
 ) -> tuple[str, list[str]]:
     """Ask for the summary, then again with the guard's problems as feedback."""
+    identifiers, ask = rules.identifiers, rules.ask
     conversation: list[MessageParam] = [_user(prompt)]
     summary = await summarizer.ask(conversation)
     problems = summary_problems(summary, identifiers, ask)
-    for _ in range(retries):
+    for _ in range(rules.retries):
         if not problems:
             break
         log.info("compaction summary rejected: %s", "; ".join(problems))
