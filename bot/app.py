@@ -19,8 +19,10 @@ from collections.abc import Callable
 from aiohttp import web
 
 from bot.agent.accounting import UsageAccountant
+from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
+from bot.agent.prefix import RequestPrefixes
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.channel_contract import Channel
@@ -101,13 +103,22 @@ class App:
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
         # counted by the one accountant (those and compaction's summaries).
+        cache_watch = CacheWatch(
+            metrics=self.metrics, ttl_seconds=config.cache_ttl_seconds, clock=clock
+        )
         self.accountant = UsageAccountant(
             store=self.store,
             metrics=self.metrics,
             cache_ttl=config.anthropic.cache_ttl,
             clock=clock,
+            cache_watch=cache_watch,
         )
-        self.loop = AgentLoop(model=self.model, tools=self.tools)
+        self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
+
+        # What a session's prompt cache holds, for the flush and warm compaction to read.
+        prefixes = RequestPrefixes(
+            config=config, store=self.store, workspace=self.workspace, tools=self.tools
+        )
 
         # Memory: the index and its tools, per-turn recall, and the flush.
         memory = config.memory
@@ -125,8 +136,8 @@ class App:
                     store=self.store,
                     loop=self.loop,
                     accountant=self.accountant,
-                    tools=self.tools,
                     workspace=self.workspace,
+                    prefixes=prefixes,
                     clock=clock,
                 )
         flushers = [self.flusher] if self.flusher is not None else []
@@ -204,6 +215,7 @@ class App:
                 jobs=jobs,
                 lanes=self.lanes,
                 flusher=self.flusher,
+                prefixes=prefixes,
                 compactor=self.context,
             ),
             heartbeat=Heartbeat(

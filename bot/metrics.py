@@ -24,6 +24,13 @@ class Metrics:
         )
         self.tokens = Counter("krill_tokens", "Model tokens by kind", ["kind"], registry=r)
         self.errors = Counter("krill_errors", "Errors by type", ["type"], registry=r)
+        self.cache_breaks = Counter(
+            "krill_cache_breaks",
+            "Requests that read much less from a warm prompt cache than the previous one left,"
+            " by the first block that differed",
+            ["block"],
+            registry=r,
+        )
         self.queue_depth = Gauge("krill_queue_depth", "Messages waiting or running", registry=r)
         self.inbound_results = Counter(
             "krill_inbound", "What happened to inbound messages", ["channel", "result"], registry=r

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from bot.agent.accounting import UsageAccountant
+from bot.agent.cache_breaks import CacheWatch
 from bot.metrics import Metrics
 from bot.sessions.keys import conversation_of_key
 from bot.store.sqlite import SQLiteStore
@@ -31,8 +32,9 @@ async def test_concurrent_charges_are_all_counted(tmp_path: Path) -> None:
     try:
         session = await store.get_or_create_session(KEY, conversation_of_key(KEY))
         metrics = Metrics()
+        watch = CacheWatch(metrics=metrics, ttl_seconds=300, clock=lambda: 1000.0)
         accountant = UsageAccountant(
-            store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0
+            store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0, cache_watch=watch
         )
         usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
         await asyncio.gather(

@@ -24,3 +24,11 @@ def test_chunks_shrink_for_large_messages_and_oversized_ones_are_omitted() -> No
     assert flat[1].omitted and flat[1].text == "[Large tool result (~6K tokens) omitted]"
     budget = 10_000 * chunk_share(items, 10_000, CFG)
     assert all(sum(i.tokens for i in chunk) <= budget for chunk in plan.chunks)
+
+
+def test_a_message_bigger_than_a_chunk_but_under_half_the_window_is_summarized_alone() -> None:
+    big = Item("tool", "b" * 12_000)  # ~3.6k tokens: over an 8k window's chunk, under half
+    items = [Item("user", "a" * 400), Item("user", "a2" * 200), big, Item("user", "c" * 400)]
+    plan = plan_chunks(items, 8_000, CFG)
+    assert plan.omitted == 0
+    assert plan.chunks == [items[:2], [big], items[3:]]

@@ -421,3 +421,42 @@ async def test_a_failed_compact_tells_the_person_briefly(
     async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
         await h.send("/compact")
     assert h.channel.finals == [COMPACTION_FAILED]
+
+
+async def test_the_window_the_provider_names_becomes_the_sessions_window(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    # Krill assumes 40k tokens; the model really takes 12k, and says so when refusing.
+    real = 12_000
+    fake_anthropic.context_window = real
+    fake_anthropic.default_handler = router(lambda body: "Noted.")
+    toml = TOML.replace(f"context_window = {WINDOW}", "context_window = 40000")
+    async with Harness(tmp_path, fake_anthropic.url, toml) as h:
+        await chat_turns(h, 16)
+        session = await h.app.store.current_session(KEY)
+        entries = await compactions(h)
+    assert h.channel.finals == ["Noted."] * 16
+    assert session is not None and session.context_window == real
+    refused = [r for r in fake_anthropic.message_requests if r.usage is None]
+    assert len(refused) == 1 and not is_summarizer(refused[0].body)  # learned once
+    # Summaries were asked within the real window, and later compactions came in time.
+    assert entries[0].reason == "overflow" and entries[-1].reason == "threshold"
+    assert all(PLANTED in e.summary for e in entries)
+
+
+async def test_a_chinese_conversation_compacts_before_the_window_is_exceeded(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.context_window = WINDOW  # the fake charges a token per CJK character
+    fake_anthropic.default_handler = router(lambda body: "好的。")
+    filler = "我们明天在上海开会讨论新的部署计划和预算。" * 60  # ~1,260 tokens
+    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
+        for i in range(8):
+            planted = f" 部署编号是 {PLANTED}。" if i == 0 else ""
+            await h.send(f"第{i}条消息。{planted}{filler}")
+        # ~9,000 tokens: counted at chars/4 it would look like ~2,700 and go out uncompacted.
+        await h.send("请看这份长文档：" + "服务器日志显示延迟在晚上升高。" * 600)
+        entries = await compactions(h)
+    assert h.channel.finals == ["好的。"] * 9
+    assert [r for r in fake_anthropic.message_requests if r.usage is None] == []  # no overflow
+    assert entries and entries[0].reason == "threshold" and PLANTED in entries[0].summary

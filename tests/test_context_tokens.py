@@ -76,3 +76,14 @@ def test_anchored_estimate_adds_only_what_came_after() -> None:
         history[:1], messages[:1], tz="UTC", overhead_chars=4000, result_limit=10**6
     )
     assert unanchored == messages_tokens(messages[:1], 4000)
+
+
+def test_cjk_and_other_non_latin_scripts_count_about_a_token_per_character() -> None:
+    chinese = "我们明天在上海开会讨论新的部署计划" * 100  # 1,700 characters
+    estimate = messages_tokens([{"role": "user", "content": chinese}])
+    assert len(chinese) <= estimate <= len(chinese) * 1.3
+    russian = "Развёртывание завтра" * 50
+    assert messages_tokens([{"role": "user", "content": russian}]) >= len(russian) * 0.8
+    # Latin text, accents included, stays at about four characters a token.
+    french = "Déployer le café à l'hôtel " * 100
+    assert messages_tokens([{"role": "user", "content": french}]) == tokens_for_chars(len(french))

@@ -36,12 +36,27 @@ def test_small_results_are_left_alone() -> None:
     assert cap_tool_results(messages, 100)[0] is messages[0]
 
 
-def test_oversized_result_keeps_its_head_and_a_notice() -> None:
-    text = "\n".join(f"line {i:04d}" for i in range(2000))
+def test_oversized_result_keeps_head_and_tail_with_the_notice_inside_the_cap() -> None:
+    text = "\n".join(f"line {i:04d}" for i in range(2000)) + "\nError: disk full at /var/x"
     capped = cap_result_content(text, 1000)
-    head, _, notice = capped.partition("\n\n[Tool result truncated")
-    assert text.startswith(head) and len(head) <= 1000 and head.endswith(("9", "8", "7"))
+    assert len(capped) <= 1000
+    head, _, rest = capped.partition("\n\n[Tool result truncated")
+    notice, _, tail = rest.partition("]\n\n")
+    assert text.startswith(head) and head.rsplit("\n", 1)[-1].startswith("line ")
+    assert len(head.rsplit("\n", 1)[-1]) == len("line 0000")  # cut on a line boundary
+    assert text.endswith(tail) and tail.endswith("Error: disk full at /var/x")
+    assert tail.startswith("line ")  # cut on a line boundary
     assert "smaller piece" in notice and f"of {len(text):,}" in notice
+
+
+def test_a_tiny_cap_keeps_only_the_head() -> None:
+    assert cap_result_content("x" * 1000, 100) == "x" * 100
+
+
+def test_cjk_results_are_capped_by_their_token_size() -> None:
+    text = "部署失败" * 5000  # 20,000 characters, about as many tokens
+    capped = cap_result_content(text, 8000)
+    assert 1500 <= len(capped) <= 2000  # 8,000 Latin-equivalent characters = ~2,000 tokens
 
 
 def test_text_blocks_share_the_budget_in_proportion_and_images_stay() -> None:
@@ -53,8 +68,9 @@ def test_text_blocks_share_the_budget_in_proportion_and_images_stay() -> None:
     ]
     capped = cap_result_content(content, 2000)
     assert capped[1] == image
-    assert capped[0]["text"] == "a" * 1500
-    assert capped[2]["text"].startswith("b" * 500 + "\n\n[Tool result truncated")
+    assert len(capped[0]["text"]) <= 1500 and len(capped[2]["text"]) <= 500
+    assert capped[0]["text"].startswith("a" * 500) and capped[0]["text"].endswith("a" * 300)
+    assert "[Tool result truncated" in capped[0]["text"]
     assert content[0]["text"] == "a" * 3000  # the input is not modified
 
 

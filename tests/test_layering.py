@@ -93,8 +93,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.transcript", "bot.transcript_export", "bot.types"),
     ),
     "bot.scheduler": (
-        *("bot.agent", "bot.config", "bot.gateway", "bot.memory", "bot.sessions"),
-        *("bot.store", "bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
+        *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
+        *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        "bot.untrusted",
     ),
     "channels": (),
     "channels.chunking": (),

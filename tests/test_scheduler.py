@@ -17,6 +17,7 @@ from bot.scheduler.heartbeat import HEARTBEAT_JOB, heartbeat_checklist, heartbea
 from bot.scheduler.idle import idle_compaction_due
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS, next_periodic_run
 from bot.store.base import SessionRow
+from bot.transcript import EntryKind
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic, Reply
 
@@ -178,6 +179,7 @@ async def test_large_idle_session_is_compacted_after_its_cache_expires(
 context_window = 50000
 [context]
 reserve_tokens = 10000
+warm_compaction_tokens = 0
 [memory.flush]
 soft_threshold_tokens = 20000
 idle_lead_seconds = 0.5
@@ -185,11 +187,11 @@ idle_lead_seconds = 0.5
 cache_ttl_seconds = 1.0
 """
 
-    async def compact(self: ContextPipeline, key: str, focus: str) -> str:
+    async def compact_idle(self: ContextPipeline, key: str, prefix: Any) -> str:
         compacted.append((key, time.time()))
         return "compacted"
 
-    monkeypatch.setattr(ContextPipeline, "compact", compact)
+    monkeypatch.setattr(ContextPipeline, "compact_idle", compact_idle)
     async with Harness(tmp_path, fake_anthropic.url, config) as h:
         await h.send("my notes: " + "alpha beta gamma " * 6000)
         await wait_until(lambda: compacted, within=6)
@@ -197,6 +199,65 @@ cache_ttl_seconds = 1.0
     assert compacted[0][0] == DM_KEY
     assert compacted[0][1] >= last_call + 1.0  # only once the cache had expired
     assert len(compacted) == 1
+
+
+COMPACTION_MARK = "[Compaction:"
+WARM = """
+[context]
+warm_compaction_tokens = 1500
+keep_recent_user_turns = 1
+[scheduler]
+cache_ttl_seconds = 4.0
+[memory.flush]
+idle_lead_seconds = 2.0
+"""
+
+
+async def test_a_large_session_is_flushed_then_compacted_while_its_cache_is_warm(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    arrivals: list[float] = []
+    flush_script(fake_anthropic, arrivals)
+    flush_handler = fake_anthropic.default_handler
+    summaries: list[float] = []
+
+    def handler(body: dict[str, Any]) -> Any:
+        prompt = str(body["messages"][-1]["content"])
+        if COMPACTION_MARK not in prompt:
+            return flush_handler(body)
+        summaries.append(time.time())
+        return (
+            "## Decisions\n- deploy from commit 3f9c2a7d1e0b\n## Open TODOs\n- none\n"
+            "## Constraints/Rules\n- none\n## Pending user asks\n- the staging plan\n"
+            "## Exact identifiers\n- 3f9c2a7d1e0b"
+        )
+
+    fake_anthropic.default_handler = handler
+    async with Harness(tmp_path, fake_anthropic.url, WARM) as h:
+        await h.send("We deploy from commit 3f9c2a7d1e0b. " + "release notes " * 300)
+        await h.send("what is the staging plan? " + "staging checklist " * 300)
+        turn = await h.app.store.current_session(DM_KEY)
+        await wait_until(lambda: summaries, within=5)
+        row = await eventually(
+            lambda: h.app.store.current_session(DM_KEY), lambda r: r.compaction_count == 1, 5
+        )
+        await h.send("and the next step?")
+        history = await h.app.store.load_history(row.session_id)
+    requests = fake_anthropic.message_requests
+    flush = next(r for r in requests if FLUSH_MARK in r.last_user_text)
+    summary = next(r for r in requests if COMPACTION_MARK in r.last_user_text)
+    # Flushed first, then summarized before the cache expired, over the conversation's own
+    # request (same system prompt and tools), so the history was read from the cache.
+    assert arrivals[0] <= summaries[0] < turn.last_model_call_at + 4.0
+    assert summary.system_text == flush.system_text and summary.tool_names == flush.tool_names
+    assert summary.usage["cache_read_input_tokens"] >= 1500
+    assert "3f9c2a7d1e0b" in summary.last_user_text  # the identifier guard asked for it
+    compaction = next(e for e in history if e.kind == EntryKind.COMPACTION)
+    assert compaction.payload.reason == "idle" and "3f9c2a7d1e0b" in compaction.payload.summary
+    # The next turn starts from the summary and compacts nothing in front of the person.
+    last = requests[-1]
+    assert "3f9c2a7d1e0b" in str(last.messages[0]) and "release notes" not in str(last.body)
+    assert len(summaries) == 1 and h.channel.finals[-1] == "ok"
 
 
 async def test_heartbeat_reads_heartbeat_md_and_drops_ok(

@@ -13,6 +13,7 @@ from bot.agent.pricing import estimate_cost
 from bot.types import Usage
 
 if TYPE_CHECKING:
+    from bot.agent.cache_breaks import CacheWatch
     from bot.metrics import Metrics
     from bot.store.base import Store
     from bot.transcript import Entry
@@ -26,11 +27,13 @@ class UsageAccountant:
         metrics: Metrics,
         cache_ttl: str,
         clock: Callable[[], float],
+        cache_watch: CacheWatch,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.cache_ttl = cache_ttl
         self.clock = clock
+        self.cache_watch = cache_watch
 
     def _observe(self, usage: Usage, latency: float | None) -> None:
         if latency is not None:
@@ -67,6 +70,8 @@ class UsageAccountant:
         the cache's expiry moves; the summarizer's own prompts do not). `context_tokens`,
         when given, is the conversation's new size (after a compaction)."""
         self._observe(usage, latency)
+        if context_tokens is not None:
+            self.cache_watch.forget(session_id)  # rewritten on purpose: not a cache break
         await self.store.add_usage(
             session_id,
             usage,

@@ -23,6 +23,7 @@ from anthropic.types import (
     ToolUseBlockParam,
 )
 
+from bot.agent.cache_breaks import CacheWatch
 from bot.agent.model import ModelClient, ModelReply
 from bot.context.messages import build_messages, clean_block
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
@@ -73,6 +74,7 @@ class Exchange:
     stream: ReplyStream | None = None  # where text shows as it arrives; None: nowhere
     recover: Recover | None = None  # None: an overflow reaches the caller
     model: str | None = None  # the session's /model choice; None: agent.model
+    watch_cache: bool = False  # report prompt-cache breaks of the context's session
 
 
 @dataclass(slots=True)
@@ -84,9 +86,10 @@ class LoopOutcome:
 
 
 class AgentLoop:
-    def __init__(self, *, model: ModelClient, tools: ToolRegistry) -> None:
+    def __init__(self, *, model: ModelClient, tools: ToolRegistry, cache_watch: CacheWatch) -> None:
         self.model = model
         self.tools = tools
+        self.cache_watch = cache_watch
 
     async def run(self, conversation: Conversation, exchange: Exchange) -> LoopOutcome:
         outcome = LoopOutcome()
@@ -126,6 +129,15 @@ class AgentLoop:
                 await asyncio.sleep(STREAM_RETRY_DELAY)
                 continue
             outcome.model_calls += 1
+            if exchange.watch_cache:
+                self.cache_watch.observe(
+                    exchange.context.session_id,
+                    exchange.context.session_key,
+                    system=exchange.system,
+                    tools=exchange.tools,
+                    messages=messages,
+                    usage=reply.usage,
+                )
             await conversation.add_reply(reply)
             if reply.text.strip():
                 outcome.texts.append(reply.text)

@@ -328,6 +328,7 @@ class AgentRunner:
             stream=stream,
             recover=recover if context_manager is not None else None,
             model=session.chosen_model or None,
+            watch_cache=True,
         )
         outcome = await self.loop.run(conversation, exchange)
         return outcome.model_calls

@@ -32,6 +32,7 @@ SECRET_ENV: dict[tuple[str, str], str] = {
     ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
     ("admin", "console_token"): "KRILL_ADMIN_TOKEN",
     ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
+    ("memory.embeddings", "api_key"): "EMBEDDINGS_API_KEY",
 }
 
 
@@ -133,7 +134,9 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
     config.source = source
     config.base_dir = source.parent.resolve() if source else Path.cwd()
     for (section, key), var in SECRET_ENV.items():
-        sect = getattr(config, section)
+        sect: Any = config
+        for part in section.split("."):  # nested tables: "memory.embeddings"
+            sect = getattr(sect, part)
         if not getattr(sect, key) and env.get(var):
             setattr(sect, key, env[var])
     _check_consistency(config, where)

@@ -22,7 +22,9 @@ def _file_value(config: Config, section: str, key: str) -> Any:
         data = tomllib.loads(config.source.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
         return None
-    table = data.get(section)
+    table: object = data
+    for part in section.split("."):
+        table = table.get(part) if isinstance(table, dict) else None
     return table.get(key) if isinstance(table, dict) else None
 
 
@@ -31,7 +33,7 @@ def origin(config: Config, section: str, key: str, env: Mapping[str, str] | None
     TELEGRAM_BOT_TOKEN)" or "server.port in /srv/krill/krill.toml"."""
     env = os.environ if env is None else env
     name = f"{section}.{key}"
-    override = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+    override = f"{ENV_PREFIX}{section.upper().replace('.', '__')}__{key.upper()}"
     if override in env:
         return f"{name} (from {override})"
     if _file_value(config, section, key) not in (None, ""):

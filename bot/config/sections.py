@@ -202,6 +202,9 @@ class ContextConfig(Section):
     chunk_max_share: float = Field(0.4, gt=0, le=1)  # a summary chunk's share of the window
     chunk_min_share: float = Field(0.15, gt=0, le=1)  # ...shrinking to this for big messages
     summary_retries: int = Field(1, ge=0, le=3)  # quality retries with feedback
+    # Shortly before an idle session's prompt cache expires, compact it when its context is
+    # at least this large, while the summary can still read the cache; 0 turns it off.
+    warm_compaction_tokens: int = Field(30_000, ge=0)
 
 
 class MemoryFlushConfig(Section):
@@ -223,6 +226,18 @@ class MemorySearchConfig(Section):
     recall_max_chars: int = Field(3_000, ge=200)  # all recalled snippets of one turn together
 
 
+class MemoryEmbeddingsConfig(Section):
+    """Optional embeddings from an OpenAI-compatible `/embeddings` endpoint for hybrid ranking
+    (BM25 + vector); unset or failing, search is keyword-only."""
+
+    base_url: str = ""  # e.g. "https://api.openai.com/v1"; "" turns embeddings off
+    api_key: str = ""  # or EMBEDDINGS_API_KEY
+    model: str = "text-embedding-3-small"
+    timeout_seconds: float = Field(10.0, gt=0)
+    vector_weight: float = Field(0.7, ge=0, le=1)  # the vector's share of a hit's score
+    recent_chunks: int = Field(200, ge=0)  # newest chunks ranked by vector besides keyword hits
+
+
 class MemoryConfig(Section):
     enabled: bool = True
     chunk_tokens: int = Field(400, ge=50)
@@ -232,6 +247,7 @@ class MemoryConfig(Section):
     file_max_bytes: int = Field(1_000_000, gt=0)  # memory_append refuses to grow a file past it
     flush: MemoryFlushConfig = Field(default_factory=MemoryFlushConfig)
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
+    embeddings: MemoryEmbeddingsConfig = Field(default_factory=MemoryEmbeddingsConfig)
 
 
 class SchedulerConfig(Section):
@@ -239,7 +255,7 @@ class SchedulerConfig(Section):
 
     heartbeat_minutes: float = Field(0.0, ge=0)  # 0 turns the heartbeat off
     heartbeat_session: str = ""  # session key; "" = the most recently active DM session
-    idle_compaction: bool = True  # compact large idle sessions once their cache has expired
+    idle_compaction: bool = True  # compact idle sessions (warm, and large ones once cold)
     # Overrides the TTL implied by anthropic.cache_ttl (tests use seconds); read it only
     # through `Config.cache_ttl_seconds`.
     cache_ttl_seconds: float | None = Field(None, gt=0)

@@ -8,9 +8,10 @@ model client, the workspace or the runner's hooks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from anthropic.types import MessageParam, TextBlockParam
+from anthropic.types import MessageParam, TextBlockParam, ToolParam
 
 from bot.types import Usage
 
@@ -36,8 +37,20 @@ class SummaryModel(Protocol):
         *,
         system: list[TextBlockParam],
         messages: list[MessageParam],
+        tools: list[ToolParam] | None = None,
         max_tokens: int | None = None,
     ) -> ModelAnswer: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CachedPrefix:
+    """A session's request as its own turns send it (system prompt, tools, messages). A
+    summarizer call that extends it reads the conversation's warm prompt cache instead of
+    paying for the history again."""
+
+    system: list[TextBlockParam]
+    tools: list[ToolParam]
+    messages: list[MessageParam]
 
 
 class UsageCharger(Protocol):

@@ -23,7 +23,13 @@ from bot.context.compaction import (
     needs_compaction,
     overhead_chars,
 )
-from bot.context.host import BeforeCompaction, SummaryModel, UsageCharger, WorkspaceFiles
+from bot.context.host import (
+    BeforeCompaction,
+    CachedPrefix,
+    SummaryModel,
+    UsageCharger,
+    WorkspaceFiles,
+)
 from bot.context.media import MediaReader, image_placeholders, resolve_media
 from bot.context.messages import build_messages
 from bot.context.overflow import (
@@ -117,7 +123,9 @@ class ContextPipeline:
         self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
     ) -> list[MessageParam]:
         config = self.config
-        cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
+        fresh = await self.store.get_session(session.session_id) or session
+        cfg, tz = config.context, config.agent.timezone
+        window = fresh.window(config.agent.context_window)
         limit = result_char_limit(window, cfg)
         messages = cap_tool_results(messages, limit)
         state = self._state(session.session_id, history)
@@ -128,7 +136,6 @@ class ContextPipeline:
             overhead_chars=overhead_chars(self),
             result_limit=limit,
         )
-        fresh = await self.store.get_session(session.session_id) or session
         if cache_is_cold(fresh.last_model_call_at, self.now(), config.cache_ttl_seconds):
             outcome = plan_pruning(
                 messages, tokens=tokens, window=window, config=cfg, plan=state.plan
@@ -167,6 +174,7 @@ class ContextPipeline:
             self._overflow[session.session_id] = OverflowState()
         state = self._overflow.setdefault(session.session_id, OverflowState())
         cfg = self.config.context
+        session = await self._learn_window(session, error)
         if state.compactions < OVERFLOW_COMPACTION_ATTEMPTS and not state.compaction_exhausted:
             state.compactions += 1
             # Each further attempt keeps one turn fewer, so attempts differ.
@@ -187,9 +195,25 @@ class ContextPipeline:
         self._overflow.pop(session.session_id, None)
         return False
 
+    async def _learn_window(self, session: SessionRow, error: ContextOverflow) -> SessionRow:
+        """The provider named its real window ("N tokens > M maximum"): when it is smaller
+        than the one assumed, it becomes the session's window for every later step."""
+        configured = self.config.agent.context_window
+        if error.limit is None or error.limit >= session.window(configured):
+            return session
+        log.warning(
+            "%s: the model's window is %d tokens, not %d; using it from now on",
+            session.session_key,
+            error.limit,
+            session.window(configured),
+        )
+        await self.store.update_session(session.session_id, context_window=error.limit)
+        return await self.store.get_session(session.session_id) or session
+
     async def _truncate(self, session: SessionRow, error: ContextOverflow) -> bool:
         config = self.config
-        window, reserve = config.agent.context_window, config.context.reserve_tokens
+        window = session.window(config.agent.context_window)
+        reserve = config.context.reserve_tokens
         history = await self.store.load_history(session.session_id)
         tokens = error.tokens or window
         # Real token counts convert back to characters with the margin, to cut enough.
@@ -221,6 +245,15 @@ class ContextPipeline:
         result = await compact_session(
             self, session, focus=focus[:FOCUS_MAX_CHARS], reason="manual"
         )
+        return result.message
+
+    async def compact_idle(self, session_key: str, prefix: CachedPrefix | None) -> str:
+        """Compact an idle session for the scheduler (the caller holds its lane): over
+        `prefix`, the request its turns send, while its prompt cache is still warm."""
+        session = await self.store.current_session(session_key)
+        if session is None:
+            return "no session"
+        result = await compact_session(self, session, reason="idle", prefix=prefix)
         return result.message
 
 

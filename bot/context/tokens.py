@@ -1,6 +1,9 @@
 """Token accounting for context decisions: chars/4 with a 1.2 safety margin, anchored on the
 last real `usage` the API returned so estimates do not drift over a long session.
 
+Latin text runs about four characters a token; Chinese, Japanese, Korean and the other
+non-Latin scripts run about one, so those characters count as four (`text_units`).
+
 Estimates only decide *when* to prune or compact; the provider's counts stay the truth.
 """
 
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +26,17 @@ SAFETY_MARGIN = 1.2
 # Images are billed by pixel size, not characters (width x height / 750); this is roughly a
 # 1,000x1,000 picture, for images and documents whose size is not known here.
 IMAGE_TOKENS = 1_600
+# Characters past Latin and its diacritics (Greek, Cyrillic, Arabic, Indic, CJK, emoji...):
+# tokenizers spend about a token on each, not a quarter.
+DENSE_SCRIPT_RE = re.compile(r"[^\u0000-\u036f\u2000-\u206f]")
+
+
+def text_units(text: str) -> int:
+    """`text`'s size in Latin-equivalent characters: its length, with every character of a
+    dense script counted `CHARS_PER_TOKEN` times, so chars/4 estimates hold for any script."""
+    if text.isascii():
+        return len(text)
+    return len(text) + (CHARS_PER_TOKEN - 1) * len(DENSE_SCRIPT_RE.findall(text))
 
 
 def tokens_for_chars(chars: int) -> int:
@@ -43,7 +58,7 @@ def plain_tokens_for_chars(chars: int) -> int:
 def _content_chars(content: Any) -> tuple[int, int]:
     """(characters, image tokens) of a message or tool_result content."""
     if isinstance(content, str):
-        return len(content), 0
+        return text_units(content), 0
     chars = images = 0
     for block in content or []:
         c, i = block_size(block)
@@ -56,18 +71,18 @@ def block_size(block: Mapping[str, Any]) -> tuple[int, int]:
     """(characters, image tokens) of one content block, counting what the model reads."""
     kind = block.get("type")
     if kind == "text":
-        return len(block.get("text", "")), 0
+        return text_units(block.get("text", "")), 0
     if kind in ("image", "document"):
         link = parse_link(block)
         return 0, (link.tokens if link is not None and link.tokens else IMAGE_TOKENS)
     if kind == "tool_use":
         raw = json.dumps(block.get("input", {}), ensure_ascii=False)
-        return len(block.get("name", "")) + len(raw), 0
+        return len(block.get("name", "")) + text_units(raw), 0
     if kind == "tool_result":
         return _content_chars(block.get("content"))
     if kind == "thinking":
-        return len(block.get("thinking", "")), 0
-    return len(json.dumps(block, ensure_ascii=False)), 0
+        return text_units(block.get("thinking", "")), 0
+    return text_units(json.dumps(block, ensure_ascii=False)), 0
 
 
 def messages_tokens(messages: Iterable[MessageParam], overhead_chars: int = 0) -> int:

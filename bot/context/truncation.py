@@ -12,14 +12,20 @@ from anthropic.types import ContentBlockParam, MessageParam
 
 from bot.config import ContextConfig
 from bot.context.blocks import ResultContent, content_blocks, make_message, text_block
-from bot.context.tokens import CHARS_PER_TOKEN
+from bot.context.tokens import CHARS_PER_TOKEN, text_units
 
 # A cut lands on a newline when one lies in this last share of the budget, so the model
 # does not see half a line.
 NEWLINE_SEARCH_SHARE = 0.2
+# A cut result keeps this share of its room from the head, the rest from the tail, where
+# errors and totals usually are.
+HEAD_SHARE = 2 / 3
+# Below this much room besides the notice only the head is kept.
+MIN_TAIL_ROOM = 200
 TRUNCATION_NOTICE = (
-    "\n\n[Tool result truncated: showing the first {kept:,} of {total:,} characters. "
-    "If you need more, ask the tool for a smaller piece (a range, a page or a filter).]"
+    "\n\n[Tool result truncated: {omitted:,} of {total:,} characters left out here; the "
+    "start and the end are shown. If you need more, ask the tool for a smaller piece (a "
+    "range, a page or a filter).]\n\n"
 )
 
 
@@ -39,10 +45,36 @@ def cut_head(text: str, budget: int) -> str:
     return head[:newline] if newline > 0 else head
 
 
+def cut_tail(text: str, budget: int) -> str:
+    """The last `budget` characters of `text`, starting after a newline if one lies in the
+    first `NEWLINE_SEARCH_SHARE` of them."""
+    if len(text) <= budget:
+        return text
+    tail = text[len(text) - budget :]
+    newline = tail.find("\n", 0, int(budget * NEWLINE_SEARCH_SHARE))
+    return tail[newline + 1 :] if newline >= 0 else tail
+
+
+def cut_middle(text: str, budget: int) -> str:
+    """`text` in at most `budget` characters: its head and tail around a notice saying how
+    much was left out (the notice counts towards the budget)."""
+    if len(text) <= budget:
+        return text
+    notice_room = len(TRUNCATION_NOTICE.format(omitted=len(text), total=len(text)))
+    room = budget - notice_room
+    if room < MIN_TAIL_ROOM:
+        return cut_head(text, budget)
+    head = cut_head(text, int(room * HEAD_SHARE))
+    tail = cut_tail(text, room - len(head))
+    omitted = len(text) - len(head) - len(tail)
+    return head + TRUNCATION_NOTICE.format(omitted=omitted, total=len(text)) + tail
+
+
 def cap_result_content(
     content: str | Iterable[ResultContent], limit: int
 ) -> str | Iterable[ResultContent]:
-    """Cap a tool_result's content to `limit` characters of text; images are kept as they are.
+    """Cap a tool_result's content to `limit` characters of text (counted as `text_units`,
+    so a CJK result gets its fair share of tokens); images are kept as they are.
 
     Several text blocks share the budget in proportion to their size. Returns `content`
     itself when nothing needs cutting.
@@ -50,18 +82,16 @@ def cap_result_content(
     capped: list[ResultContent] = (
         [text_block(content)] if isinstance(content, str) else list(content)
     )
-    texts = [(i, b) for i, b in enumerate(capped) if b["type"] == "text" and b["text"]]
-    total = sum(len(block["text"]) for _, block in texts)
+    texts = [(i, b, text_units(b["text"])) for i, b in enumerate(capped) if b["type"] == "text"]
+    total = sum(units for _, _, units in texts)
     if total <= limit:
         return content
-    kept_total = 0
-    for n, (index, block) in enumerate(texts, 1):
-        share = max(1, limit * len(block["text"]) // total)  # an empty text block is a 400 error
+    for index, block, units in texts:
+        if not units:
+            continue
+        share = max(1, limit * units // total)  # an empty text block is a 400 error
         cut = block.copy()
-        cut["text"] = cut_head(block["text"], share)
-        kept_total += len(cut["text"])
-        if n == len(texts):
-            cut["text"] += TRUNCATION_NOTICE.format(kept=kept_total, total=total)
+        cut["text"] = cut_middle(block["text"], max(1, share * len(block["text"]) // units))
         capped[index] = cut
     if isinstance(content, str):
         return "".join(block["text"] for block in capped if block["type"] == "text")

@@ -20,8 +20,6 @@ from anthropic.types import MessageParam
 
 from bot.context.blocks import content_blocks, make_message, text_block
 from bot.store.base import SessionRow
-from bot.transcript import Entry, PersonTurn
-from bot.types import Address, ChatType, InboundMessage
 
 
 class Reason(StrEnum):
@@ -102,32 +100,6 @@ def flush_prompt(reason: Reason, now: dt.datetime, *, note: str, curated: bool) 
         curated=CURATED_ADMIN if curated else "",
         now=now.strftime("%Y-%m-%d %H:%M %Z"),
     )
-
-
-def turn_senders(history: list[Entry], session: SessionRow) -> list[InboundMessage]:
-    """Stand-ins for the messages of the session's latest person turn, so the flush gets
-    the tool policy (and tool list, part of the cached prefix) that turn had."""
-    latest = next((e.payload for e in reversed(history) if isinstance(e.payload, PersonTurn)), None)
-    # A row whose key never parsed has no origin: only the global rules apply to it.
-    chat_type = session.chat_type
-    if latest is None or chat_type is None:
-        return []
-    senders = []
-    for m in latest.messages:
-        # A DM session spanning channels (main, linked identities) keeps each line's channel.
-        chat_id = session.chat_id if chat_type != ChatType.DIRECT else m.user_id
-        senders.append(
-            InboundMessage(
-                channel=m.channel,
-                message_id=m.message_id,
-                chat_type=chat_type,
-                chat_id=chat_id,
-                user_id=m.user_id,
-                text="",
-                address=Address(m.channel, chat_id),
-            )
-        )
-    return senders
 
 
 def with_flush_prompt(messages: list[MessageParam], prompt: str) -> list[MessageParam]:

@@ -21,10 +21,7 @@ from zoneinfo import ZoneInfo
 
 from bot.agent.loop import EphemeralConversation, Exchange
 from bot.agent.silent import is_silent, strip_silent
-from bot.context.media import resolve_media
-from bot.context.messages import build_messages
-from bot.context.tokens import plain_tokens_for_chars
-from bot.context.truncation import cap_tool_results, result_char_limit
+from bot.context.tokens import plain_tokens_for_chars, text_units
 from bot.errors import ContextOverflow, ModelError
 from bot.memory.flush_policy import (
     CYCLE_REASONS,
@@ -34,20 +31,19 @@ from bot.memory.flush_policy import (
     flush_threshold,
     has_unflushed_conversation,
     threshold_flush_due,
-    turn_senders,
     with_flush_prompt,
 )
 from bot.memory.scopes import scope_of
 from bot.sessions.access import is_admin
 from bot.sessions.limits import history_limit_for
 from bot.store.base import SessionRow
-from bot.tools.policy import policy_for_messages
-from bot.tools.registry import ToolContext, ToolRegistry
+from bot.tools.registry import ToolContext
 from bot.transcript import Entry, MemoryFlushRecord, new_id
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
     from bot.agent.loop import AgentLoop
+    from bot.agent.prefix import RequestPrefixes
     from bot.agent.runner import TurnJob
     from bot.agent.workspace import Workspace
     from bot.config import Config
@@ -90,7 +86,7 @@ class FlushService:
         loop: AgentLoop,
         accountant: UsageAccountant,
         workspace: Workspace,
-        tools: ToolRegistry,
+        prefixes: RequestPrefixes,
         clock: Callable[[], float],
     ) -> None:
         self.config = config
@@ -98,7 +94,7 @@ class FlushService:
         self.loop = loop
         self.accountant = accountant
         self.workspace = workspace
-        self.tools = tools
+        self.prefixes = prefixes
         self.clock = clock
         self.zone = ZoneInfo(config.agent.timezone)
         self.threshold = flush_threshold(
@@ -113,7 +109,7 @@ class FlushService:
     async def before_turn(self, job: TurnJob, session: SessionRow) -> None:
         """Flush before a person's turn that would cross the threshold."""
         fresh = await self.store.get_session(session.session_id) or session
-        incoming = sum(plain_tokens_for_chars(len(m.text)) for m in job.messages)
+        incoming = sum(plain_tokens_for_chars(text_units(m.text)) for m in job.messages)
         if threshold_flush_due(fresh, fresh.context_tokens + incoming, self.threshold):
             await self.flush(fresh, reason=Reason.THRESHOLD, history_limit=job.history_limit)
 
@@ -184,22 +180,12 @@ class FlushService:
         admin = direct and self._peer_is_admin(session)
         now = dt.datetime.fromtimestamp(self.clock(), self.zone)
         history = await self.store.load_history(session.session_id, max_user_turns=history_limit)
-        config = self.config
-        # Rendered and capped as the context pipeline does for every turn; pruning of old
-        # tool results is left out (it lives in the pipeline), which costs a cache write at
-        # most and never a wrong answer. Images become their text placeholders: a flush
-        # writes notes from what was said, not from pixels.
-        rendered = cap_tool_results(
-            resolve_media(build_messages(history, config.agent.timezone), None),
-            result_char_limit(config.agent.context_window, config.context),
-        )
+        prefix, policy = self.prefixes.build(session, history)
         prompt = flush_prompt(reason, now, note=scope.daily_note(now), curated=admin)
-        messages = with_flush_prompt(rendered, prompt)
-        # Same system prompt and tools as the session's turns: the cached prefix.
-        policy = policy_for_messages(config, turn_senders(history, session))
+        messages = with_flush_prompt(prefix.messages, prompt)
         exchange = Exchange(
-            system=self.workspace.system_blocks(is_direct=direct),
-            tools=self.tools.definitions(policy=policy),
+            system=prefix.system,
+            tools=prefix.tools,
             policy=policy,
             context=ToolContext(
                 session_key=session.session_key,

@@ -5,8 +5,10 @@ The chunks live in the store (`MemoryIndexStore`), so every process using the st
 the same index; this module decides what to index and how to rank. `refresh()` compares
 each file's mtime and size with what was indexed, re-reads only what changed (and skips
 files whose content hash did not change), and drops the chunks of deleted files; `search()`
-runs it first, so results are never stale. Keyword search only: no embeddings, so nothing
-to download or degrade.
+runs it first, so results are never stale. With `[memory.embeddings]` set, ranking is
+hybrid (keyword score blended with the cosine similarity of query and chunk, over the
+keyword candidates and the newest chunks), and it falls back to keywords alone whenever the
+endpoint fails.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from pathlib import Path
 
 from bot.config import MemoryConfig
 from bot.memory.chunking import chunk_text
+from bot.memory.embeddings import Embeddings, EmbeddingsUnavailable, cosine
 from bot.memory.paths import iter_memory_files
 from bot.memory.query import (
+    BM25_FLOOR,
     QueryPlan,
     best_lines,
     blend_score,
@@ -97,6 +101,7 @@ class MemoryIndex:
         self.chunk_tokens = config.chunk_tokens
         self.overlap_tokens = config.chunk_overlap_tokens
         self.snippet_max_chars = config.search.snippet_max_chars
+        self.embeddings = Embeddings(config.embeddings)
         # A change of chunk sizes must re-chunk every file, so it is part of each file's state.
         self._chunking = f"{self.chunk_tokens}/{self.overlap_tokens}"
         self._known: dict[str, IndexedFile] = {}
@@ -211,7 +216,13 @@ class MemoryIndex:
             candidates = await self.store.memory_substring(
                 plan.like_terms, limit=limit, visible=visible
             )
-        return self._rank(plan, candidates, max_results, min_score)
+        scored = self._keyword_scores(plan, candidates)
+        if self.embeddings.enabled:
+            try:
+                scored = await self._hybrid_scores(query, plan, scored, visible)
+            except EmbeddingsUnavailable as exc:
+                log.warning("memory embeddings unavailable, keyword search only: %s", exc)
+        return self._pick(plan, scored, max_results, min_score)
 
     async def _match(self, plan: QueryPlan, limit: int, visible: VisiblePaths) -> list[ChunkMatch]:
         terms = plan.match_terms
@@ -229,15 +240,45 @@ class MemoryIndex:
             )
         return []
 
-    def _rank(
-        self, plan: QueryPlan, candidates: list[ChunkMatch], max_results: int, min_score: float
-    ) -> list[SearchHit]:
+    def _keyword_scores(
+        self, plan: QueryPlan, candidates: list[ChunkMatch]
+    ) -> list[tuple[float, ChunkMatch]]:
         if not candidates:
             return []
         best = min(c.rank for c in candidates)
-        scored = [(blend_score(coverage(c.text, plan.terms), c.rank, best), c) for c in candidates]
+        return [(blend_score(coverage(c.text, plan.terms), c.rank, best), c) for c in candidates]
+
+    async def _hybrid_scores(
+        self,
+        query: str,
+        plan: QueryPlan,
+        keyword: list[tuple[float, ChunkMatch]],
+        visible: VisiblePaths,
+    ) -> list[tuple[float, ChunkMatch]]:
+        """Keyword scores blended with vector similarity, over the keyword candidates and the
+        newest chunks (which may share no word with the query: a paraphrase)."""
+        cfg = self.config.embeddings
+        pool = {(c.path, c.start_line): (score, c) for score, c in keyword}
+        for c in await self.store.memory_recent(limit=cfg.recent_chunks, visible=visible):
+            # Not a keyword hit: only its share of the terms counts, at the lowest BM25 weight.
+            pool.setdefault((c.path, c.start_line), (coverage(c.text, plan.terms) * BM25_FLOOR, c))
+        entries = list(pool.values())
+        vectors = await self.embeddings.embed([query, *(c.text for _, c in entries)])
+        weight = cfg.vector_weight
+        return [
+            ((1 - weight) * score + weight * max(0.0, cosine(vectors[0], vector)), c)
+            for (score, c), vector in zip(entries, vectors[1:], strict=True)
+        ]
+
+    def _pick(
+        self,
+        plan: QueryPlan,
+        scored: list[tuple[float, ChunkMatch]],
+        max_results: int,
+        min_score: float,
+    ) -> list[SearchHit]:
         # Stable sort: equal scores keep the candidates' order (BM25, or newest first).
-        scored.sort(key=lambda pair: -pair[0])
+        scored = sorted(scored, key=lambda pair: -pair[0])
         results: list[SearchHit] = []
         for score, c in scored:
             if score < min_score or score <= 0 or len(results) >= max_results:

@@ -1,5 +1,7 @@
-"""Idle work on quiet sessions: the memory flush shortly before a session's prompt cache
-expires, and compaction of a large session once it has expired.
+"""Idle work on quiet sessions: shortly before a session's prompt cache expires, the memory
+flush and then warm compaction (a session past `context.warm_compaction_tokens` is
+summarized while the summary can still read the cache, so the next burst writes a small
+prompt); and compaction of a very large session once its cache has expired.
 
 Jobs keep no state of their own: they are derived from the session rows at start-up and
 re-derived from fresh rows whenever they fire, so a restart loses none and a stale
@@ -9,7 +11,7 @@ schedule corrects itself. Both run on the session's lane, after any turn in prog
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cachetools import LRUCache
 
@@ -23,9 +25,10 @@ from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
 from bot.store.base import SessionRow
 
 if TYPE_CHECKING:
+    from bot.agent.prefix import RequestPrefixes
     from bot.config import Config
+    from bot.context.host import CachedPrefix
     from bot.gateway.lanes import Lanes
-    from bot.gateway.session_commands import Compactor
     from bot.memory.flush_service import FlushService
     from bot.scheduler.jobs import Jobs, KeyJob
     from bot.store.base import Store
@@ -52,6 +55,31 @@ def cache_expires_at(session: SessionRow, ttl_seconds: float) -> float | None:
     return session.last_model_call_at + ttl_seconds
 
 
+class IdleCompactor(Protocol):
+    async def compact_idle(self, session_key: str, prefix: CachedPrefix | None) -> str:
+        """Compact the session now (the caller holds its lane); reads `prefix`'s cache."""
+        ...
+
+
+def warm_compaction_due(session: SessionRow, threshold: int) -> bool:
+    """A session worth compacting before its cache expires (a threshold of 0 is off)."""
+    return 0 < threshold <= session.context_tokens
+
+
+def pre_expiry_at(
+    session: SessionRow, ttl_seconds: float, lead_seconds: float, *, flush: bool, warm: int
+) -> float | None:
+    """When the pre-expiry work (flush, then warm compaction) should run for this session,
+    or None when it has none: `flush` says whether idle flushes are on, `warm` is the warm
+    compaction threshold (0 when off)."""
+    if session.last_model_call_at is None:
+        return None
+    flush_due = flush and idle_flush_at(session, ttl_seconds, lead_seconds) is not None
+    if not flush_due and not warm_compaction_due(session, warm):
+        return None
+    return session.last_model_call_at + max(0.0, ttl_seconds - lead_seconds)
+
+
 def idle_compaction_due(
     session: SessionRow, *, threshold: int, ttl_seconds: float, now: float
 ) -> bool:
@@ -70,13 +98,15 @@ class IdleWork:
         jobs: Jobs,
         lanes: Lanes,
         flusher: FlushService | None,
-        compactor: Compactor,
+        prefixes: RequestPrefixes,
+        compactor: IdleCompactor,
     ) -> None:
         self.config = config
         self.store = store
         self.jobs = jobs
         self.lanes = lanes
         self.flusher = flusher
+        self.prefixes = prefixes
         self.compactor = compactor
         self.ttl = config.cache_ttl_seconds
         self.lead = config.memory.flush.idle_lead_seconds
@@ -101,6 +131,16 @@ class IdleWork:
     def compaction_enabled(self) -> bool:
         return self.config.scheduler.idle_compaction
 
+    @property
+    def warm_threshold(self) -> int:
+        """The warm compaction threshold, 0 when warm compaction is off."""
+        return self.config.context.warm_compaction_tokens if self.compaction_enabled else 0
+
+    def _pre_expiry_at(self, session: SessionRow) -> float | None:
+        return pre_expiry_at(
+            session, self.ttl, self.lead, flush=self.flush_enabled, warm=self.warm_threshold
+        )
+
     def rebuild(self, sessions: list[SessionRow]) -> None:
         """Recreate the per-session jobs from the store, so a restart keeps every one."""
         now = self.jobs.clock()
@@ -108,8 +148,8 @@ class IdleWork:
         overdue = 0
         for session in sessions:
             key = session.session_key
-            if self.flush_enabled:
-                at = idle_flush_at(session, self.ttl, self.lead)
+            if self.flush_enabled or self.warm_threshold:
+                at = self._pre_expiry_at(session)
                 last_call = session.last_model_call_at or 0.0
                 if at is not None and (at > now or now - last_call <= CATCH_UP_WINDOW_SECONDS):
                     if at <= now:
@@ -129,7 +169,7 @@ class IdleWork:
         """A person wrote in `key`: (re)schedule its timed work. The times are estimates (the
         turn has not called the model yet); the jobs correct them when they fire."""
         now = self.jobs.clock()
-        if self.flush_enabled:
+        if self.flush_enabled or self.warm_threshold:
             self.jobs.at(f"flush:{key}", self.idle_flush, key, now + max(0.0, self.ttl - self.lead))
         if self.compaction_enabled:
             when = now + self.ttl + EXPIRY_MARGIN_SECONDS
@@ -142,12 +182,13 @@ class IdleWork:
         self.jobs.at(f"{kind}:{key}", func, key, self.jobs.clock() + BUSY_RETRY_SECONDS)
 
     async def idle_flush(self, key: str) -> None:
+        """The pre-expiry work: the memory flush, then warm compaction, in the lane."""
+
         async def body() -> None:
             session = await self.store.current_session(key)
-            flusher = self.flusher
-            if session is None or flusher is None:
+            if session is None:
                 return
-            at = idle_flush_at(session, self.ttl, self.lead)
+            at = self._pre_expiry_at(session)
             if at is None or self._flush_tried.get(key) == session.last_activity_at:
                 return
             if at > self.jobs.clock() + EARLY_SLACK_SECONDS:
@@ -159,16 +200,31 @@ class IdleWork:
             self._flush_tried[key] = session.last_activity_at
             session_id = session.session_id
 
-            async def flush_if_due() -> None:
+            async def work() -> None:
                 fresh = await self.store.get_session(session_id)  # checked again in the lane
-                if fresh is not None and has_unflushed_conversation(fresh):
+                flusher = self.flusher
+                if fresh is None:
+                    return
+                if flusher is not None and self.flush_enabled and has_unflushed_conversation(fresh):
                     await flusher.flush(fresh, reason=Reason.IDLE)
+                if warm_compaction_due(fresh, self.warm_threshold):
+                    await self.compact_warm(fresh)
 
-            await self.lanes.run_in_lane(key, flush_if_due)
+            await self.lanes.run_in_lane(key, work)
 
         await self.jobs.guarded(
             f"flush:{key}", body, lambda: self._retry_later(self.idle_flush, "flush", key)
         )
+
+    async def compact_warm(self, session: SessionRow) -> bool:
+        """Compact `session` before its cache expires (the caller holds its lane): in place
+        over its cached prefix while the cache is warm. Returns whether it was warm."""
+        expires = cache_expires_at(session, self.ttl)
+        warm = expires is not None and self.jobs.clock() < expires
+        prefix = await self.prefixes.for_session(session) if warm else None
+        result = await self.compactor.compact_idle(session.session_key, prefix)
+        log.info("%s compaction of %s: %s", "warm" if warm else "idle", session.session_key, result)
+        return warm
 
     async def idle_maintenance(self, key: str) -> None:
         async def body() -> None:
@@ -190,7 +246,9 @@ class IdleWork:
                 self._retry_later(self.idle_maintenance, "idle", key)
                 return
             self._compacted[key] = session.last_model_call_at
-            result = await self.lanes.run_in_lane(key, lambda: self.compactor.compact(key, ""))
+            result = await self.lanes.run_in_lane(
+                key, lambda: self.compactor.compact_idle(key, None)
+            )
             log.info("idle compaction of %s: %s", key, result)
 
         await self.jobs.guarded(

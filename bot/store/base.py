@@ -48,6 +48,14 @@ class SessionRow:
     thread_id: str | None = None
     peer_id: str | None = None
     chosen_model: str = ""  # what /model picked; "" = agent.model
+    # The window the provider named when it refused a prompt as too long (None: the
+    # configured agent.context_window holds).
+    context_window: int | None = None
+
+    def window(self, configured: int) -> int:
+        """The context window every step of this session works with."""
+        learned = self.context_window
+        return configured if learned is None else min(configured, learned)
 
     @property
     def origin(self) -> SessionOrigin | None:
@@ -400,6 +408,7 @@ class MemoryIndexStore(Protocol):
     async def memory_substring(
         self, terms: tuple[str, ...], *, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]: ...
+    async def memory_recent(self, *, limit: int, visible: VisiblePaths) -> list[ChunkMatch]: ...
 
 
 class Store(

@@ -13,6 +13,7 @@ import io
 import itertools
 import json
 import math
+import re
 import secrets
 import socket
 import time
@@ -67,9 +68,18 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+# Scripts past Latin (CJK, Cyrillic, Greek, ...) cost real tokenizers about a token a
+# character; the fake charges them so, so CJK conversations overflow when a real model would.
+_DENSE = re.compile(r"[^\u0000-\u036f\u2000-\u206f]")
+
+
 def estimate_tokens(text: str) -> int:
-    """The fake's tokenizer: four characters per token, never less than one."""
-    return max(1, len(text) // 4)
+    """The fake's tokenizer: four Latin characters per token, one per character of other
+    scripts, never less than one."""
+    if text.isascii():
+        return max(1, len(text) // 4)
+    dense = len(_DENSE.findall(text))
+    return max(1, (len(text) - dense) // 4 + dense)
 
 
 def block_tokens(part: Any, stripped: str) -> int:

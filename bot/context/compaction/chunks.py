@@ -1,7 +1,8 @@
 """Chunk planning: pack the summarizer's transcript into parts that fit one model call.
 
 Chunks shrink when messages are large, so a chunk still holds several of them; a message
-bigger than a whole chunk is replaced by a note saying it was left out.
+bigger than a whole chunk is summarized on its own when it fits half the window, and only
+beyond that replaced by a note saying it was left out.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from bot.context.compaction.render import Item
 # more than this share of the window, by this many points per point above it.
 LARGE_MESSAGE_SHARE = 0.1
 CHUNK_SHRINK_RATE = 2.5
+# A message bigger than a chunk but at most this share of the window gets a chunk of its own.
+ALONE_MAX_SHARE = 0.5
 
 
 def chunk_share(items: Sequence[Item], window: int, config: ContextConfig) -> float:
@@ -42,14 +45,22 @@ class ChunkPlan:
 
 
 def plan_chunks(items: Sequence[Item], window: int, config: ContextConfig) -> ChunkPlan:
-    """Pack items into chunks of at most the chunk budget, in order; an item bigger than a
-    whole chunk is replaced by a note saying it was left out."""
+    """Pack items into chunks of at most the chunk budget, in order. An item bigger than a
+    whole chunk gets a chunk of its own when it fits `ALONE_MAX_SHARE` of the window, and is
+    replaced by a note saying it was left out when it does not."""
     budget = int(window * chunk_share(items, window, config))
+    alone_max = int(window * ALONE_MAX_SHARE)
     chunks: list[list[Item]] = []
     current: list[Item] = []
     used = omitted = 0
     for item in items:
         if item.tokens > budget:
+            if item.tokens <= alone_max:
+                if current:
+                    chunks.append(current)
+                chunks.append([item])
+                current, used = [], 0
+                continue
             item = omitted_note(item)
             omitted += 1
         if current and used + item.tokens > budget:

@@ -18,7 +18,7 @@ from bot.config import ContextConfig
 from bot.context.compaction.split import Split
 from bot.context.messages import format_time
 from bot.context.pruning import trim_text
-from bot.context.tokens import tokens_for_chars
+from bot.context.tokens import text_units, tokens_for_chars
 from bot.context.truncation import cut_head
 from bot.transcript import (
     AssistantReply,
@@ -46,7 +46,7 @@ class Item:
 
     @property
     def tokens(self) -> int:
-        return tokens_for_chars(len(self.text))
+        return tokens_for_chars(text_units(self.text))
 
     @property
     def label(self) -> str:

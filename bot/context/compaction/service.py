@@ -15,12 +15,18 @@ from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_fai
 from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
 from bot.context.compaction.render import render_items
-from bot.context.compaction.split import choose_split, split_history
-from bot.context.compaction.summarizer import Summarizer, summarize, summary_token_budget
-from bot.context.host import ContextHost
+from bot.context.compaction.split import Split, choose_split
+from bot.context.compaction.summarizer import (
+    Summarizer,
+    SummaryRules,
+    summarize,
+    summarize_in_place,
+    summary_token_budget,
+)
+from bot.context.host import CachedPrefix, ContextHost
 from bot.context.messages import build_messages
 from bot.context.size import context_tokens
-from bot.context.tokens import messages_tokens, tokens_for_chars
+from bot.context.tokens import messages_tokens, text_units, tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ModelError
 from bot.store.base import SessionRow
@@ -64,7 +70,7 @@ def overhead_chars(host: ContextHost) -> int:
     """Characters of what precedes the messages: the system prompt and tool definitions."""
     system = host.workspace.system_blocks(is_direct=True)
     tools = host.tools.definitions(host.config.tools.allow, host.config.tools.deny)
-    return sum(len(b.get("text", "")) for b in system) + len(json.dumps(tools))
+    return sum(text_units(b.get("text", "")) for b in system) + len(json.dumps(tools))
 
 
 async def compact_session(
@@ -76,8 +82,14 @@ async def compact_session(
     history: list[Entry] | None = None,
     tokens_before: int | None = None,
     max_keep_turns: int | None = None,
+    prefix: CachedPrefix | None = None,
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
+
+    With `prefix` (the session's request as its turns send it, while its prompt cache is
+    warm) and a history that fits the window, the summary is asked for at the end of that
+    request in one call that reads the cache; otherwise the summarizer reads the rendered
+    transcript in chunks.
 
     Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
@@ -85,9 +97,19 @@ async def compact_session(
     the session's lane (the queue), so no turn runs at the same time.
     """
     config = host.config
-    cfg, window, tz = config.context, config.agent.context_window, config.agent.timezone
+    cfg, tz = config.context, config.agent.timezone
+    window = session.window(config.agent.context_window)
     keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
-    probe = split_history(history or await host.store.load_history(session.session_id), keep)
+    limit = result_char_limit(window, cfg)
+    overhead = overhead_chars(host)
+    budget = int((window - cfg.reserve_tokens) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
+
+    def split_of(entries: list[Entry]) -> Split:
+        return choose_split(
+            entries, keep_turns=keep, budget_tokens=budget, tz=tz, result_limit=limit
+        )
+
+    probe = split_of(history or await host.store.load_history(session.session_id))
     if not probe.summarize:
         return CompactionResult(
             "skipped",
@@ -102,10 +124,7 @@ async def compact_session(
             log.exception("before-compaction hook failed for %s", session.session_key)
     if history is None:  # a hook may have added entries (a flush turn)
         history = await host.store.load_history(session.session_id)
-    limit = result_char_limit(window, cfg)
-    overhead = overhead_chars(host)
-    budget = int((window - cfg.reserve_tokens) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
-    split = choose_split(history, keep_turns=keep, budget_tokens=budget, tz=tz, result_limit=limit)
+    split = split_of(history)
     before = tokens_before or context_tokens(
         history,
         cap_tool_results(build_messages(history, tz), limit),
@@ -117,17 +136,28 @@ async def compact_session(
     identifiers = required_identifiers(items)
     ask = latest_ask(items)
     plan = plan_chunks(items, window, cfg)
-    summarizer = Summarizer(host.model, summary_token_budget(window))
+    kept_turns = sum(1 for e in split.kept if is_person_turn(e))
+    # In place needs the kept part to start at a person's turn, which the prompt can name.
+    in_place = (
+        prefix is not None
+        and kept_turns > 0
+        and not needs_compaction(before, window, cfg.reserve_tokens)
+    )
+    summarizer = Summarizer(
+        host.model, summary_token_budget(window), prefix=prefix if in_place else None
+    )
+    rules = SummaryRules(
+        identifiers=identifiers,
+        ask=ask,
+        focus=focus,
+        marker=marker_id_for(new_id()),
+        retries=cfg.summary_retries,
+    )
     try:
-        summary, problems = await summarize(
-            summarizer,
-            plan,
-            identifiers=identifiers,
-            ask=ask,
-            focus=focus,
-            marker=marker_id_for(new_id()),
-            retries=cfg.summary_retries,
-        )
+        if in_place:
+            summary, problems = await summarize_in_place(summarizer, kept_turns, rules)
+        else:
+            summary, problems = await summarize(summarizer, plan, rules)
     except ModelError as exc:
         log.warning("compaction of %s cancelled: %s", session.session_key, exc)
         return CompactionResult(
@@ -144,14 +174,13 @@ async def compact_session(
         failures=tool_failures(items),
         rules=rules_section(agents_md),
     )
-    kept_turns = sum(1 for e in split.kept if is_person_turn(e))
     compaction = Compaction(
         summary=summary,
         first_kept_entry_id=split.kept[0].id,
         reason=reason,
         tokens_before=before,
         summarized_messages=len(items),
-        omitted_messages=plan.omitted,
+        omitted_messages=0 if in_place else plan.omitted,
     )
     entry = Entry(session.session_id, compaction)
     after_messages = cap_tool_results(build_messages([entry, *split.kept], tz), limit)
@@ -159,13 +188,13 @@ async def compact_session(
     compaction.tokens_after = after
     await host.store.append_entries([entry])
     await host.store.increment_session(session.session_id, compaction_count=1)
-    # Leaves the time of the last model call alone: that one tracks the conversation's own
-    # prompt cache, which the summarizer's requests do not touch.
+    # The time of the last model call tracks the conversation's own prompt cache: only an
+    # in-place summary read (and so refreshed) it; the transcript summarizer's do not.
     await host.accountant.charge(
         session.session_id,
         summarizer.usage,
         summarizer.model_id or config.agent.model,
-        read_cache=False,
+        read_cache=in_place,
         context_tokens=after,
     )
     log.info(
@@ -186,7 +215,7 @@ async def compact_session(
         tokens_before=before,
         tokens_after=after,
         summarized=len(items),
-        omitted=plan.omitted,
+        omitted=0 if in_place else plan.omitted,
         kept_turns=kept_turns,
         model_calls=summarizer.calls,
         problems=tuple(problems),

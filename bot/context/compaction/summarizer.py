@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from anthropic.types import MessageParam
+from anthropic.types import MessageParam, TextBlockParam
 
 from bot.context.compaction.chunks import ChunkPlan
 from bot.context.compaction.guard import summary_problems
@@ -16,6 +16,7 @@ from bot.context.compaction.prompts import (
     CHUNK_PROMPT,
     FALLBACK_PART,
     FALLBACK_SUMMARY,
+    IN_PLACE_PROMPT,
     MERGE_PROMPT,
     RETRY_PROMPT,
     SUMMARIZER_SYSTEM,
@@ -23,7 +24,8 @@ from bot.context.compaction.prompts import (
     required_note,
 )
 from bot.context.compaction.render import transcript_text
-from bot.context.host import SummaryModel
+from bot.context.host import CachedPrefix, SummaryModel
+from bot.context.tool_pairing import merge_same_role
 from bot.types import Usage
 from bot.untrusted import wrap_untrusted
 
@@ -37,20 +39,28 @@ def summary_token_budget(window: int) -> int:
     return min(SUMMARY_MAX_TOKENS, int(window * SUMMARY_WINDOW_SHARE))
 
 
+SUMMARIZER_BLOCKS: list[TextBlockParam] = [{"type": "text", "text": SUMMARIZER_SYSTEM}]
+
+
 @dataclass(slots=True)
 class Summarizer:
-    """Runs the summarizer calls of one compaction and totals their usage."""
+    """Runs the summarizer calls of one compaction and totals their usage. With a `prefix`
+    every call extends the conversation's own request (its system prompt, tools and
+    messages), so it reads the conversation's prompt cache."""
 
     model: SummaryModel
     max_tokens: int
+    prefix: CachedPrefix | None = None
     usage: Usage = field(default_factory=Usage)
     model_id: str = ""
     calls: int = 0
 
     async def ask(self, messages: list[MessageParam]) -> str:
+        prefix = self.prefix
         reply = await self.model.complete(
-            system=[{"type": "text", "text": SUMMARIZER_SYSTEM}],
-            messages=messages,
+            system=prefix.system if prefix else SUMMARIZER_BLOCKS,
+            tools=prefix.tools if prefix else None,
+            messages=merge_same_role([*prefix.messages, *messages]) if prefix else messages,
             max_tokens=self.max_tokens,
         )
         self.calls += 1
@@ -59,23 +69,28 @@ class Summarizer:
         return reply.text.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryRules:
+    """What every summary of one compaction must satisfy, and how hard to try."""
+
+    identifiers: Sequence[str]
+    ask: str  # the latest user request, to be reflected
+    focus: str  # the person's /compact focus ("" for none)
+    marker: str  # the untrusted-data marker for quoted text
+    retries: int
+
+
 def _user(text: str) -> MessageParam:
     return {"role": "user", "content": [{"type": "text", "text": text}]}
 
 
 async def summarize(
-    summarizer: Summarizer,
-    plan: ChunkPlan,
-    *,
-    identifiers: Sequence[str],
-    ask: str,
-    focus: str,
-    marker: str,
-    retries: int,
+    summarizer: Summarizer, plan: ChunkPlan, rules: SummaryRules
 ) -> tuple[str, list[str]]:
     """Staged summary with the quality guard. Returns (summary, problems left)."""
-    focus_text = focus_note(focus, marker)
-    required = required_note(identifiers)
+    marker = rules.marker
+    focus_text = focus_note(rules.focus, marker)
+    required = required_note(rules.identifiers)
     substantive = [c for c in plan.chunks if any(not i.omitted for i in c)]
     if not substantive:
         return FALLBACK_SUMMARY, []
@@ -103,10 +118,31 @@ async def summarize(
             required=required,
             parts=wrap_untrusted(parts, source="partial-summaries", marker_id=marker),
         )
-    conversation: list[MessageParam] = [_user(final_prompt)]
+    return await _guarded(summarizer, final_prompt, rules)
+
+
+async def summarize_in_place(
+    summarizer: Summarizer, keep_turns: int, rules: SummaryRules
+) -> tuple[str, list[str]]:
+    """One summary asked at the end of the conversation itself (`summarizer.prefix`), with
+    the quality guard. Returns (summary, problems left)."""
+    prompt = IN_PLACE_PROMPT.format(
+        keep=keep_turns,
+        focus=focus_note(rules.focus, rules.marker),
+        required=required_note(rules.identifiers),
+    )
+    return await _guarded(summarizer, prompt, rules)
+
+
+async def _guarded(
+    summarizer: Summarizer, prompt: str, rules: SummaryRules
+) -> tuple[str, list[str]]:
+    """Ask for the summary, then again with the guard's problems as feedback."""
+    identifiers, ask = rules.identifiers, rules.ask
+    conversation: list[MessageParam] = [_user(prompt)]
     summary = await summarizer.ask(conversation)
     problems = summary_problems(summary, identifiers, ask)
-    for _ in range(retries):
+    for _ in range(rules.retries):
         if not problems:
             break
         log.info("compaction summary rejected: %s", "; ".join(problems))

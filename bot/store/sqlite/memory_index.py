@@ -125,3 +125,13 @@ class MemoryIndexTables(Connection):
         )
         rows = await self._fetchall(sql, (*(f"%{t}%" for t in terms), *params, limit))
         return [ChunkMatch(r[0], r[1], r[2], 0.0) for r in rows]
+
+    async def memory_recent(self, *, limit: int, visible: VisiblePaths) -> list[ChunkMatch]:
+        """The newest `limit` chunks of the files `visible` allows (for vector ranking)."""
+        where, params = "", list[str | int]()
+        if not visible.everything:
+            condition, params = visible_condition(visible)
+            where = f" WHERE {condition}"
+        sql = f"SELECT path, start_line, text FROM memory_chunks{where} ORDER BY id DESC LIMIT ?"
+        rows = await self._fetchall(sql, (*params, limit))
+        return [ChunkMatch(r[0], r[1], r[2], 0.0) for r in rows]

@@ -214,6 +214,12 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX reminders_creator ON reminders(creator, status)
         """,
     ),
+    (
+        9,
+        # The window the provider named in a "prompt is too long" error (NULL: the configured
+        # agent.context_window holds).
+        "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
+    ),
 ]
 
 

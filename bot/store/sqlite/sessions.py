@@ -20,7 +20,7 @@ _SESSION_COLUMNS = [
     "context_tokens", "turns", "compaction_count", "memory_flush_at",
     "memory_flush_compaction_count", "memory_flush_count", "memory_flush_error",
     "last_model_call_at", "last_activity_at", "cost_usd", "errors",
-    "chat_type", "chat_id", "thread_id", "peer_id", "chosen_model",
+    "chat_type", "chat_id", "thread_id", "peer_id", "chosen_model", "context_window",
 ]  # fmt: skip
 _SELECT = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
 # The conversation is fixed when the session is created.
