@@ -66,8 +66,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.log_context", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
-        "bot.types",
+        *("bot.log_context", "bot.outbox", "bot.sessions", "bot.store", "bot.tools"),
+        *("bot.transcript", "bot.types"),
+    ),
+    "bot.outbox": (
+        *("bot.backoff", "bot.channel_contract", "bot.metrics", "bot.store", "bot.types"),
     ),
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.errors", "bot.sessions"),
@@ -77,7 +80,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
-        *("bot.metrics", "bot.sessions", "bot.store", "bot.transcript", "bot.types"),
+        *("bot.metrics", "bot.outbox", "bot.sessions", "bot.store", "bot.transcript"),
+        "bot.types",
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.scheduler": (

@@ -6,14 +6,14 @@ server database can take its place for several replicas sharing one store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from bot.transcript import Entry
-from bot.types import ChatType, SessionOrigin, Usage
+from bot.types import Address, ChatType, SessionOrigin, Usage
 
 
 @dataclass(slots=True)
@@ -262,11 +262,105 @@ class InboundStore(Protocol):
     async def buffer_count(self, session_key: str) -> int: ...
 
 
-class LedgerStore(Protocol):
-    """Which chunks of a turn's reply the platform accepted."""
+class OutboxStatus(StrEnum):
+    PENDING = "pending"  # waiting for its (next) attempt
+    SENDING = "sending"  # handed to the platform; the outcome is not recorded yet
+    SENT = "sent"
+    DEAD = "dead"  # refused for good; `dead_reason` says why
 
-    async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...
-    async def ledger_put(self, turn_id: str, chunk_index: int, platform_id: str) -> None: ...
+
+class OutboxKind(StrEnum):
+    TEXT = "text"  # one chunk of a reply
+    PREVIEW = "preview"  # the streaming preview a reply's chunk 0 edits (already sent)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxChunk:
+    """One chunk of a reply to write to the outbox before anything is sent."""
+
+    turn_id: str  # the turn (or other reply) it belongs to
+    chunk_index: int
+    chunk_count: int
+    address: Address
+    text: str
+    edit_of: str | None = None  # a preview message this chunk replaces in place
+    kind: OutboxKind = OutboxKind.TEXT
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A chunk waiting in (or sent from) the outbox."""
+
+    id: int
+    turn_id: str
+    chunk_index: int
+    chunk_count: int
+    kind: OutboxKind
+    address: Address
+    text: str
+    notice: str  # said before `text`: earlier chunks of this reply that were refused
+    edit_of: str | None
+    status: OutboxStatus
+    attempts: int
+    next_attempt_at: float
+
+    @property
+    def chat_key(self) -> str:
+        return outbox_chat_key(self.address)
+
+
+def outbox_chat_key(address: Address) -> str:
+    """Rows with the same key are delivered one after another, in order."""
+    return f"{address.channel}:{address.chat_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadChunk:
+    id: int
+    turn_id: str
+    chunk_index: int
+    chunk_count: int
+    channel: str
+    chat_id: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSummary:
+    pending: int
+    dead: int
+    dead_chunks: list[DeadChunk]  # the most recent ones
+
+
+class OutboxStore(Protocol):
+    """Reply chunks written before they are sent, and what became of each."""
+
+    async def outbox_add(self, chunks: Sequence[OutboxChunk], now: float) -> None:
+        """Write `chunks`; a chunk of a turn already in the outbox is left as it is."""
+
+    async def outbox_preview(self, turn_id: str) -> str | None:
+        """The platform id of the streaming preview of `turn_id`, if one was shown."""
+        ...
+
+    async def outbox_put_preview(
+        self, turn_id: str, address: Address, platform_id: str, now: float
+    ) -> None: ...
+    async def outbox_heads(self, channels: Sequence[str]) -> list[OutboxRow]:
+        """The first unfinished row of each chat on `channels`: what may be sent next."""
+        ...
+
+    async def outbox_mark_sending(self, row_id: int, now: float) -> None: ...
+    async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None: ...
+    async def outbox_retry_at(
+        self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
+    ) -> None:
+        """Try the row again at `at`; `unknown`: its last send may have gone out."""
+
+    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
+        """Mark the row dead; `notice` is said before the next chunk of its reply."""
+
+    async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary: ...
 
 
 class PairingStore(Protocol):
@@ -281,14 +375,14 @@ class Pruned:
     """What one retention pass removed."""
 
     inbound: int = 0  # finished inbound rows and dedupe-only rows
-    ledger: int = 0  # delivered reply chunks
+    outbox: int = 0  # delivered reply chunks
     buffered: int = 0  # unaddressed group lines never picked up
     sessions: int = 0  # old (non-current) sessions...
     entries: int = 0  # ...and their transcript entries
 
     @property
     def total(self) -> int:
-        return self.inbound + self.ledger + self.buffered + self.sessions + self.entries
+        return self.inbound + self.outbox + self.buffered + self.sessions + self.entries
 
 
 class RetentionStore(Protocol):
@@ -330,7 +424,7 @@ class Store(
     TranscriptStore,
     TurnStore,
     InboundStore,
-    LedgerStore,
+    OutboxStore,
     PairingStore,
     RetentionStore,
     JobStore,

@@ -381,6 +381,13 @@ async def _read_params(request: web.Request) -> Params:
     return params
 
 
+def _with_metadata(messages: list[Params], params: Params) -> list[Params]:
+    """Slack returns message metadata only to a caller that asks with include_all_metadata."""
+    if str(params.get("include_all_metadata", "")).lower() in ("1", "true"):
+        return messages
+    return [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
+
+
 def _bearer(request: web.Request) -> str | None:
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
@@ -1042,7 +1049,7 @@ class FakeSlack(SlackEvents):
         if len(messages) > 1 and messages[0].get("ts") == thread_ts:
             messages[0].setdefault("thread_ts", thread_ts)
             messages[0].setdefault("reply_count", len(messages) - 1)
-        return self._page(messages, params)
+        return self._page(_with_metadata(messages, params), params)
 
     def _conversations_history(self, params: Params) -> Params:
         self._require(params, "channel", error="channel_not_found")
@@ -1051,7 +1058,7 @@ class FakeSlack(SlackEvents):
             for m in self.messages.get(params["channel"], [])
             if m.get("thread_ts") in (None, m.get("ts"))
         ]
-        return self._page(list(reversed(top_level)), params)
+        return self._page(_with_metadata(list(reversed(top_level)), params), params)
 
     def _conversations_info(self, params: Params) -> Params:
         self._require(params, "channel", error="channel_not_found")
