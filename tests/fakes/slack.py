@@ -445,6 +445,7 @@ class FakeSlack(SlackEvents):
         self._channels: dict[str, Params] = {}
         self._users: dict[str, Params] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        self._holds: dict[str, asyncio.Event] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._pulse = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -526,6 +527,12 @@ class FakeSlack(SlackEvents):
     ) -> None:
         """Make the next `times` calls of `method` fail with `{"ok":false,"error":error}`."""
         self._failures.setdefault(method, []).append(_Failure(error, status, retry_after, times))
+
+    def hold_next_answer(self, method: str) -> asyncio.Event:
+        """Carry out the next call to `method` but answer only once the returned event is
+        set: a crash in between leaves the caller not knowing the call succeeded."""
+        self._holds[method] = asyncio.Event()
+        return self._holds[method]
 
     def set_thread(self, channel: str, thread_ts: str, messages: list[Params]) -> None:
         """Script what conversations.replies returns for a thread (merged with later posts)."""
@@ -780,6 +787,9 @@ class FakeSlack(SlackEvents):
         except _ApiError as exc:
             body = {"ok": False, "error": exc.error}
         self._notify()
+        hold = self._holds.pop(method, None)
+        if hold is not None:  # done, but the answer is late (the caller may die meanwhile)
+            await hold.wait()
         return web.json_response(body)
 
     async def _handle_ws(self, request: web.Request) -> web.WebSocketResponse:
