@@ -36,7 +36,8 @@ class SendFailureKind(StrEnum):
 
     RETRY_AFTER = "retry_after"  # flood control: try again after the delay the platform named
     TRANSIENT = "transient"  # 5xx, timeout, network: back off and try again
-    PERMANENT = "permanent"  # the same send can never succeed (blocked, chat gone, too long)
+    PERMANENT = "permanent"  # the same send can never succeed (blocked, chat gone)
+    TOO_LONG = "too_long"  # the platform refused the text's length: split it and try again
 
 
 class SendFailure(Exception):

@@ -110,16 +110,27 @@ async def test_part_2_of_3_failing_once_still_arrives_in_order(env: Env) -> None
 async def test_a_dead_part_is_told_in_the_next_part_and_in_status(env: Env) -> None:
     chat = 5004
     env.model.queue_text(three_parts("gone"))
-    env.tg.fail_next("sendMessage", 400, "Bad Request: message is too long", after=1)
+    env.tg.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user", after=1)
     env.tg.push_update(env.tg.private_message(chat, "another long one"))
     texts = await wait_for_messages(env, chat, 2, "gone part 2")
     assert texts[0].startswith("gone part 0")
-    assert texts[1].startswith("⚠️ Part 2 of 3 could not be delivered: Message is too long")
+    assert texts[1].startswith(
+        "⚠️ Part 2 of 3 could not be delivered: Forbidden: bot was blocked by the user"
+    )
     outbox = (await status(env))["outbox"]
     assert outbox["dead"] >= 1
     assert any(d["chat_id"] == str(chat) and d["chunk_index"] == 1 for d in outbox["dead_chunks"])
     _, metrics = await env.krill.get("/metrics")
     assert 'krill_outbox_dead_total{channel="telegram"}' in metrics
+
+
+async def test_a_chunk_telegram_finds_too_long_is_split_and_delivered(env: Env) -> None:
+    chat = 5009
+    env.tg.fail_next("sendMessage", 400, "Bad Request: message is too long")
+    env.tg.push_update(env.tg.private_message(chat, "x " * 100 + "too long for once"))
+    texts = await wait_for_messages(env, chat, 2, "too long for once")
+    assert len(texts) == 2
+    assert "".join(texts).replace(" ", "").replace("\n", "").count("x") >= 100
 
 
 async def test_a_blocked_bot_marks_the_reply_dead_and_the_turn_is_not_failed(env: Env) -> None:

@@ -131,14 +131,14 @@ async def test_transient_failures_back_off_exponentially_with_jitter(rig: Rig) -
 
 
 async def test_a_dead_part_is_reported_in_the_next_part_that_goes_through(rig: Rig) -> None:
-    blocked = SendFailure(SendFailureKind.PERMANENT, "Bad Request: message is too long")
+    blocked = SendFailure(SendFailureKind.PERMANENT, "Forbidden: bot was blocked by the user")
     rig.channel.failures = [None, blocked]
     await rig.outbox.put(A, "t1", ["one", "two", "three"])
     for _ in range(3):
         await rig.step()
     assert rig.channel.finals == [
         "one",
-        "⚠️ Part 2 of 3 could not be delivered: Bad Request: message is too long\n\nthree",
+        "⚠️ Part 2 of 3 could not be delivered: Forbidden: bot was blocked by the user\n\nthree",
     ]
     summary = await rig.store.outbox_summary()
     assert (summary.pending, summary.dead) == (0, 1)
@@ -147,6 +147,22 @@ async def test_a_dead_part_is_reported_in_the_next_part_that_goes_through(rig: R
     assert 'krill_outbox_dead_total{channel="local"} 1.0' in rig.metrics.render().decode()
     await rig.step()  # an idle sender's count is current
     assert rig.sender.status_line("any") == "Outbox: 0 chunk(s) waiting · 1 refused for good"
+
+
+async def test_a_chunk_too_long_for_the_platform_is_split_until_it_fits(rig: Rig) -> None:
+    too_long = SendFailure(SendFailureKind.TOO_LONG, "message is too long")
+    lines = [f"line {i} " + "x" * 40 for i in range(8)]
+    rig.channel.failures = [too_long, too_long]
+    await rig.outbox.put(A, "t1", ["\n".join(lines), "next"])
+    for _ in range(6):
+        await rig.step()
+    # Halved, then the first half halved again; what is left goes out as one message (it
+    # would be cut again if that were still too long).
+    assert rig.channel.finals == ["\n".join(lines[:2]), "\n".join(lines[2:]), "next"]
+    rig.channel.failures = [too_long]
+    await rig.outbox.put(A, "t2", ["short"])
+    await rig.step()
+    assert (await rig.store.outbox_summary()).dead == 1  # too short to cut: refused for good
 
 
 async def test_rows_survive_a_restart_and_one_in_flight_is_sent_again(

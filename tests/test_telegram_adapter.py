@@ -171,7 +171,7 @@ async def test_failed_sends_are_classified_for_the_outbox_not_retried(
         (502, None, None, SendFailureKind.TRANSIENT),
         (403, "Forbidden: bot was blocked by the user", None, SendFailureKind.PERMANENT),
         (400, "Bad Request: chat not found", None, SendFailureKind.PERMANENT),
-        (400, "Bad Request: message is too long", None, SendFailureKind.PERMANENT),
+        (400, "Bad Request: message is too long", None, SendFailureKind.TOO_LONG),
     ]
     for status, description, retry_after, kind in cases:
         fake_telegram.fail_next("sendMessage", status, description, retry_after=retry_after)

@@ -39,10 +39,26 @@ MAX_UNCLASSIFIED_ATTEMPTS = 10
 SUMMARY_INTERVAL_SECONDS = 1.0  # how often the pending gauge and /status line are refreshed
 STOP_GRACE_SECONDS = 5.0  # sends in flight at shutdown may finish within this
 STORE_RETRY_SECONDS = 1.0  # a chat whose outcome could not be recorded waits this long
+# A chunk the platform finds too long is cut in two and sent as two messages, down to this.
+MIN_SPLIT_CHARS = 64
 
 
 def chunk_id(row: OutboxRow) -> str:
     return f"{row.turn_id}/{row.chunk_index}"
+
+
+def halves(text: str) -> tuple[str, str] | None:
+    """`text` cut in two near its middle, at a line break or else a space (None when it is
+    too short to be worth cutting)."""
+    if len(text) < MIN_SPLIT_CHARS:
+        return None
+    middle = len(text) // 2
+    cut = text.rfind("\n", 0, middle + 1)
+    if cut < len(text) // 4:
+        cut = text.rfind(" ", 0, middle + 1)
+    if cut < len(text) // 4:
+        cut = middle
+    return text[:cut].rstrip(), text[cut:].lstrip()
 
 
 def dead_notice(row: OutboxRow, reason: str) -> str:
@@ -208,6 +224,16 @@ class Sender:
         self, row: OutboxRow, kind: SendFailureKind, reason: str, retry_after: float
     ) -> None:
         now = self.clock()
+        text = row.notice + row.text
+        if kind is SendFailureKind.TOO_LONG:
+            parts = halves(text)
+            if parts is not None:
+                log.warning(
+                    "outbox row %d is too long for %s; sending it in two", row.id, row.chat_key
+                )
+                await self.store.outbox_split(row.id, parts[0], parts[1], now)
+                return
+            kind = SendFailureKind.PERMANENT
         if kind is SendFailureKind.PERMANENT:
             log.warning(
                 "outbox row %d (part %d of %d to %s) refused for good: %s",

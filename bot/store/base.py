@@ -351,7 +351,12 @@ class OutboxStore(Protocol):
         ...
 
     async def outbox_mark_sending(self, row_id: int, now: float) -> None: ...
-    async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None: ...
+    async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None:
+        """Record the send; a row re-split because it was too long goes on with the rest."""
+
+    async def outbox_split(self, row_id: int, text: str, overflow: str, now: float) -> None:
+        """Send `text` now and `overflow` (as a new message) once that went out."""
+
     async def outbox_retry_at(
         self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
     ) -> None:

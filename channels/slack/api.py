@@ -55,6 +55,8 @@ def send_failure(exc: SlackApiError) -> SendFailure:
     status = exc.response.status_code if exc.response is not None else 0
     if status == 429 or error == RATE_LIMITED:
         return SendFailure(SendFailureKind.RETRY_AFTER, "Slack rate limit", _retry_after(exc))
+    if error == "msg_too_long":
+        return SendFailure(SendFailureKind.TOO_LONG, error)
     if status >= 500 or error in TRANSIENT_ERRORS:
         return SendFailure(SendFailureKind.TRANSIENT, error or f"HTTP {status}")
     return SendFailure(SendFailureKind.PERMANENT, error or f"HTTP {status}")

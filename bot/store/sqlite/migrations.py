@@ -199,6 +199,7 @@ MIGRATIONS: list[tuple[int, str]] = [
             address TEXT NOT NULL,
             text TEXT NOT NULL,
             notice TEXT NOT NULL DEFAULT '',
+            overflow TEXT NOT NULL DEFAULT '',
             edit_of TEXT,
             status TEXT NOT NULL,
             attempts INTEGER NOT NULL DEFAULT 0,

@@ -119,9 +119,23 @@ class OutboxTables(Connection):
         )
 
     async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None:
+        # A re-split row stays first in its chat until its overflow went out too; the rest
+        # is a message of its own, so it no longer edits a preview, nor repeats the notice.
         await self._update(
-            "status = ?, platform_id = ?, dead_reason = NULL",
-            (OutboxStatus.SENT, platform_id),
+            "status = CASE WHEN overflow = '' THEN ? ELSE ? END,"
+            " text = CASE WHEN overflow = '' THEN text ELSE overflow END, overflow = '',"
+            " edit_of = NULL, notice = '', next_attempt_at = ?, platform_id = ?,"
+            " dead_reason = NULL",
+            (OutboxStatus.SENT, OutboxStatus.PENDING, now, platform_id),
+            row_id,
+            now,
+        )
+
+    async def outbox_split(self, row_id: int, text: str, overflow: str, now: float) -> None:
+        await self._update(
+            "status = ?, text = ?, notice = '', next_attempt_at = ?, overflow = ?"
+            " || CASE WHEN overflow = '' THEN '' ELSE char(10) || overflow END",
+            (OutboxStatus.PENDING, text, now, overflow),
             row_id,
             now,
         )
