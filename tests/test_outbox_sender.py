@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from bot.channel_contract import SendFailure, SendFailureKind
 from bot.metrics import Metrics
-from bot.outbox.sender import Sender
+from bot.outbox.sender import Sender, chunk_id
 from bot.outbox.writer import Outbox
 from bot.store.sqlite import SQLiteStore
 from bot.types import Address, OutboundMessage
@@ -201,7 +201,7 @@ async def test_an_unknown_send_found_on_the_platform_is_not_sent_again(rig: Rig)
     await rig.outbox.put(A, "t1", ["one", "two"])
     heads = await rig.store.outbox_heads(["local"])
     await rig.store.outbox_mark_sending(heads[0].id, rig.clock())
-    channel = LookupChannel({"t1/0": "m1"})
+    channel = LookupChannel({chunk_id(heads[0], "one"): "m1"})
     restarted = Rig(rig.store, channel, rig.clock)
     await restarted.step()
     await restarted.step()

@@ -16,6 +16,7 @@ import functools
 import logging
 import random
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -43,8 +44,9 @@ STORE_RETRY_SECONDS = 1.0  # a chat whose outcome could not be recorded waits th
 MIN_SPLIT_CHARS = 64
 
 
-def chunk_id(row: OutboxRow) -> str:
-    return f"{row.turn_id}/{row.chunk_index}"
+def chunk_id(row: OutboxRow, text: str) -> str:
+    """Names one send: the text's checksum tells the parts of a re-split chunk apart."""
+    return f"{row.turn_id}/{row.chunk_index}/{zlib.crc32(text.encode()):08x}"
 
 
 def halves(text: str) -> tuple[str, str] | None:
@@ -175,13 +177,14 @@ class Sender:
 
     async def _attempt(self, row: OutboxRow) -> None:
         channel = self.channels[row.address.channel]
+        text = row.notice + row.text
         out = OutboundMessage(
             row.address,
-            row.notice + row.text,
+            text,
             row.turn_id,
             row.chunk_index,
             edit_of=row.edit_of,
-            chunk_id=chunk_id(row),
+            chunk_id=chunk_id(row, text),
         )
         if row.status is OutboxStatus.SENDING and await self._already_sent(channel, row, out):
             return
