@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.store.base import BufferedLine, InboundStatus, OutboxChunk
+from bot.store.base import BufferedLine, InboundStatus
+from bot.store.outbox_rows import OutboxChunk
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
 from bot.types import Address, ChatType, SessionOrigin, Usage

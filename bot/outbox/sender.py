@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from bot.backoff import backoff_delay
 from bot.channel_contract import SendFailure, SendFailureKind
-from bot.store.base import OutboxRow, OutboxStatus, OutboxSummary, outbox_chat_key
+from bot.store.outbox_rows import OutboxRow, OutboxStatus, OutboxSummary, outbox_chat_key
 from bot.types import Address, OutboundMessage
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from bot.store.base import OutboxChunk
+from bot.store.outbox_rows import OutboxChunk
 
 if TYPE_CHECKING:
     from bot.channel_contract import Channel

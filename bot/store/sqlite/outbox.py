@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot.store.base import (
+from bot.store.outbox_rows import (
     DeadChunk,
     OutboxChunk,
     OutboxKind,
