@@ -15,6 +15,16 @@ Anthropic API (tests/fakes/) and drives it through the real channel endpoints:
 - load: many chats x many messages (200 x 20 by default) through the Telegram webhook and
   Slack's endpoint while the fake model answers after random delays: per-chat order kept,
   nothing lost or answered twice; the process's peak RSS is reported.
+- platform pushes back: many chats through the Telegram webhook while the fake Telegram
+  fails 5% of sends at random with a 5xx, and Krill is killed with SIGKILL half-way and
+  started again. Every reply must arrive once (a duplicate only for a send in flight at the
+  kill), in order; the delay from acknowledgement to delivery is reported (p50/p99).
+- platform pushes back, real limits: many chats x many messages (200 x 20 by default; every
+  tenth chat a group) through the Telegram webhook while the fake Bot API enforces
+  Telegram's flood limits (1 a second per chat, 20 a minute per group, 30 a second overall,
+  429 with retry_after beyond them). Reports the 429s Krill provoked (target 0) and the p50
+  and p99 delay from acknowledgement to reply against the floor: the same replies sent by an
+  ideal sender that waits only as long as the limits demand.
 - bad input: forged and stale signatures, wrong secrets, malformed and oversized bodies,
   unknown update and event types, updates the Telegram library cannot parse (webhook and
   polling), huge messages, odd Unicode, lone surrogates and invalid UTF-8, the bot's own
@@ -24,14 +34,7 @@ Anthropic API (tests/fakes/) and drives it through the real channel endpoints:
 Every message carries a token (`m<chat>x<seq>`); the fake model answers with the tokens of
 the newest message(s) of its request, so each reply says exactly which messages it answers.
 
-- platform pushes back, real limits: many chats x many messages (200 x 20 by default; every
-  tenth chat a group) through the Telegram webhook while the fake Bot API enforces
-  Telegram's flood limits (1 a second per chat, 20 a minute per group, 30 a second overall,
-  429 with retry_after beyond them). Reports the 429s Krill provoked (target 0) and the p50
-  and p99 delay from acknowledgement to reply against the floor: the same replies sent by an
-  ideal sender that waits only as long as the limits demand.
-
-Run: python bench/reliability.py [--quick] [--seed N] [--real-limits CHATS MESSAGES]
+Run: python bench/reliability.py [--quick] [--seed N] [--only crash|faults|load|pushback|limits|bad]
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ MAX_BODY = 1_048_576
 DRAIN_SECONDS = 60.0  # how long answers may take to arrive once everything was sent
 SETTLE_SECONDS = 0.5  # extra wait after the last answer, for duplicates to show up
 # A reply the platform took this shortly before a kill may have gone out before Krill could
-# record it in its ledger; it is sent again after the restart (a duplicate beats a loss).
+# record it in its outbox row; it is sent again after the restart (a duplicate beats a loss).
 IN_FLIGHT_SECONDS = 0.5
 LOG_RECORD_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ", re.MULTILINE)
 # python-telegram-bot's own report (with a traceback) of a batch it could not parse; Krill
@@ -649,6 +652,67 @@ async def load_scenario(*, chats: int, messages: int, seed: int) -> Row:
     return row
 
 
+# --- platform pushes back ---------------------------------------------------------------------
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
+async def pushback_scenario(*, chats: int, messages: int, failure_rate: float, seed: int) -> Row:
+    """Replies through a Telegram that fails `failure_rate` of sends with 502, with one
+    kill -9 half-way: the outbox must deliver each reply once, in order."""
+    rng = random.Random(seed)
+    row = Row(f"pushback: {failure_rate:.0%} 5xx + kill -9")
+    async with TimedTelegram() as tg, FakeSlack() as slack, FakeAnthropic() as model:
+        model.default_handler = ack_handler(rng, 0.0, 0.2)
+        tg.fail_randomly("sendMessage", failure_rate, status=502, seed=seed)
+        config = channel_config(tg, slack)
+        env = model.env() | {"KRILL_LOG_LEVEL": "WARNING"}
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp)
+            krill = await KrillProcess(directory, config, env).start()
+            traffic = Traffic(tg, slack, krill.url)
+            acked: dict[str, float] = {}
+            total = chats * messages
+
+            async def chat_sender(http: aiohttp.ClientSession, chat: int) -> None:
+                for seq in range(1, messages + 1):
+                    await traffic.telegram(http, chat, seq)
+                    acked[f"m{chat}x{seq}"] = time.monotonic()
+                    await asyncio.sleep(rng.uniform(0.0, 0.3))
+
+            async def killer() -> None:
+                nonlocal krill
+                while len(acked) < total // 2:  # noqa: ASYNC110 - polling the traffic
+                    await asyncio.sleep(0.05)
+                await krill.kill()
+                traffic.kills.append(time.monotonic())
+                krill = await KrillProcess(directory, config, env).start()
+
+            async with session_for() as http:
+                await asyncio.gather(*(chat_sender(http, c) for c in range(chats)), killer())
+            counts, disorder = await traffic.drain(within=DRAIN_SECONDS * 2)
+            traffic.score(row, counts, disorder)
+            delays = []
+            for token, at in acked.items():
+                first = next((t for t, text in tg.sends if re.search(rf"\b{token}\b", text)), None)
+                if first is not None:
+                    delays.append(max(0.0, first - at))
+            if tracebacks(krill.log()):
+                row.failures.append("the last run logged a traceback")
+            await krill.stop()
+            row.checks += [
+                "order kept" if not disorder else f"{disorder} chats out of order",
+                *([f"{row.in_flight} dup. was in flight at the kill"] if row.in_flight else []),
+                f"delivery p50 {percentile(delays, 0.5):.2f} s",
+                f"p99 {percentile(delays, 0.99):.2f} s",
+            ]
+    return row
+
+
+
 # --- platform pushes back: real limits ---------------------------------------------------------
 
 # Every GROUP_EVERY-th chat of the real-limits run is a group (20 messages a minute), the
@@ -657,11 +721,6 @@ GROUP_EVERY = 10
 FLOOD_CHAT_SECONDS = 1.0
 FLOOD_GROUP = (20, 60.0)
 FLOOD_OVERALL = (30, 1.0)
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
 def fastest_schedule(replies: list[tuple[float, int, bool]]) -> list[float]:
@@ -1039,30 +1098,38 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-async def run_real_limits(chats: int, messages: int, seed: int) -> list[Row]:
-    row = await real_limits_scenario(chats=chats, messages=messages, seed=seed)
-    print(f"  done: {row.scenario}", file=sys.stderr)
-    return [row]
+SCENARIOS = ("crash", "faults", "load", "pushback", "limits", "bad")
 
 
-async def run(quick: bool, seed: int) -> list[Row]:
+async def run(quick: bool, seed: int, only: str | None = None) -> list[Row]:
     crash = (
         {"chats": 8, "messages": 6, "kills": 2}
         if quick
         else {"chats": 20, "messages": 10, "kills": 4}
     )
     load = {"chats": 50, "messages": 10} if quick else {"chats": 200, "messages": 20}
+    pushback = {"chats": 20, "messages": 5} if quick else {"chats": 200, "messages": 20}
+    wanted = set(SCENARIOS) if only is None else {only}
     rows: list[Row] = []
-    for n, mode in enumerate(("telegram webhook", "telegram polling", "slack http")):
-        rows.append(await crash_scenario(mode, seed=seed + n, **crash))
+    if "crash" in wanted:
+        for n, mode in enumerate(("telegram webhook", "telegram polling", "slack http")):
+            rows.append(await crash_scenario(mode, seed=seed + n, **crash))
+            print(f"  done: {rows[-1].scenario}", file=sys.stderr)
+    if "faults" in wanted:
+        rows += await fault_scenarios(seed)
+        print("  done: faults", file=sys.stderr)
+    if "load" in wanted:
+        rows.append(await load_scenario(seed=seed, **load))
+        print("  done: load", file=sys.stderr)
+    if "pushback" in wanted:
+        rows.append(await pushback_scenario(failure_rate=0.05, seed=seed, **pushback))
+        print("  done: pushback", file=sys.stderr)
+    if "limits" in wanted:
+        rows.append(await real_limits_scenario(seed=seed, **pushback))
         print(f"  done: {rows[-1].scenario}", file=sys.stderr)
-    rows += await fault_scenarios(seed)
-    print("  done: faults", file=sys.stderr)
-    rows.append(await load_scenario(seed=seed, **load))
-    print("  done: load", file=sys.stderr)
-    rows += await bad_input_scenario(seed)
-    print("  done: bad input", file=sys.stderr)
-    rows += await run_real_limits(seed=seed, **load)
+    if "bad" in wanted:
+        rows += await bad_input_scenario(seed)
+        print("  done: bad input", file=sys.stderr)
     return rows
 
 
@@ -1070,23 +1137,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller crash and load runs")
     parser.add_argument("--seed", type=int, default=7, help="random seed for timings")
-    parser.add_argument(
-        "--real-limits",
-        nargs=2,
-        type=int,
-        metavar=("CHATS", "MESSAGES"),
-        help="run only the real-limits scenario, at this size (e.g. 4 3 to check it works)",
-    )
+    parser.add_argument("--only", choices=SCENARIOS, help="run one group of scenarios")
     args = parser.parse_args()
     # The fakes see requests cut off by kill -9 and client timeouts, which is the point;
     # aiohttp would print a traceback for each.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     started = time.monotonic()
-    if args.real_limits:
-        chats, messages = args.real_limits
-        rows = asyncio.run(run_real_limits(chats, messages, args.seed))
-    else:
-        rows = asyncio.run(run(args.quick, args.seed))
+    rows = asyncio.run(run(args.quick, args.seed, args.only))
     print(table(rows))
     print(f"\n{len(rows)} scenarios in {time.monotonic() - started:.0f} s (seed {args.seed})")
     failed = [r for r in rows if not r.ok]

@@ -45,6 +45,8 @@ from bot.memory.index import MemoryIndex
 from bot.memory.recall import Recall
 from bot.memory.tools import MemoryTools
 from bot.metrics import Metrics
+from bot.outbox.sender import Sender
+from bot.outbox.writer import Outbox
 from bot.scheduler.heartbeat import Heartbeat
 from bot.scheduler.idle import IdleWork
 from bot.scheduler.jobs import Jobs
@@ -91,6 +93,18 @@ class App:
             total_max_chars=config.workspace.total_max_chars,
         )
         self.channels: dict[str, Channel] = {}
+        # Every reply is written to the outbox; the sender delivers it (and what an earlier
+        # run left there) on whichever of these channels is up.
+        self.outbox = Outbox(store=self.store, channels=self.channels, clock=clock)
+        self.sender = Sender(
+            store=self.store,
+            channels=self.channels,
+            wakeup=self.outbox.wakeup,
+            metrics=self.metrics,
+            retry_first=config.storage.outbox_retry_first_seconds,
+            retry_cap=config.storage.outbox_retry_max_seconds,
+            clock=clock,
+        )
 
         # Tools: large results are kept on disk and read back with read_tool_result.
         self.results = ResultStore(self.workspace.path, config.tools.results)
@@ -160,7 +174,7 @@ class App:
             clock=clock,
             media=self.media_files,
         )
-        self.replies = Replies(self.channels)
+        self.replies = Replies(self.channels, self.outbox)
         self.runner = AgentRunner(
             config=config,
             store=self.store,
@@ -169,6 +183,7 @@ class App:
             workspace=self.workspace,
             tools=self.tools,
             channels=self.channels,
+            outbox=self.outbox,
             metrics=self.metrics,
             recall=recall,
             before_turn=flushers,
@@ -248,9 +263,14 @@ class App:
                 compactor=self.context,
                 before_reset=self.flusher,
                 # MCP servers run only with the background work; elsewhere they have no status.
-                status_sources=[self.mcp, self.scheduler] if background else [self.scheduler],
+                status_sources=(
+                    [self.mcp, self.scheduler, self.sender]
+                    if background
+                    else [self.scheduler, self.sender]
+                ),
             ),
             replies=self.replies,
+            delivered=self.sender,
             activity=self.scheduler,
             metrics=self.metrics,
             media=media,
@@ -302,6 +322,7 @@ class App:
             await channel.start()
             self._ready[name] = True
             log.info("channel %s is up", name)
+        await self.sender.start()
         recovered = await self.gateway.recover(unanswered) if self.recover else 0
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
@@ -342,6 +363,7 @@ class App:
         log.info("listening on %s", self.server_url)
 
     async def stop(self) -> None:
+        await self.sender.stop()  # before the channels it sends through
         for name, channel in reversed(list(self.channels.items())):
             try:
                 await channel.stop()

@@ -31,6 +31,26 @@ class AcceptResult(StrEnum):
     IGNORED = "ignored"  # e.g. group policy disabled
 
 
+class SendFailureKind(StrEnum):
+    """How a send the platform did not accept may end, so the outbox knows what to do."""
+
+    RETRY_AFTER = "retry_after"  # flood control: try again after the delay the platform named
+    TRANSIENT = "transient"  # 5xx, timeout, network: back off and try again
+    PERMANENT = "permanent"  # the same send can never succeed (blocked, chat gone)
+    TOO_LONG = "too_long"  # the platform refused the text's length: split it and try again
+
+
+class SendFailure(Exception):
+    """Raised by `Channel.deliver` for a send the platform did not accept. The channel does
+    not retry sends itself: the outbox owns retries and their schedule."""
+
+    def __init__(self, kind: SendFailureKind, reason: str, retry_after: float = 0.0):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+        self.retry_after = retry_after
+
+
 class Gateway(Protocol):
     """The core as an adapter sees it: the only part of `bot` an adapter calls."""
 
@@ -56,7 +76,8 @@ class Gateway(Protocol):
         ...
 
     async def wait_idle(self, msg: InboundMessage) -> None:
-        """Return once `msg`'s session has no turn queued or running."""
+        """Return once `msg`'s session has no turn queued or running and the outbox has
+        handed its replies to the channel (or holds them for a later retry)."""
 
     async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
         """The last `limit` lines of `msg`'s current session that its sender took part in:
@@ -89,13 +110,20 @@ class Channel(Protocol):
         """Split a final Markdown reply into chunks that each fit one platform message.
 
         Formatting for the platform happens in `deliver`; chunks stay Markdown so the
-        ledger and transcript hold the text as the model wrote it.
+        outbox and transcript hold the text as the model wrote it.
         """
         ...
 
     async def deliver(self, out: OutboundMessage) -> str:
-        """Send `out` (or edit `out.edit_of` in place). Returns the platform message id."""
+        """Send `out` (or edit `out.edit_of` in place). Returns the platform message id.
+
+        Raises `SendFailure` when the platform did not accept it (any other exception counts
+        as transient). Tries once: the outbox schedules retries."""
         ...
+
+    # An adapter whose platform can carry `out.chunk_id` on a message may also offer
+    # `async find_sent(out) -> str | None`: the id of a message already sent for that chunk
+    # (a send whose outcome a crash left unknown), so it is not sent twice.
 
     async def typing(self, address: Address) -> None:
         """Show one pulse of the typing indicator; the core repeats it every typing_interval."""

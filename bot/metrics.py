@@ -32,6 +32,15 @@ class Metrics:
             registry=r,
         )
         self.queue_depth = Gauge("krill_queue_depth", "Messages waiting or running", registry=r)
+        self.outbox_dead = Counter(
+            "krill_outbox_dead",
+            "Reply chunks the platform refused for good",
+            ["channel"],
+            registry=r,
+        )
+        self.outbox_pending = Gauge(
+            "krill_outbox_pending", "Reply chunks waiting to be delivered", registry=r
+        )
         self.inbound_results = Counter(
             "krill_inbound", "What happened to inbound messages", ["channel", "result"], registry=r
         )

@@ -151,6 +151,9 @@ class OutboundMessage:
     chunk_index: int
     edit_of: str | None = None  # platform message id to replace instead of sending anew
     final: bool = True  # False for a streaming preview
+    # The outbox row's id, for platforms that can carry it on the message (Slack metadata)
+    # and so be asked later whether a send whose outcome is unknown went out.
+    chunk_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from bot.channel_contract import AcceptResult
+from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
 from bot.store.base import InboundStatus
 from bot.transcript import CONVERSATION_KINDS, EntryKind, PersonTurn, Reset
 from bot.types import ChatType, SessionOrigin
@@ -373,20 +373,23 @@ async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
     ]
 
 
-async def test_a_failing_delivery_is_recorded_not_left_processing(
+async def test_a_reply_the_platform_refuses_for_good_is_dead_not_a_failed_turn(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
     async with Harness(tmp_path, fake_anthropic.url) as h:
 
         async def refuse(out):
-            raise RuntimeError("Forbidden: bot was blocked by the user")
+            raise SendFailure(SendFailureKind.PERMANENT, "Forbidden: bot was blocked by the user")
 
         h.channel.deliver = refuse  # type: ignore[method-assign]
         await h.send("hello")
         assert await h.app.store.unfinished_inbound() == []
-        assert await h.app.store.count_inbound(InboundStatus.FAILED) == 1
-        session = await h.app.store.current_session("agent:main:local:direct:alice")
-    assert session.errors == 1
+        assert await h.app.store.count_inbound(InboundStatus.DONE) == 1
+        summary = await h.app.store.outbox_summary()
+        metrics = h.app.metrics.render().decode()
+    assert summary.pending == 0 and summary.dead == 1
+    assert summary.dead_chunks[0].reason == "Forbidden: bot was blocked by the user"
+    assert 'krill_outbox_dead_total{channel="local"} 1.0' in metrics
 
 
 async def test_status_shows_a_failing_memory_flush(tmp_path: Path, fake_anthropic: FakeAnthropic):

@@ -71,8 +71,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.media": ("bot.config", "bot.transcript", "bot.types"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.log_context", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
-        *("bot.media", "bot.types"),
+        *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.store"),
+        *("bot.tools", "bot.transcript", "bot.types"),
+    ),
+    "bot.outbox": (
+        *("bot.backoff", "bot.channel_contract", "bot.metrics", "bot.store", "bot.types"),
     ),
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.context.compaction", "bot.errors"),
@@ -83,8 +86,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
-        *("bot.metrics", "bot.sessions", "bot.store", "bot.transcript", "bot.types"),
-        "bot.media",
+        *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.store"),
+        *("bot.transcript", "bot.types"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),

@@ -119,7 +119,7 @@ async def test_send_429s_and_server_errors_are_retried_and_answered_once(
     posts = env.slack.calls_to("chat.postMessage")
     assert sum("flood on slack" in str(p.get("markdown_text")) for p in posts) == 3
     assert sum("flood on slack" in t for t in env.slack.posted_texts("D1")) == 1
-    assert "flood control on sendMessage" in env.krill.log()
+    assert "not accepted (Telegram flood control)" in env.krill.log()
 
 
 async def test_chat_text_and_recalled_memory_reach_the_model_inside_unforgeable_markers(
@@ -194,7 +194,7 @@ async def test_secrets_never_reach_logs_status_exports_or_error_replies(
     error_reply = await env.telegram_reply(ADMIN, "rejected Krill's API key")
     env.tg.fail_next("sendMessage", 400, "Bad Request: chat not found")
     await env.telegram(env.tg.private_message(ADMIN, "this reply is lost"))
-    await env.log_line("in agent:main:telegram:direct:42 failed\nTraceback")
+    await env.log_line("to telegram:42) refused for good: Chat not found")
     await env.telegram(env.tg.private_message(ADMIN, "/status"))
     status = await env.telegram_reply(ADMIN, "Session id")
 
@@ -214,7 +214,7 @@ async def test_secrets_never_reach_logs_status_exports_or_error_replies(
         code, out, err = await run_cli(env.krill.directory, *args, "--config", config)
         assert code == 0, err
         outputs += [out, err]
-    assert "Traceback" in env.krill.log()  # the failed send was logged in full...
+    assert "refused for good" in env.krill.log()  # the refused send was logged...
     for secret in SECRETS:
         for output in outputs:
             # ...yet neither a secret nor the middle the redaction hides is anywhere.

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.channel_contract import AcceptResult
+from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
 from bot.config import SlackConfig
 from bot.types import Address, InboundMessage, OutboundMessage
 from channels.slack.adapter import SlackChannel
@@ -242,12 +242,36 @@ async def test_markdown_refused_falls_back_to_mrkdwn(
     assert second["text"] == "second *one*" and retried["thread_ts"] == "7.000100"
 
 
-async def test_rate_limited_post_is_retried(make_channel: Factory, fake_slack: FakeSlack) -> None:
+async def test_failed_posts_are_classified_for_the_outbox_not_retried(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
     channel, _, _ = await make_channel("socket")
-    fake_slack.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=0)
-    ts = await channel.deliver(out(Address("slack", "D1"), "hi"))
-    assert ts and fake_slack.posted_texts("D1") == ["hi"]
-    assert len(fake_slack.calls_to("chat.postMessage")) == 2
+    cases = [
+        ("ratelimited", 429, 30, SendFailureKind.RETRY_AFTER),
+        ("internal_error", 500, None, SendFailureKind.TRANSIENT),
+        ("channel_not_found", 200, None, SendFailureKind.PERMANENT),
+    ]
+    for error, status, retry_after, kind in cases:
+        fake_slack.fail_next("chat.postMessage", error, status=status, retry_after=retry_after)
+        with pytest.raises(SendFailure) as failure:
+            await channel.deliver(out(Address("slack", "D1"), "hi"))
+        assert failure.value.kind == kind
+        if retry_after:
+            assert failure.value.retry_after == retry_after
+    assert len(fake_slack.calls_to("chat.postMessage")) == len(cases)
+    assert fake_slack.posted_texts("D1") == []
+
+
+async def test_a_post_whose_outcome_is_unknown_is_found_by_its_chunk_id(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    for address in (Address("slack", "C1"), Address("slack", "C1", thread_id="5.000100")):
+        sent = out(address, "hi", chunk_id="turn-1/0")
+        assert await channel.find_sent(sent) is None
+        ts = await channel.deliver(sent)
+        assert await channel.find_sent(sent) == ts
+        assert await channel.find_sent(out(address, "hi", chunk_id="turn-1/1")) is None
 
 
 async def test_stream_unavailable_falls_back_to_post_and_update(

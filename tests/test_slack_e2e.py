@@ -521,3 +521,29 @@ async def test_send_file_uploads_into_the_thread_through_the_external_flow(
     assert shared["data"] == b"week,sales\n1,40\n" and shared["name"] == "report.csv"
     assert shared["initial_comment"] == "here it is" and shared["thread_ts"] == "1700.1"
     assert not fake_slack.uploads  # every upload was completed
+async def test_rate_limited_replies_wait_for_retry_after(
+    start_slack: Starter, fake_slack: FakeSlack
+) -> None:
+    slack = await start_slack("http")
+    fake_slack.fail_next("chat.postMessage", "ratelimited", status=429, retry_after=1, times=2)
+    assert await slack.send(fake_slack.im_message("U1", "slow down", channel="D7")) == 200
+    await until(lambda: any("slow down" in t for t in fake_slack.posted_texts("D7")), 15)
+    assert len(fake_slack.calls_to("chat.postMessage")) == 3  # two refused, one accepted
+    assert len(fake_slack.posted_texts("D7")) == 1
+
+
+async def test_a_post_in_flight_at_kill_9_is_not_posted_again(
+    start_slack: Starter, fake_slack: FakeSlack
+) -> None:
+    slack = await start_slack("http")
+    held = fake_slack.hold_next_answer("chat.postMessage")
+    assert await slack.send(fake_slack.im_message("U1", "in flight", channel="D8")) == 200
+    await fake_slack.wait_for("chat.postMessage", timeout=10)
+    await slack.krill.kill()  # Slack has the post; Krill never heard back
+    held.set()
+    restarted = await start_slack("http")
+    await restarted.settle(fake_slack.im_message("U1", "after the restart", channel="D8"))
+    posted = fake_slack.posted_texts("D8")
+    assert sum("in flight" in t for t in posted) == 1
+    lookups = fake_slack.calls_to("conversations.history")
+    assert any(str(p.get("include_all_metadata")) in ("1", "true") for p in lookups)

@@ -1,4 +1,4 @@
-"""The SQLite store: migrations, transcript loading, dedupe, ledger, buffers."""
+"""The SQLite store: migrations, transcript loading, dedupe, outbox, buffers."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 
 from bot.errors import StoreUnavailable
 from bot.store.base import BufferedLine, InboundStatus
+from bot.store.outbox_rows import OutboxChunk
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
-from bot.types import ChatType, SessionOrigin, Usage
+from bot.types import Address, ChatType, SessionOrigin, Usage
 from tests import entries
 
 LOCAL = SessionOrigin("local", ChatType.DIRECT, "alice", peer_id="alice")
@@ -125,10 +126,30 @@ async def test_group_buffer_is_capped_and_handed_over_once(store: SQLiteStore) -
     assert row.payload == "msg 2|msg 3|msg 4"
 
 
-async def test_ledger_and_usage(store: SQLiteStore) -> None:
-    await store.ledger_put("t1", 0, "100")
-    await store.ledger_put("t1", 1, "101")
-    assert await store.ledger_for_turn("t1") == {0: "100", 1: "101"}
+async def test_outbox_rows_keep_order_and_a_rewritten_reply_changes_nothing(
+    store: SQLiteStore,
+) -> None:
+    here, there = Address("local", "a"), Address("local", "b")
+    chunks = [OutboxChunk("t1", i, 2, here, f"part {i}") for i in range(2)]
+    await store.outbox_add([*chunks, OutboxChunk("t2", 0, 1, there, "other")], 1.0)
+    await store.outbox_add([OutboxChunk("t1", 0, 2, here, "rewritten")], 2.0)
+    heads = await store.outbox_heads(["local"])
+    assert [(r.turn_id, r.chunk_index, r.text) for r in heads] == [
+        ("t1", 0, "part 0"),
+        ("t2", 0, "other"),
+    ]
+    await store.outbox_mark_sending(heads[0].id, 3.0)
+    await store.outbox_mark_dead(heads[0].id, "blocked", "Part 1 of 2 failed. ", 3.0)
+    (nxt,) = [r for r in await store.outbox_heads(["local"]) if r.turn_id == "t1"]
+    assert (nxt.chunk_index, nxt.notice) == (1, "Part 1 of 2 failed. ")
+    await store.outbox_mark_sent(nxt.id, "m2", 4.0)
+    summary = await store.outbox_summary()
+    assert (summary.pending, summary.dead) == (1, 1)
+    assert summary.dead_chunks[0].reason == "blocked"
+    assert await store.outbox_heads(["telegram"]) == []
+
+
+async def test_usage(store: SQLiteStore) -> None:
     s = await store.get_or_create_session("k", LOCAL)
     usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=90)
     await store.add_usage(s.session_id, usage, context_tokens=105, cost_usd=0.01, at=time.time())

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telegram.error import RetryAfter
 
+from bot.channel_contract import SendFailure, SendFailureKind
 from bot.config import Config, TelegramConfig
 from bot.errors import ConfigError
 from bot.types import Address, OutboundMessage
@@ -164,17 +164,25 @@ async def test_rejected_formatting_falls_back_to_plain_text(
 
 # PTB itself warns, while building RetryAfter, that retry_after will become a timedelta.
 @pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
-async def test_flood_control_is_waited_out_for_final_chunks_only(
+async def test_failed_sends_are_classified_for_the_outbox_not_retried(
     fake_telegram: FakeTelegram, channel: TelegramChannel
 ) -> None:
-    fake_telegram.fail_next("sendMessage", 429, retry_after=1)
-    started = time.monotonic()
-    await channel.deliver(out("final answer"))
-    assert time.monotonic() - started >= 1.0
-    assert fake_telegram.sent_texts(42) == ["final answer"]
-    fake_telegram.fail_next("sendMessage", 429, retry_after=1)
-    with pytest.raises(RetryAfter):  # another chat: chat 42's pacing would skip a preview
-        await channel.deliver(out("a preview", 43, final=False))
+    cases = [
+        (429, None, 90, SendFailureKind.RETRY_AFTER),
+        (502, None, None, SendFailureKind.TRANSIENT),
+        (403, "Forbidden: bot was blocked by the user", None, SendFailureKind.PERMANENT),
+        (400, "Bad Request: chat not found", None, SendFailureKind.PERMANENT),
+        (400, "Bad Request: message is too long", None, SendFailureKind.TOO_LONG),
+    ]
+    for status, description, retry_after, kind in cases:
+        fake_telegram.fail_next("sendMessage", status, description, retry_after=retry_after)
+        with pytest.raises(SendFailure) as failure:
+            await channel.deliver(out("final answer"))
+        assert failure.value.kind == kind
+        if retry_after:
+            assert failure.value.retry_after == retry_after
+    assert len(fake_telegram.calls_to("sendMessage")) == len(cases)  # one try each
+    assert fake_telegram.sent_texts(42) == []
 
 
 async def test_final_edit_of_a_deleted_preview_sends_anew(

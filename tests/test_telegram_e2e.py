@@ -317,7 +317,7 @@ async def test_flood_control_on_send_is_waited_out(env: Env) -> None:
     assert "are you rate limited?" in replies[0]
     failed = [c for c in env.tg.calls if c.method == "sendMessage" and c.status == 429]
     assert failed
-    assert "Telegram flood control on sendMessage: waiting 1s" in env.krill.log()
+    assert "not accepted (Telegram flood control); retrying in 1.0s" in env.krill.log()
 
 
 async def test_pairing_code_then_approval(env: Env) -> None:

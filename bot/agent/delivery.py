@@ -1,5 +1,6 @@
-"""Getting one reply to a person: NO_REPLY gating, typing, throttled previews, and final
-delivery through the outbound ledger so a retried turn never sends a chunk twice.
+"""Getting one reply to a person: NO_REPLY gating, typing, throttled previews (best effort),
+and the final text written to the outbox, whose sender delivers it. A retried turn writes
+the same rows again, which changes nothing, so no chunk is sent twice.
 """
 
 from __future__ import annotations
@@ -17,16 +18,13 @@ from bot.errors import PreviewSkipped
 
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
-    from bot.metrics import Metrics
-    from bot.store.base import LedgerStore
+    from bot.outbox.writer import Outbox
     from bot.types import Address
 
 from bot.types import OutboundMessage
 
 log = logging.getLogger(__name__)
 
-# Ledger slot of a streaming preview message; the final chunk 0 replaces it in place.
-PREVIEW_SLOT = -1
 ITERATION_SEPARATOR = "\n\n"
 
 
@@ -53,16 +51,14 @@ class ReplyStream:
         channel: Channel | None,
         address: Address | None,
         turn_id: str,
-        store: LedgerStore,
-        metrics: Metrics | None = None,
+        outbox: Outbox,
         visible: bool = True,
         typing_on_tools: bool = True,
     ):
         self.channel = channel
         self.address = address
         self.turn_id = turn_id
-        self.store = store
-        self.metrics = metrics
+        self.outbox = outbox
         self.visible = visible and channel is not None and address is not None
         # Tool work shows typing before any text exists. Only where a reply is expected (a
         # DM): in a group the turn may well end in NO_REPLY, which must show nothing.
@@ -182,7 +178,7 @@ class ReplyStream:
         self._preview_shown = preview
         if self._preview_id is None:
             self._preview_id = message_id
-            await self.store.ledger_put(self.turn_id, PREVIEW_SLOT, message_id)
+            await self.outbox.put_preview(self.turn_id, self.address, message_id)
 
     def finish_text(self) -> str:
         """The whole reply as it should be delivered ("" when the turn is silent)."""
@@ -190,7 +186,8 @@ class ReplyStream:
         return self._text.strip()
 
     async def deliver(self, text: str) -> int:
-        """Send every chunk of `text` not already in the ledger. Returns chunks sent."""
+        """Write every chunk of `text` to the outbox (chunk 0 replacing the preview, if one
+        was shown). Returns the number of chunks; the sender delivers them."""
         if self._preview_task is not None:
             try:
                 await self._preview_task
@@ -199,20 +196,10 @@ class ReplyStream:
         if not self.visible or not text:
             return 0
         assert self.channel is not None and self.address is not None
-        ledger = await self.store.ledger_for_turn(self.turn_id)
-        preview_id = ledger.get(PREVIEW_SLOT, self._preview_id)
-        sent = 0
-        for index, chunk in enumerate(self.channel.render(text)):
-            if index in ledger:
-                continue
-            edit_of = preview_id if index == 0 else None
-            out = OutboundMessage(self.address, chunk, self.turn_id, index, edit_of=edit_of)
-            message_id = await self.channel.deliver(out)
-            await self.store.ledger_put(self.turn_id, index, message_id)
-            sent += 1
-            if self.metrics:
-                self.metrics.messages_out.labels(self.channel.name).inc()
-        return sent
+        preview_id = await self.outbox.preview(self.turn_id) or self._preview_id
+        chunks = self.channel.render(text)
+        await self.outbox.put(self.address, self.turn_id, chunks, edit_of=preview_id)
+        return len(chunks)
 
     async def close(self) -> None:
         # A turn cut short (/stop, shutdown) must not leave a preview send running on

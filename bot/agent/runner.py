@@ -2,10 +2,11 @@
 transcript (every step persisted as it happens), and deliver the reply.
 
 A turn is resumable: after a crash it is run again from what the store holds, continuing
-the model loop or just delivering an already-written reply, and the ledger keeps sent
-chunks from going out twice. A store that stays locked past its patience
-(`StoreUnavailable`) leaves the turn exactly that way: the person is told, and the next
-start answers the message.
+the model loop or just writing an already-written reply to the outbox again, which keeps
+its chunks from going out twice. The turn is done once its reply is in the outbox; the
+outbox's sender delivers it. A store that stays locked past its patience
+(`StoreUnavailable`) leaves the turn unanswered: the person is told, and the message is
+answered later.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from bot.channel_contract import Channel
     from bot.media.prepare import MediaPreparer
     from bot.metrics import Metrics
+    from bot.outbox.writer import Outbox
     from bot.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class AgentRunner:
         workspace: Workspace,
         tools: ToolRegistry,
         channels: dict[str, Channel],
+        outbox: Outbox,
         metrics: Metrics,
         recall: TurnRecall | None = None,
         before_turn: Sequence[BeforeTurn] = (),
@@ -114,6 +117,7 @@ class AgentRunner:
         self.workspace = workspace
         self.tools = tools
         self.channels = channels
+        self.outbox = outbox
         self.metrics = metrics
         self.recall = recall
         self.before_turn = tuple(before_turn)
@@ -197,8 +201,7 @@ class AgentRunner:
             channel=channel,
             address=job.address,
             turn_id=job.turn_id,
-            store=self.store,
-            metrics=self.metrics,
+            outbox=self.outbox,
             visible=job.prompt is None,
             typing_on_tools=session.is_direct,
         )
@@ -276,7 +279,7 @@ class AgentRunner:
         self, job: TurnJob, session: SessionRow, stream: ReplyStream
     ) -> bool:
         """A turn resumed after its reply was written: feed that text to the stream for
-        delivery (the ledger skips chunks already sent) instead of calling the model."""
+        delivery (the outbox keeps the rows it already has) instead of calling the model."""
         if not job.resume:
             return False
         history = await self.store.load_history(

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from bot import __version__
@@ -49,6 +50,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
         pending = await store.count_inbound(InboundStatus.PENDING) + await store.count_inbound(
             InboundStatus.PROCESSING
         )
+        outbox = await store.outbox_summary()
         if args.json:
             print(
                 json.dumps(
@@ -57,6 +59,11 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                         "model": config.agent.model,
                         "database": str(config.sqlite_path),
                         "unanswered_messages": pending,
+                        "outbox": {
+                            "pending": outbox.pending,
+                            "dead": outbox.dead,
+                            "dead_chunks": [asdict(chunk) for chunk in outbox.dead_chunks],
+                        },
                         "sessions": [session_dict(s) for s in sessions],
                     },
                     indent=2,
@@ -65,6 +72,12 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
             return 0
         print(f"Krill {__version__} · model {config.agent.model} · db {config.sqlite_path}")
         print(f"{len(sessions)} session(s), {pending} unanswered message(s)")
+        print(f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good")
+        for chunk in outbox.dead_chunks:
+            print(
+                f"  dead: {chunk.channel}:{chunk.chat_id} part {chunk.chunk_index + 1} of "
+                f"{chunk.chunk_count} ({chunk.turn_id}): {chunk.reason}"
+            )
         if sessions:
             header = f"{'SESSION KEY':<48} {'TURNS':>5} {'IN':>9} {'OUT':>8} {'CACHE%':>6} "
             print(header + f"{'CTX':>8} {'COMP':>4} {'COST $':>8}")

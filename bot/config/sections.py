@@ -67,7 +67,7 @@ class TranscriptionConfig(Section):
 
 class StorageConfig(Section):
     url: str = "sqlite:///data/krill.db"
-    # Finished inbound and dedupe rows, the delivery ledger and old (non-current) sessions
+    # Finished inbound and dedupe rows, delivered outbox rows and old (non-current) sessions
     # with their transcripts are pruned once older than this; 0 keeps everything forever.
     retention_days: float = Field(0, ge=0)
     # How long a write waits for a database another process has locked before the turn
@@ -76,6 +76,11 @@ class StorageConfig(Section):
     # A session's turn holds a lease row this long, renewed while it runs; a process that
     # dies leaves its sessions to be taken over once their leases expire.
     lease_seconds: float = Field(15.0, gt=0)
+    # The outbox's wait before retrying a chunk after a server or network failure: doubling
+    # from the first delay up to the cap, with jitter. Flood control's own delay is always
+    # honoured as the platform names it.
+    outbox_retry_first_seconds: float = Field(1.0, gt=0)
+    outbox_retry_max_seconds: float = Field(300.0, gt=0)
 
 
 class ServerConfig(Section):

@@ -1,5 +1,5 @@
 """Replies that are not a model turn (command answers, refusals, pairing codes, heartbeat
-messages): rendered and delivered straight through the session's channel."""
+messages): written to the outbox like every reply, and delivered by its sender."""
 
 from __future__ import annotations
 
@@ -7,27 +7,22 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from bot.types import Address, OutboundMessage
-
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
+    from bot.outbox.writer import Outbox
+    from bot.types import Address
 
 log = logging.getLogger(__name__)
 
 
 class Replies:
-    def __init__(self, channels: Mapping[str, Channel]) -> None:
+    def __init__(self, channels: Mapping[str, Channel], outbox: Outbox) -> None:
         self.channels = channels
+        self.outbox = outbox
 
     async def send_text(self, address: Address, text: str) -> None:
-        """Send `text` to `address`; a failure is logged, never raised."""
-        channel = self.channels.get(address.channel)
-        if channel is None:
-            log.warning("no channel %r to send a reply to", address.channel)
-            return
-        for index, chunk in enumerate(channel.render(text)):
-            try:
-                await channel.deliver(OutboundMessage(address, chunk, "", index))
-            except Exception:
-                log.exception("could not send a reply on %s", address.channel)
-                return
+        """Queue `text` for `address`; a failure is logged, never raised."""
+        try:
+            await self.outbox.send_text(address, text)
+        except Exception:
+            log.exception("could not queue a reply on %s", address.channel)

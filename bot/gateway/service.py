@@ -30,7 +30,7 @@ from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
 from bot.sessions.throttle import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS, ReplyBudget
 from bot.store.base import InboundStatus
-from bot.types import ChatType, HistoryLine, InboundMessage
+from bot.types import Address, ChatType, HistoryLine, InboundMessage
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -43,6 +43,11 @@ if TYPE_CHECKING:
     from bot.store.base import InboundRow, Store
 
 log = logging.getLogger(__name__)
+
+
+class DeliveryWatch(Protocol):
+    async def wait_delivered(self, address: Address) -> None:
+        """Return once nothing for `address`'s chat waits to be sent right now."""
 
 
 class ActivityObserver(Protocol):
@@ -61,6 +66,7 @@ class GatewayService:
         admission: Admission,
         commands: SessionCommands,
         replies: Replies,
+        delivered: DeliveryWatch,
         activity: ActivityObserver,
         metrics: Metrics,
         media: MediaPreparer | None = None,
@@ -71,6 +77,7 @@ class GatewayService:
         self.admission = admission
         self.commands = commands
         self.replies = replies
+        self.delivered = delivered
         self.activity = activity
         self.metrics = metrics
         self.media = media
@@ -172,6 +179,7 @@ class GatewayService:
 
     async def wait_idle(self, msg: InboundMessage) -> None:
         await self.lanes.wait_idle(session_key(msg, self.config.session))
+        await self.delivered.wait_delivered(msg.address)
 
     async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
         session = await self.store.current_session(session_key(msg, self.config.session))

@@ -6,14 +6,19 @@ server database can take its place for several replicas sharing one store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.store.outbox_rows import (
+    OutboxChunk,
+    OutboxRow,
+    OutboxSummary,
+)
 from bot.transcript import Entry
-from bot.types import ChatType, SessionOrigin, Usage
+from bot.types import Address, ChatType, SessionOrigin, Usage
 
 
 @dataclass(slots=True)
@@ -290,11 +295,39 @@ class InboundStore(Protocol):
     async def buffer_count(self, session_key: str) -> int: ...
 
 
-class LedgerStore(Protocol):
-    """Which chunks of a turn's reply the platform accepted."""
+class OutboxStore(Protocol):
+    """Reply chunks written before they are sent, and what became of each."""
 
-    async def ledger_for_turn(self, turn_id: str) -> dict[int, str]: ...
-    async def ledger_put(self, turn_id: str, chunk_index: int, platform_id: str) -> None: ...
+    async def outbox_add(self, chunks: Sequence[OutboxChunk], now: float) -> None:
+        """Write `chunks`; a chunk of a turn already in the outbox is left as it is."""
+
+    async def outbox_preview(self, turn_id: str) -> str | None:
+        """The platform id of the streaming preview of `turn_id`, if one was shown."""
+        ...
+
+    async def outbox_put_preview(
+        self, turn_id: str, address: Address, platform_id: str, now: float
+    ) -> None: ...
+    async def outbox_heads(self, channels: Sequence[str]) -> list[OutboxRow]:
+        """The first unfinished row of each chat on `channels`: what may be sent next."""
+        ...
+
+    async def outbox_mark_sending(self, row_id: int, now: float) -> None: ...
+    async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None:
+        """Record the send; a row re-split because it was too long goes on with the rest."""
+
+    async def outbox_split(self, row_id: int, text: str, overflow: str, now: float) -> None:
+        """Send `text` now and `overflow` (as a new message) once that went out."""
+
+    async def outbox_retry_at(
+        self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
+    ) -> None:
+        """Try the row again at `at`; `unknown`: its last send may have gone out."""
+
+    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
+        """Mark the row dead; `notice` is said before the next chunk of its reply."""
+
+    async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary: ...
 
 
 class PairingStore(Protocol):
@@ -309,14 +342,14 @@ class Pruned:
     """What one retention pass removed."""
 
     inbound: int = 0  # finished inbound rows and dedupe-only rows
-    ledger: int = 0  # delivered reply chunks
+    outbox: int = 0  # delivered reply chunks
     buffered: int = 0  # unaddressed group lines never picked up
     sessions: int = 0  # old (non-current) sessions...
     entries: int = 0  # ...and their transcript entries
 
     @property
     def total(self) -> int:
-        return self.inbound + self.ledger + self.buffered + self.sessions + self.entries
+        return self.inbound + self.outbox + self.buffered + self.sessions + self.entries
 
 
 class RetentionStore(Protocol):
@@ -417,7 +450,7 @@ class Store(
     UsageStore,
     TurnStore,
     InboundStore,
-    LedgerStore,
+    OutboxStore,
     PairingStore,
     RetentionStore,
     JobStore,

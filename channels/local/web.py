@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from bot.channel_contract import AcceptResult, Gateway
+from bot.channel_contract import Gateway
 from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
 from bot.types import Address, ChatType, HistoryLine, InboundMessage, OutboundMessage, Speaker
 from channels.local.markup import to_html
@@ -239,9 +239,8 @@ class WebChannel:
         try:
             msg = local_message(name, text, client_id)
             result = await self.gateway.accept(msg)
-            if result == AcceptResult.ACCEPTED:
-                # /api/chat returns once the turn is answered.
-                await asyncio.wait_for(self.gateway.wait_idle(msg), REPLY_WAIT_SECONDS)
+            # /api/chat returns once the turn (or command) is answered and the reply sent.
+            await asyncio.wait_for(self.gateway.wait_idle(msg), REPLY_WAIT_SECONDS)
             replies = [e["text"] for e in _drain(queue) if e["type"] == "message"]
         finally:
             self._listeners[name].remove(queue)

@@ -24,11 +24,11 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.backoff import Backoff
-from bot.channel_contract import Gateway
+from bot.channel_contract import Gateway, SendFailure, SendFailureKind
 from bot.config import SlackConfig
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.pacing import Limit, Window
-from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error
+from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error, send_failure
 from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory
@@ -89,7 +89,16 @@ class SlackChannel:
             logger=logging.getLogger("channels.slack.web"),
         )
         self.me = BotIdentity(user_id="", bot_id="")
-        self.poster = Poster(self.client, Window(Limit(1, config.pacing.channel_interval)))
+        # Replies are posted without the SDK's own retries: the outbox owns those.
+        self.poster = Poster(
+            AsyncWebClient(
+                token=config.bot_token,
+                base_url=config.api_base_url.rstrip("/") + "/",
+                retry_handlers=[],
+                logger=logging.getLogger("channels.slack.web"),
+            ),
+            Window(Limit(1, config.pacing.channel_interval)),
+        )
         self.streams = Streams(self.client, self.poster)
         self.indicators = Indicators(self.client, config.ack_reaction, config.done_reaction)
         self.slash = SlashCommands(core, self.client, self.poster)
@@ -207,6 +216,16 @@ class SlackChannel:
         return split_markdown(markdown, CHUNK_CHARS) if markdown.strip() else []
 
     async def deliver(self, out: OutboundMessage) -> str:
+        """Post, edit or stream one chunk, tried once; a failure is raised as a classified
+        `SendFailure` for the outbox."""
+        try:
+            return await self._deliver(out)
+        except SlackApiError as exc:
+            raise send_failure(exc) from exc
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise SendFailure(SendFailureKind.TRANSIENT, f"cannot reach Slack: {exc}") from exc
+
+    async def _deliver(self, out: OutboundMessage) -> str:
         if out.address.private_to:
             return await self.slash.send_private(out)
         if out.edit_of:
@@ -216,10 +235,20 @@ class SlackChannel:
             streamed = await self.streams.start(out)
             if streamed is not None:
                 return streamed
-        return await self.poster.post(out.address, out.text, final=out.final)
+        return await self.poster.post(out.address, out.text, out.chunk_id, final=out.final)
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:
         return await upload(self.client, address, file)
+
+    async def find_sent(self, out: OutboundMessage) -> str | None:
+        """A post a crash left unknown: look its chunk id up (edits and private answers are
+        simply done again: an edit twice shows the same text)."""
+        if out.edit_of or out.address.private_to or not out.chunk_id:
+            return None
+        try:
+            return await self.poster.find(out)
+        except SlackApiError as exc:
+            raise send_failure(exc) from exc
 
     async def typing(self, address: Address) -> None:
         await self.indicators.typing(address)

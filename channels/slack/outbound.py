@@ -1,6 +1,8 @@
 """Posting and editing replies with the Web API: Markdown as `markdown_text` where Slack takes
 it, converted mrkdwn where it does not (remembered for the rest of the run), every call
-paced per channel (`[slack.pacing]`) so Krill stays below Slack's rate limits."""
+paced per channel (`[slack.pacing]`) so Krill stays below Slack's rate limits. A post carries
+its outbox chunk id as message metadata, so a send whose outcome a crash left unknown can be
+looked up instead of posted twice."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from channels.slack.api import MARKDOWN_REJECTED, api_error
 from channels.slack.format import to_mrkdwn
 
 log = logging.getLogger(__name__)
+
+CHUNK_EVENT = "krill_chunk"  # metadata event_type of a reply chunk's message
+LOOKUP_LIMIT = 100  # recent messages searched for a chunk's metadata
 
 
 class Poster:
@@ -56,12 +61,40 @@ class Poster:
         async with self.paced(kwargs["channel"], final=final):
             return await call(text=to_mrkdwn(markdown), **kwargs)
 
-    async def post(self, address: Address, text: str, *, final: bool = True) -> str:
-        thread = {"thread_ts": address.thread_id} if address.thread_id else {}
+    async def post(
+        self, address: Address, text: str, chunk_id: str = "", *, final: bool = True
+    ) -> str:
+        extra: dict[str, Any] = {"thread_ts": address.thread_id} if address.thread_id else {}
+        if chunk_id:
+            extra["metadata"] = {"event_type": CHUNK_EVENT, "event_payload": {"chunk_id": chunk_id}}
         reply = await self.with_markdown(
-            self.client.chat_postMessage, text, final=final, channel=address.chat_id, **thread
+            self.client.chat_postMessage, text, final=final, channel=address.chat_id, **extra
         )
         return str(reply["ts"])
+
+    async def find(self, out: OutboundMessage) -> str | None:
+        """The ts of a message already posted for `out.chunk_id`, if any."""
+        address = out.address
+        if address.thread_id:
+            reply = await self.client.conversations_replies(
+                channel=address.chat_id,
+                ts=address.thread_id,
+                include_all_metadata=True,
+                limit=LOOKUP_LIMIT,
+            )
+        else:
+            reply = await self.client.conversations_history(
+                channel=address.chat_id, include_all_metadata=True, limit=LOOKUP_LIMIT
+            )
+        for message in reply.get("messages") or []:
+            metadata = message.get("metadata") or {}
+            payload = metadata.get("event_payload") or {}
+            if (
+                metadata.get("event_type") == CHUNK_EVENT
+                and payload.get("chunk_id") == out.chunk_id
+            ):
+                return str(message["ts"])
+        return None
 
     async def edit(self, out: OutboundMessage) -> str:
         assert out.edit_of is not None
@@ -84,4 +117,4 @@ class Poster:
                 out.edit_of,
                 api_error(exc),
             )
-            return await self.post(out.address, out.text)
+            return await self.post(out.address, out.text, out.chunk_id)

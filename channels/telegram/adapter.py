@@ -13,7 +13,6 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
@@ -29,7 +28,7 @@ from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.telegram import files, media
 from channels.telegram.calls import (
-    call_with_retries,
+    classify,
     is_edit_target_gone,
     is_not_modified,
     is_parse_error,
@@ -55,7 +54,6 @@ TYPING_INTERVAL = 4.5  # Telegram shows "typing…" for about 5 s per sendChatAc
 CONNECT_ATTEMPTS = 5  # getMe tries at start-up before giving up
 CONNECT_BACKOFF = 1.0  # seconds, doubled per attempt
 CONNECT_BACKOFF_CAP = 30.0
-SEND_RETRIES = 3  # extra tries for a final reply chunk after 429 or a server/network error
 
 
 def build_application(config: TelegramConfig) -> Application:
@@ -292,39 +290,37 @@ class TelegramChannel:
     async def deliver(self, out: OutboundMessage) -> str:
         """Send one chunk, or edit `out.edit_of` in place; returns the Telegram message id.
 
-        A final chunk is retried through flood control and transient failures; a streaming
-        preview is not (the next preview or the final reply replaces it anyway).
+        Tried once; a failure is raised as a classified `SendFailure` for the outbox.
         """
-        retries = SEND_RETRIES if out.final else 0
         try:
-            return await self._deliver(out, self._chat(out.address), retries)
-        except ChatMigrated as exc:
-            old = int(out.address.chat_id)
-            self._migrated[old] = exc.new_chat_id
-            log.info("Telegram group %d became supergroup %d; sending there", old, exc.new_chat_id)
-            return await self._deliver(out, exc.new_chat_id, retries)
+            try:
+                return await self._deliver(out, self._chat(out.address))
+            except ChatMigrated as exc:
+                old = int(out.address.chat_id)
+                self._migrated[old] = exc.new_chat_id
+                log.info(
+                    "Telegram group %d became supergroup %d; sending there", old, exc.new_chat_id
+                )
+                return await self._deliver(out, exc.new_chat_id)
+        except TelegramError as exc:
+            raise classify(exc, self._redact) from exc
 
-    async def _deliver(self, out: OutboundMessage, chat_id: int, retries: int) -> str:
+    async def _deliver(self, out: OutboundMessage, chat_id: int) -> str:
         text, entities = to_telegram(out.text)
         if out.edit_of:
             message_id = int(out.edit_of)
             try:
-                await self._edit(chat_id, message_id, out, (text, entities), retries)
+                await self._edit(chat_id, message_id, out, (text, entities))
             except BadRequest as exc:
                 if not (out.final and is_edit_target_gone(exc)):
                     raise
                 log.info("Telegram preview %d is gone (%s); sending anew", message_id, exc.message)
-                return await self._send(out, chat_id, text, entities, retries)
+                return await self._send(out, chat_id, text, entities)
             return str(message_id)
-        return await self._send(out, chat_id, text, entities, retries)
+        return await self._send(out, chat_id, text, entities)
 
     async def _send(
-        self,
-        out: OutboundMessage,
-        chat_id: int,
-        text: str,
-        entities: list[MessageEntity],
-        retries: int,
+        self, out: OutboundMessage, chat_id: int, text: str, entities: list[MessageEntity]
     ) -> str:
         address = out.address
         reply = None
@@ -334,10 +330,8 @@ class TelegramChannel:
         thread = int(address.thread_id) if address.thread_id else None
         pace = None if out.final else PREVIEW
 
-        def send(
-            body: str, with_entities: list[MessageEntity] | None
-        ) -> Callable[[], Awaitable[Message]]:
-            return lambda: self.bot.send_message(
+        async def send(body: str, with_entities: list[MessageEntity] | None) -> Message:
+            return await self.bot.send_message(
                 chat_id,
                 body,
                 entities=with_entities,
@@ -347,16 +341,12 @@ class TelegramChannel:
             )
 
         try:
-            sent = await call_with_retries(
-                "sendMessage", send(text, entities), retries, self._redact
-            )
+            sent = await send(text, entities)
         except BadRequest as exc:
             if not is_parse_error(exc):
                 raise
             log.warning("Telegram refused a reply's formatting (%s); sending plain text", exc)
-            sent = await call_with_retries(
-                "sendMessage", send(plain_fallback(out.text, text), None), retries, self._redact
-            )
+            sent = await send(plain_fallback(out.text, text), None)
         return str(sent.message_id)
 
     async def _edit(
@@ -365,15 +355,12 @@ class TelegramChannel:
         message_id: int,
         out: OutboundMessage,
         converted: tuple[str, list[MessageEntity]],
-        retries: int,
     ) -> None:
         text, entities = converted
         pace = None if out.final else PREVIEW
 
-        def edit(
-            body: str, with_entities: list[MessageEntity] | None
-        ) -> Callable[[], Awaitable[object]]:
-            return lambda: self.bot.edit_message_text(
+        async def edit(body: str, with_entities: list[MessageEntity] | None) -> None:
+            await self.bot.edit_message_text(
                 body,
                 chat_id=chat_id,
                 message_id=message_id,
@@ -382,7 +369,7 @@ class TelegramChannel:
             )
 
         try:
-            await call_with_retries("editMessageText", edit(text, entities), retries, self._redact)
+            await edit(text, entities)
         except BadRequest as exc:
             if is_not_modified(exc):
                 return  # the message already shows exactly this
@@ -390,8 +377,7 @@ class TelegramChannel:
                 raise
             log.warning("Telegram refused an edit's formatting (%s); using plain text", exc)
             try:
-                plain = plain_fallback(out.text, text)
-                await call_with_retries("editMessageText", edit(plain, None), retries, self._redact)
+                await edit(plain_fallback(out.text, text), None)
             except BadRequest as again:
                 if not is_not_modified(again):
                     raise

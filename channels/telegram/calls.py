@@ -1,23 +1,14 @@
-"""Bot API calls that may fail: what Telegram's errors mean, and one call retried through
-flood control and transient failures."""
+"""Bot API calls that may fail: what Telegram's errors mean, for the adapter's fallbacks
+and for the outbox (which owns retries: a call is tried once here)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
 
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
 
+from bot.channel_contract import SendFailure, SendFailureKind
 from channels.telegram.polling import retry_after_seconds
-
-log = logging.getLogger(__name__)
-
-SEND_RETRY_DELAY = 1.0  # seconds before retrying a network failure (times the attempt number)
-MAX_FLOOD_WAIT = 60.0  # a longer retry_after is not waited out; the call fails instead
-
-T = TypeVar("T")
 
 
 def _contains(exc: TelegramError, *needles: str) -> bool:
@@ -39,41 +30,16 @@ def is_edit_target_gone(exc: TelegramError) -> bool:
     )
 
 
-async def call_with_retries(
-    what: str,
-    call: Callable[[], Awaitable[T]],
-    retries: int,
-    redact: Callable[[BaseException], str],
-) -> T:
-    """Run one API call, retrying up to `retries` times after flood control (waiting as
-    long as Telegram asks, up to MAX_FLOOD_WAIT) or a transient server/network error.
-
-    Never retried: a 400 (the same request would fail again) and a timeout (the message
-    may have gone out, and sending it twice is worse than the turn failing).
-    """
-    attempt = 0
-    while True:
-        try:
-            return await call()
-        except RetryAfter as exc:
-            wait = retry_after_seconds(exc)
-            if attempt >= retries or wait > MAX_FLOOD_WAIT:
-                log.warning("Telegram flood control on %s (retry after %.0fs)", what, wait)
-                raise
-            log.warning(
-                "Telegram flood control on %s: waiting %.0fs as asked (retry %d of %d)",
-                what,
-                wait,
-                attempt + 1,
-                retries,
-            )
-            await asyncio.sleep(wait)
-        except (BadRequest, TimedOut):
-            raise
-        except NetworkError as exc:
-            if attempt >= retries:
-                raise
-            delay = SEND_RETRY_DELAY * (attempt + 1)
-            log.warning("Telegram %s failed (%s); retrying in %.0fs", what, redact(exc), delay)
-            await asyncio.sleep(delay)
-        attempt += 1
+def classify(exc: TelegramError, redact: Callable[[BaseException], str]) -> SendFailure:
+    """What a failed send means for the outbox: flood control names its delay; a refusal
+    (bot blocked, chat not found) is permanent; a text too long is to be split; a timeout,
+    a server error or the network is transient."""
+    if isinstance(exc, RetryAfter):
+        return SendFailure(
+            SendFailureKind.RETRY_AFTER, "Telegram flood control", retry_after_seconds(exc)
+        )
+    if isinstance(exc, BadRequest) and _contains(exc, "message is too long"):
+        return SendFailure(SendFailureKind.TOO_LONG, exc.message)
+    if isinstance(exc, Forbidden | BadRequest):
+        return SendFailure(SendFailureKind.PERMANENT, exc.message)
+    return SendFailure(SendFailureKind.TRANSIENT, redact(exc))

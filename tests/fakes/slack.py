@@ -383,6 +383,13 @@ async def _read_params(request: web.Request) -> Params:
     return params
 
 
+def _with_metadata(messages: list[Params], params: Params) -> list[Params]:
+    """Slack returns message metadata only to a caller that asks with include_all_metadata."""
+    if str(params.get("include_all_metadata", "")).lower() in ("1", "true"):
+        return messages
+    return [{k: v for k, v in m.items() if k != "metadata"} for m in messages]
+
+
 def _bearer(request: web.Request) -> str | None:
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
@@ -451,6 +458,7 @@ class FakeSlack(SlackEvents):
         self._users: dict[str, Params] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self.flood: FloodControl | None = None  # see enforce_rate_limits
+        self._holds: dict[str, asyncio.Event] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._pulse = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -547,6 +555,11 @@ class FakeSlack(SlackEvents):
         if self.flood is None or method not in PACED_METHODS or "channel" not in params:
             return None
         return self.flood.admit({"channel": params["channel"]})
+    def hold_next_answer(self, method: str) -> asyncio.Event:
+        """Carry out the next call to `method` but answer only once the returned event is
+        set: a crash in between leaves the caller not knowing the call succeeded."""
+        self._holds[method] = asyncio.Event()
+        return self._holds[method]
 
     def set_thread(self, channel: str, thread_ts: str, messages: list[Params]) -> None:
         """Script what conversations.replies returns for a thread (merged with later posts)."""
@@ -887,6 +900,9 @@ class FakeSlack(SlackEvents):
         except _ApiError as exc:
             body = {"ok": False, "error": exc.error}
         self._notify()
+        hold = self._holds.pop(method, None)
+        if hold is not None:  # done, but the answer is late (the caller may die meanwhile)
+            await hold.wait()
         return web.json_response(body)
 
     async def _handle_ws(self, request: web.Request) -> web.WebSocketResponse:
@@ -1162,7 +1178,7 @@ class FakeSlack(SlackEvents):
             messages = [
                 m for m in messages if m.get("ts") == thread_ts or _ts_key(m.get("ts")) > oldest
             ]
-        return self._page(messages, params)
+        return self._page(_with_metadata(messages, params), params)
 
     def _conversations_history(self, params: Params) -> Params:
         self._require(params, "channel", error="channel_not_found")
@@ -1171,7 +1187,7 @@ class FakeSlack(SlackEvents):
             for m in self.messages.get(params["channel"], [])
             if m.get("thread_ts") in (None, m.get("ts"))
         ]
-        return self._page(list(reversed(top_level)), params)
+        return self._page(_with_metadata(list(reversed(top_level)), params), params)
 
     def _conversations_info(self, params: Params) -> Params:
         self._require(params, "channel", error="channel_not_found")

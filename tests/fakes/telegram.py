@@ -7,6 +7,7 @@ import asyncio
 import base64
 import itertools
 import json
+import random
 import re
 import time
 import uuid
@@ -495,6 +496,7 @@ class _Failure:
     method: str
     error: _ApiError
     remaining: int
+    skip: int = 0  # calls to let through before failing
 
 
 class _Signal:
@@ -595,6 +597,7 @@ class FakeTelegram:
         self._bot_message_order: list[tuple[int, int]] = []
         self._failures: list[_Failure] = []
         self.flood: FloodControl | None = None  # see enforce_flood_limits
+        self._random_failure: tuple[str, float, random.Random, int, str] | None = None
         self._file_seq = itertools.count(1)
         self._callback_seq = itertools.count(1)
         self._poll_generation = 0
@@ -766,8 +769,10 @@ class FakeTelegram:
         retry_after: int | None = None,
         migrate_to_chat_id: int | None = None,
         times: int = 1,
+        after: int = 0,
     ) -> None:
-        """Answer the next `times` calls to `method` with a Bot API error envelope."""
+        """Answer the next `times` calls to `method` with a Bot API error envelope (after
+        letting `after` calls through)."""
         if description is None:
             if status == 429:
                 description = f"Too Many Requests: retry after {retry_after or 1}"
@@ -779,7 +784,12 @@ class FakeTelegram:
         if migrate_to_chat_id is not None:
             parameters["migrate_to_chat_id"] = migrate_to_chat_id
         error = _ApiError(status, description, parameters)
-        self._failures.append(_Failure(method.lower(), error, times))
+        self._failures.append(_Failure(method.lower(), error, times, after))
+
+    def fail_randomly(self, method: str, rate: float, status: int = 502, seed: int = 0) -> None:
+        """Answer a share `rate` of the calls to `method` with `status` (a flaky server)."""
+        description = _DEFAULT_DESCRIPTIONS.get(status, "Internal Server Error")
+        self._random_failure = (method.lower(), rate, random.Random(seed), status, description)
 
     def enforce_flood_limits(
         self,
@@ -814,8 +824,15 @@ class FakeTelegram:
         self._failures.clear()
 
     def _take_failure(self, method: str) -> _ApiError | None:
+        if self._random_failure is not None:
+            flaky, rate, dice, status, description = self._random_failure
+            if flaky == method and dice.random() < rate:
+                return _ApiError(status, description, {})
         for failure in self._failures:
             if failure.method == method:
+                if failure.skip > 0:
+                    failure.skip -= 1
+                    return None
                 failure.remaining -= 1
                 if failure.remaining <= 0:
                     self._failures.remove(failure)

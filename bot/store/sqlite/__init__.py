@@ -4,8 +4,8 @@ from bot.store.sqlite.connection import Connection
 from bot.store.sqlite.inbound import InboundTables
 from bot.store.sqlite.jobs import JobTables
 from bot.store.sqlite.leases import LeaseTables
-from bot.store.sqlite.ledger import LedgerTables
 from bot.store.sqlite.memory_index import MemoryIndexTables
+from bot.store.sqlite.outbox import OutboxTables
 from bot.store.sqlite.pairings import PairingTables
 from bot.store.sqlite.reminders import ReminderTables
 from bot.store.sqlite.retention import RetentionTables
@@ -19,7 +19,7 @@ class SQLiteStore(
     TranscriptTables,
     TurnTables,
     InboundTables,
-    LedgerTables,
+    OutboxTables,
     PairingTables,
     RetentionTables,
     JobTables,

@@ -184,6 +184,45 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (
+        5,
+        # The outbox (DESIGN.md section 5): every reply chunk is a row before it is sent.
+        # It replaces the outbound ledger; the ledger's rows were all delivered.
+        """
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            turn_id TEXT NOT NULL,
+            chunk_index INTEGER NOT NULL,
+            chunk_count INTEGER NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'text',
+            channel TEXT NOT NULL,
+            chat_key TEXT NOT NULL,
+            address TEXT NOT NULL,
+            text TEXT NOT NULL,
+            notice TEXT NOT NULL DEFAULT '',
+            overflow TEXT NOT NULL DEFAULT '',
+            edit_of TEXT,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            platform_id TEXT,
+            dead_reason TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (turn_id, chunk_index)
+        );
+        CREATE INDEX outbox_unfinished ON outbox(chat_key, id)
+            WHERE status IN ('pending', 'sending');
+        CREATE INDEX outbox_dead ON outbox(status) WHERE status = 'dead';
+        INSERT INTO outbox(turn_id, chunk_index, chunk_count, kind, channel, chat_key, address,
+            text, status, next_attempt_at, platform_id, created_at, updated_at)
+            SELECT turn_id, chunk_index, 0, CASE WHEN chunk_index < 0 THEN 'preview'
+                ELSE 'text' END, '', '', '{}', '', 'sent', created_at, platform_id,
+                created_at, created_at
+            FROM outbound;
+        DROP TABLE outbound
+        """,
+    ),
+    (
         6,
         """
         CREATE TABLE session_leases (
@@ -215,7 +254,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
     (
-        9,
+        8,
         # The window the provider named in a "prompt is too long" error (NULL: the configured
         # agent.context_window holds).
         "ALTER TABLE sessions ADD COLUMN context_window INTEGER",

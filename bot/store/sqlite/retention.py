@@ -1,4 +1,4 @@
-"""Retention in SQLite: pruning finished inbound rows, the delivery ledger, stale group
+"""Retention in SQLite: pruning finished inbound rows, delivered outbox rows, stale group
 buffers and old sessions' transcripts once they are older than `storage.retention_days`."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ class RetentionTables(Connection):
                 "DELETE FROM inbound WHERE updated_at < ? AND status NOT IN (?, ?)",
                 (cutoff, *_UNFINISHED),
             )
-            ledger = await db.execute("DELETE FROM outbound WHERE created_at < ?", (cutoff,))
+            outbox = await db.execute(
+                "DELETE FROM outbox WHERE status = 'sent' AND updated_at < ?", (cutoff,)
+            )
             buffered = await db.execute("DELETE FROM group_buffer WHERE created_at < ?", (cutoff,))
             old = "SELECT session_id FROM sessions WHERE is_current = 0 AND updated_at < ?"
             entries = await db.execute(
@@ -28,7 +30,7 @@ class RetentionTables(Connection):
             )
             return Pruned(
                 inbound=inbound.rowcount,
-                ledger=ledger.rowcount,
+                outbox=outbox.rowcount,
                 buffered=buffered.rowcount,
                 sessions=sessions.rowcount,
                 entries=entries.rowcount,

@@ -1,0 +1,284 @@
+"""The sender: one task that delivers outbox rows until the platform accepts them.
+
+Each chat's rows go out one at a time in order (a later row waits behind an earlier one),
+chats in parallel. Flood control's delay is honoured whatever its length; server, timeout
+and network failures back off exponentially with jitter; a permanent refusal marks the row
+dead and tells the person in the reply's next chunk. State lives in the rows, so a restart
+picks up where the last run stopped. A row found `sending` was in flight when the process
+died: where the channel can look its chunk id up (Slack), it is checked before resending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from bot.backoff import backoff_delay
+from bot.channel_contract import SendFailure, SendFailureKind
+from bot.store.outbox_rows import OutboxRow, OutboxStatus, OutboxSummary, outbox_chat_key
+from bot.types import Address, OutboundMessage
+
+if TYPE_CHECKING:
+    from bot.channel_contract import Channel
+    from bot.metrics import Metrics
+    from bot.store.base import OutboxStore
+
+log = logging.getLogger(__name__)
+
+# Chats sent to at the same time; the rest wait their turn.
+MAX_PARALLEL_CHATS = 32
+# A failure the channel did not classify (a bug, an unexpected exception) is retried like a
+# transient one, but not forever.
+MAX_UNCLASSIFIED_ATTEMPTS = 10
+SUMMARY_INTERVAL_SECONDS = 1.0  # how often the pending gauge and /status line are refreshed
+STOP_GRACE_SECONDS = 5.0  # sends in flight at shutdown may finish within this
+STORE_RETRY_SECONDS = 1.0  # a chat whose outcome could not be recorded waits this long
+# A chunk the platform finds too long is cut in two and sent as two messages, down to this.
+MIN_SPLIT_CHARS = 64
+
+
+def chunk_id(row: OutboxRow, text: str) -> str:
+    """Names one send: the text's checksum tells the parts of a re-split chunk apart."""
+    return f"{row.turn_id}/{row.chunk_index}/{zlib.crc32(text.encode()):08x}"
+
+
+def halves(text: str) -> tuple[str, str] | None:
+    """`text` cut in two near its middle, at a line break or else a space (None when it is
+    too short to be worth cutting)."""
+    if len(text) < MIN_SPLIT_CHARS:
+        return None
+    middle = len(text) // 2
+    cut = text.rfind("\n", 0, middle + 1)
+    if cut < len(text) // 4:
+        cut = text.rfind(" ", 0, middle + 1)
+    if cut < len(text) // 4:
+        cut = middle
+    return text[:cut].rstrip(), text[cut:].lstrip()
+
+
+def dead_notice(row: OutboxRow, reason: str) -> str:
+    if row.chunk_count <= 1:
+        return ""
+    return f"⚠️ Part {row.chunk_index + 1} of {row.chunk_count} could not be delivered: {reason}\n\n"
+
+
+class Sender:
+    def __init__(
+        self,
+        *,
+        store: OutboxStore,
+        channels: Mapping[str, Channel],
+        wakeup: asyncio.Event,
+        metrics: Metrics,
+        retry_first: float = 1.0,
+        retry_cap: float = 300.0,
+        clock: Callable[[], float] = time.time,
+        jitter: Callable[[], float] = random.random,
+    ):
+        self.store = store
+        self.channels = channels
+        self.wakeup = wakeup
+        self.metrics = metrics
+        self.retry_first = retry_first
+        self.retry_cap = retry_cap
+        self.clock = clock
+        self.jitter = jitter
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._progress = asyncio.Event()  # set (and replaced) each time a send ends
+        self._task: asyncio.Task[None] | None = None
+        self._summary = OutboxSummary(0, 0, [])
+        self._summary_at = float("-inf")
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="outbox-sender")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._in_flight:
+            # A send cut off mid-call leaves its outcome unknown: let it finish if it can.
+            _, late = await asyncio.wait(self._in_flight.values(), timeout=STOP_GRACE_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            self.wakeup.clear()
+            try:
+                due = await self.step()
+            except Exception:  # e.g. the store is locked: look again shortly
+                log.exception("the outbox sender could not read the outbox")
+                due = self.clock() + 1.0
+            timeout = None if due is None else max(0.0, due - self.clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), timeout)
+
+    async def step(self) -> float | None:
+        """Start sending every chat's due head row; returns when the next row is due (None:
+        nothing waits but what is in flight, whose end wakes the sender)."""
+        heads = await self.store.outbox_heads(list(self.channels))
+        now = self.clock()
+        next_due: float | None = None
+        for row in heads:
+            if row.chat_key in self._in_flight:
+                continue
+            if row.next_attempt_at > now:
+                next_due = min(next_due or row.next_attempt_at, row.next_attempt_at)
+                continue
+            if len(self._in_flight) >= MAX_PARALLEL_CHATS:
+                break  # the end of any send wakes the sender for the rest
+            task = asyncio.create_task(self._deliver(row), name=f"outbox:{row.id}")
+            self._in_flight[row.chat_key] = task
+            task.add_done_callback(functools.partial(self._done, row.chat_key))
+        await self._refresh_summary(settled=not self._in_flight)
+        return next_due
+
+    async def settle(self) -> None:
+        """Wait for every send in flight (tests step the sender by hand)."""
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+
+    async def wait_delivered(self, address: Address) -> None:
+        """Return once nothing for `address`'s chat is due now: every chunk sent, refused
+        for good, or waiting for a later retry."""
+        key = outbox_chat_key(address)
+        while address.channel in self.channels:
+            progress = self._progress
+            heads = await self.store.outbox_heads([address.channel])
+            head = next((row for row in heads if row.chat_key == key), None)
+            if head is None or (key not in self._in_flight and head.next_attempt_at > self.clock()):
+                return
+            self.wakeup.set()
+            await progress.wait()
+
+    def _done(self, chat_key: str, _task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(chat_key, None)
+        self.wakeup.set()
+        self._progress.set()
+        self._progress = asyncio.Event()
+
+    async def _deliver(self, row: OutboxRow) -> None:
+        try:
+            await self._attempt(row)
+        except Exception:  # the store failed recording an outcome: the row is tried again
+            log.exception("could not record the delivery of outbox row %d", row.id)
+            await asyncio.sleep(STORE_RETRY_SECONDS)
+
+    async def _attempt(self, row: OutboxRow) -> None:
+        channel = self.channels[row.address.channel]
+        text = row.notice + row.text
+        out = OutboundMessage(
+            row.address,
+            text,
+            row.turn_id,
+            row.chunk_index,
+            edit_of=row.edit_of,
+            chunk_id=chunk_id(row, text),
+        )
+        if row.status is OutboxStatus.SENDING and await self._already_sent(channel, row, out):
+            return
+        await self.store.outbox_mark_sending(row.id, self.clock())
+        try:
+            platform_id = await channel.deliver(out)
+        except SendFailure as exc:
+            await self._failed(row, exc.kind, exc.reason, exc.retry_after)
+            return
+        except Exception as exc:
+            kind = SendFailureKind.TRANSIENT
+            if row.attempts + 1 >= MAX_UNCLASSIFIED_ATTEMPTS:
+                kind = SendFailureKind.PERMANENT
+            log.warning("outbox row %d: unexpected send failure", row.id, exc_info=True)
+            await self._failed(row, kind, f"{type(exc).__name__}: {exc}", 0.0)
+            return
+        await self.store.outbox_mark_sent(row.id, platform_id, self.clock())
+        self.metrics.messages_out.labels(row.address.channel).inc()
+
+    async def _already_sent(self, channel: Channel, row: OutboxRow, out: OutboundMessage) -> bool:
+        """Whether a send a crash left unknown did go out (only where the platform can say)."""
+        find_sent = getattr(channel, "find_sent", None)
+        if find_sent is None:
+            return False
+        try:
+            found = await find_sent(out)
+        except Exception as exc:  # still unknown: ask again later, never send blind
+            delay = self._backoff(row)
+            log.warning("outbox row %d: could not check whether it went out (%s)", row.id, exc)
+            now = self.clock()
+            await self.store.outbox_retry_at(row.id, now + delay, str(exc), now, unknown=True)
+            return True
+        if found is None:
+            return False
+        log.info("outbox row %d was delivered before the restart (%s)", row.id, found)
+        await self.store.outbox_mark_sent(row.id, found, self.clock())
+        return True
+
+    async def _failed(
+        self, row: OutboxRow, kind: SendFailureKind, reason: str, retry_after: float
+    ) -> None:
+        now = self.clock()
+        text = row.notice + row.text
+        if kind is SendFailureKind.TOO_LONG:
+            parts = halves(text)
+            if parts is not None:
+                log.warning(
+                    "outbox row %d is too long for %s; sending it in two", row.id, row.chat_key
+                )
+                await self.store.outbox_split(row.id, parts[0], parts[1], now)
+                return
+            kind = SendFailureKind.PERMANENT
+        if kind is SendFailureKind.PERMANENT:
+            log.warning(
+                "outbox row %d (part %d of %d to %s) refused for good: %s",
+                row.id,
+                row.chunk_index + 1,
+                row.chunk_count,
+                row.chat_key,
+                reason,
+            )
+            await self.store.outbox_mark_dead(row.id, reason, dead_notice(row, reason), now)
+            self.metrics.outbox_dead.labels(row.address.channel).inc()
+            return
+        if kind is SendFailureKind.RETRY_AFTER:
+            delay = retry_after
+        else:
+            delay = self._backoff(row)
+        log.warning(
+            "outbox row %d to %s not accepted (%s); retrying in %.1fs",
+            row.id,
+            row.chat_key,
+            reason,
+            delay,
+        )
+        await self.store.outbox_retry_at(row.id, now + delay, reason, now)
+
+    def _backoff(self, row: OutboxRow) -> float:
+        full = backoff_delay(row.attempts + 1, self.retry_first, self.retry_cap)
+        return full * (0.5 + self.jitter() / 2)
+
+    async def _refresh_summary(self, *, settled: bool) -> None:
+        """Counted at most every SUMMARY_INTERVAL_SECONDS while sends are under way, and
+        whenever they end, so /status never shows a stale backlog."""
+        now = self.clock()
+        if not settled and now - self._summary_at < SUMMARY_INTERVAL_SECONDS:
+            return
+        self._summary = await self.store.outbox_summary(dead_limit=0)
+        self._summary_at = now
+        self.metrics.outbox_pending.set(self._summary.pending)
+
+    def status_line(self, key: str) -> str | None:
+        """A /status line: replies still waiting to go out, and chunks refused for good."""
+        summary = self._summary
+        if not summary.pending and not summary.dead:
+            return None
+        return f"Outbox: {summary.pending} chunk(s) waiting · {summary.dead} refused for good"

@@ -1,0 +1,78 @@
+"""Writing replies to the outbox: every chunk a row before anything is sent, then a nudge
+to the sender. Writing is all a turn (or a command's answer) waits for; delivery is the
+sender's job."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from bot.store.outbox_rows import OutboxChunk
+
+if TYPE_CHECKING:
+    from bot.channel_contract import Channel
+    from bot.store.base import OutboxStore
+    from bot.types import Address
+
+log = logging.getLogger(__name__)
+
+
+class Outbox:
+    def __init__(
+        self,
+        *,
+        store: OutboxStore,
+        channels: Mapping[str, Channel],
+        clock: Callable[[], float] = time.time,
+    ):
+        self.store = store
+        self.channels = channels
+        self.clock = clock
+        # Set when rows were written: the sender looks for work at once.
+        self.wakeup = asyncio.Event()
+
+    async def put(
+        self,
+        address: Address,
+        reply_id: str,
+        chunks: Sequence[str],
+        *,
+        edit_of: str | None = None,
+    ) -> None:
+        """Write the chunks of reply `reply_id` (chunk 0 replacing message `edit_of`, if
+        given). Writing a reply that is already in the outbox again changes nothing."""
+        rows = [
+            OutboxChunk(
+                turn_id=reply_id,
+                chunk_index=index,
+                chunk_count=len(chunks),
+                address=address,
+                text=chunk,
+                edit_of=edit_of if index == 0 else None,
+            )
+            for index, chunk in enumerate(chunks)
+        ]
+        if rows:
+            await self.store.outbox_add(rows, self.clock())
+            self.wakeup.set()
+
+    async def send_text(self, address: Address, text: str) -> int:
+        """Queue `text` (a reply that is not a model turn) for `address`; returns chunks."""
+        channel = self.channels.get(address.channel)
+        if channel is None:
+            log.warning("no channel %r to send a reply to", address.channel)
+            return 0
+        chunks = channel.render(text)
+        await self.put(address, f"reply-{uuid.uuid4().hex}", chunks)
+        return len(chunks)
+
+    async def preview(self, turn_id: str) -> str | None:
+        return await self.store.outbox_preview(turn_id)
+
+    async def put_preview(self, turn_id: str, address: Address, platform_id: str) -> None:
+        """Remember the streaming preview message the reply's chunk 0 will replace."""
+        await self.store.outbox_put_preview(turn_id, address, platform_id, self.clock())
