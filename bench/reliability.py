@@ -712,7 +712,6 @@ async def pushback_scenario(*, chats: int, messages: int, failure_rate: float, s
     return row
 
 
-
 # --- platform pushes back: real limits ---------------------------------------------------------
 
 # Every GROUP_EVERY-th chat of the real-limits run is a group (20 messages a minute), the

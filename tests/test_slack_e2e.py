@@ -521,6 +521,8 @@ async def test_send_file_uploads_into_the_thread_through_the_external_flow(
     assert shared["data"] == b"week,sales\n1,40\n" and shared["name"] == "report.csv"
     assert shared["initial_comment"] == "here it is" and shared["thread_ts"] == "1700.1"
     assert not fake_slack.uploads  # every upload was completed
+
+
 async def test_rate_limited_replies_wait_for_retry_after(
     start_slack: Starter, fake_slack: FakeSlack
 ) -> None:

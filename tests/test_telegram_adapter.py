@@ -4,7 +4,6 @@ start-up, polling resilience, and how replies are sent, edited and retried."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any

@@ -555,6 +555,7 @@ class FakeSlack(SlackEvents):
         if self.flood is None or method not in PACED_METHODS or "channel" not in params:
             return None
         return self.flood.admit({"channel": params["channel"]})
+
     def hold_next_answer(self, method: str) -> asyncio.Event:
         """Carry out the next call to `method` but answer only once the returned event is
         set: a crash in between leaves the caller not knowing the call succeeded."""
