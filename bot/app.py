@@ -197,7 +197,7 @@ class App:
                 flusher=self.flusher,
                 clock=clock,
             ),
-            notify=self.replies.send_text,
+            notify=self.replies.send_now,
             clock=clock,
         )
         self.leases = SessionLeases(

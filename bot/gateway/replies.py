@@ -1,11 +1,15 @@
 """Replies that are not a model turn (command answers, refusals, pairing codes, heartbeat
-messages): written to the outbox like every reply, and delivered by its sender."""
+messages): written to the outbox like every reply, and delivered by its sender. The one
+exception is the note that the store itself is unavailable, which cannot wait for it."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from bot.types import OutboundMessage
 
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
@@ -26,3 +30,17 @@ class Replies:
             await self.outbox.send_text(address, text)
         except Exception:
             log.exception("could not queue a reply on %s", address.channel)
+
+    async def send_now(self, address: Address, text: str) -> None:
+        """Send `text` straight through the channel, once, bypassing the outbox: for the
+        note that the store is locked or unreachable, when an outbox row could not be
+        written either. A failure is logged, never raised."""
+        channel = self.channels.get(address.channel)
+        if channel is None:
+            return
+        turn_id = f"notice-{uuid.uuid4().hex}"
+        try:
+            for index, chunk in enumerate(channel.render(text)):
+                await channel.deliver(OutboundMessage(address, chunk, turn_id, index))
+        except Exception:
+            log.warning("could not tell %s that the store is busy", address.channel, exc_info=True)
