@@ -112,7 +112,7 @@ class App:
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
-        SendFileTool(self.channels).register(self.tools)
+        SendFileTool(self.channels, self.outbox).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
@@ -342,6 +342,7 @@ class App:
             index=self.index,
             control=self.gateway.commands,
             health=self._health,
+            wake_sender=self.outbox.wakeup.set,
         )
         app = build_server(
             metrics=self.metrics,

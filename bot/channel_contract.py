@@ -139,7 +139,8 @@ class FileChannel(Protocol):
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:
         """Upload `file` into the conversation (and thread) of `address`; returns the
-        platform message or file id. Raises on failure, with a message a person may read."""
+        platform message or file id. Tried once, like `deliver`: raises `SendFailure` when
+        the platform did not accept it, and the outbox schedules retries."""
         ...
 
 

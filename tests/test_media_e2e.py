@@ -53,6 +53,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
                 "dm_policy": "open",
             },
             "media": {"image_max_edge": MAX_EDGE},
+            "storage": {"outbox_retry_first_seconds": 0.2, "outbox_retry_max_seconds": 1.0},
             "transcription": {"base_url": speech.url},
         }
         environ = model.env() | {"TRANSCRIPTION_API_KEY": speech.api_key}
@@ -211,6 +212,27 @@ async def test_send_file_uploads_a_photo_and_a_document_with_the_right_bytes(env
     assert photo[1] == chart.getvalue()
     assert document[0]["document"]["file_name"] == "notes.txt"
     assert document[1] == b"line one\nline two\n"
+
+
+async def test_send_file_is_retried_through_the_outbox_and_never_sent_twice(env: Env) -> None:
+    (env.directory / "workspace" / "report.txt").write_bytes(b"q3 numbers\n")
+    env.tg.fail_next("sendDocument", 502, times=2)
+    env.model.queue_tool_use("send_file", {"path": "report.txt", "caption": "q3"})
+    env.model.queue_tool_use("send_file", {"path": "report.txt", "caption": "q3"})  # repeated
+    env.model.queue_text("report on its way")
+    await reply_in(env, 711, env.tg.private_message(711, "the report"), "report on its way")
+    (document,) = [(m, d) for m, d in env.tg.sent_media if m["chat"]["id"] == 711]
+    assert document[0]["document"]["file_name"] == "report.txt" and document[1] == b"q3 numbers\n"
+    assert "on its way to the conversation" in tool_result_text(env)
+
+
+async def test_a_file_the_platform_refuses_does_not_hold_up_the_reply(env: Env) -> None:
+    (env.directory / "workspace" / "huge.bin").write_bytes(b"\0" * 100)
+    env.tg.fail_next("sendDocument", 413, "Request Entity Too Large")
+    env.model.queue_tool_use("send_file", {"path": "huge.bin"})
+    env.model.queue_text("tried to send it")
+    await reply_in(env, 712, env.tg.private_message(712, "send it"), "tried to send it")
+    assert not [m for m, _ in env.tg.sent_media if m["chat"]["id"] == 712]
 
 
 async def test_send_file_refuses_paths_outside_the_workspace(env: Env) -> None:

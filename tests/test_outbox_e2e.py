@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -25,6 +26,7 @@ from tests.krill_process import KrillProcess, run_cli
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TIMEOUT = 20.0
+CONSOLE = {"Authorization": "Bearer outbox-console-token"}
 
 
 @dataclass
@@ -42,6 +44,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
     async with FakeTelegram() as tg, FakeAnthropic() as model:
         config = {
             "anthropic": {"max_retries": 0},
+            "admin": {"console_token": CONSOLE["Authorization"].removeprefix("Bearer ")},
             "storage": {"outbox_retry_first_seconds": 0.2, "outbox_retry_max_seconds": 1.0},
             "telegram": {
                 "enabled": True,
@@ -146,6 +149,33 @@ async def test_a_blocked_bot_marks_the_reply_dead_and_the_turn_is_not_failed(env
     (chunk,) = [d for d in dead if d["chat_id"] == str(chat)]
     assert chunk["reason"] == "Forbidden: bot was blocked by the user"
     assert env.tg.bot_messages(chat) == []
+
+
+async def test_a_dead_chunk_retried_from_the_console_health_page_is_delivered(env: Env) -> None:
+    chat = 5010
+    env.tg.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+    env.tg.push_update(env.tg.private_message(chat, "unblocked later"))
+    health = f"{env.krill.url}/admin/health"
+    async with aiohttp.ClientSession(headers=CONSOLE) as http, asyncio.timeout(TIMEOUT):
+        while True:
+            async with http.get(health) as resp:
+                page = await resp.text()
+            if f"telegram:{chat}</b>" in page:
+                break
+            await asyncio.sleep(0.2)
+        assert "Forbidden: bot was blocked by the user" in page
+        assert 'data-testid="outbox-retry"' in page
+        row = page.split(f"telegram:{chat}</b>")[1].split('name="row" value="')[1].split('"')[0]
+        retry = f"{env.krill.url}/admin/outbox/retry"
+        async with http.post(
+            retry, data={"row": row}, headers={"Origin": env.krill.url}, allow_redirects=False
+        ) as resp:
+            assert resp.status == 303
+        texts = await wait_for_messages(env, chat, 1, "unblocked later")
+        async with http.post(retry, data={"row": row}, headers={"Origin": env.krill.url}) as resp:
+            again = await resp.text()
+    assert len(texts) == 1  # delivered once, and a second retry finds nothing dead
+    assert "no dead chunk" in again and f"telegram:{chat}</b>" not in again
 
 
 async def test_replies_waiting_in_backoff_survive_kill_9(env: Env) -> None:

@@ -16,7 +16,7 @@ from bot.metrics import Metrics
 from bot.outbox.sender import Sender, chunk_id
 from bot.outbox.writer import Outbox
 from bot.store.sqlite import SQLiteStore
-from bot.types import Address, OutboundMessage
+from bot.types import Address, OutboundFile, OutboundMessage
 from tests.app_harness import RecordingChannel
 
 A = Address("local", "alice")
@@ -216,3 +216,30 @@ async def test_the_run_loop_delivers_what_is_written(rig: Rig) -> None:
     finally:
         await rig.sender.stop()
     assert rig.channel.finals == ["hello"]
+
+
+async def test_a_file_on_a_channel_without_files_dies_and_the_chat_goes_on(
+    rig: Rig, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("x")
+    file = OutboundFile(str(tmp_path / "a.txt"), "a.txt", "text/plain", "", "t1", "t1:file:1")
+    await rig.outbox.put_file(A, file)
+    await rig.outbox.put_file(A, file)  # the same key again is the same row
+    await rig.outbox.put(A, "t1", ["after the file"])
+    await rig.step()
+    await rig.step()
+    summary = await rig.store.outbox_summary()
+    assert [c.reason for c in summary.dead_chunks] == ["files cannot be sent on local"]
+    assert rig.channel.finals == ["after the file"]
+
+
+async def test_a_dead_row_put_back_in_line_is_sent_once(rig: Rig) -> None:
+    rig.channel.failures = [SendFailure(SendFailureKind.PERMANENT, "blocked")]
+    await rig.outbox.put(A, "t1", ["hello"])
+    await rig.step()
+    (dead,) = (await rig.store.outbox_summary()).dead_chunks
+    assert await rig.store.outbox_retry_dead(dead.id, rig.clock.now)
+    assert not await rig.store.outbox_retry_dead(dead.id, rig.clock.now)  # no longer dead
+    await rig.step()
+    assert rig.channel.finals == ["hello"]
+    assert (await rig.store.outbox_summary()).dead == 0

@@ -510,6 +510,8 @@ async def test_send_file_uploads_into_the_thread_through_the_external_flow(
 ) -> None:
     slack = await start_slack("http")
     (tmp_path / "workspace" / "report.csv").write_bytes(b"week,sales\n1,40\n")
+    # The outbox waits out Slack's rate limit and uploads the file once, before the reply.
+    fake_slack.fail_next("files.getUploadURLExternal", status=429, retry_after=1)
     fake_anthropic.queue_tool_use("send_file", {"path": "report.csv", "caption": "here it is"})
     fake_anthropic.queue_text("uploaded")
     event = fake_slack.im_message("U1", "send the report", channel="D9", thread_ts="1700.1")
@@ -521,6 +523,7 @@ async def test_send_file_uploads_into_the_thread_through_the_external_flow(
     assert shared["data"] == b"week,sales\n1,40\n" and shared["name"] == "report.csv"
     assert shared["initial_comment"] == "here it is" and shared["thread_ts"] == "1700.1"
     assert not fake_slack.uploads  # every upload was completed
+    assert len(fake_slack.calls_to("files.getUploadURLExternal")) == 2  # refused, then accepted
 
 
 async def test_rate_limited_replies_wait_for_retry_after(

@@ -1,40 +1,19 @@
 """The pairings page (pending requests, approve or deny, through the same code as
-`krill pairing`) and the health page (each channel as /healthz sees it, and the outbox once
-a provider for it is connected)."""
+`krill pairing`) and the health page (each channel as /healthz sees it, the outbox's
+backlog and its dead chunks, each with a button that puts it back in line)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from aiohttp import web
 
 from bot.console.layout import count, esc, notice, page, url, when
 from bot.pairings import PAIRING_CHANNELS, decide_pairing, minutes_left, pending_pairings
-from bot.store.base import PairingStore
-
-
-@dataclass(frozen=True, slots=True)
-class DeadChunk:
-    session_key: str
-    reason: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxSummary:
-    pending: int
-    dead: int
-    dead_chunks: list[DeadChunk] = field(default_factory=list)
-
-
-class OutboxView(Protocol):
-    """What the health page shows of the outbox; connected once the outbox exists."""
-
-    async def outbox_summary(self) -> OutboxSummary: ...
+from bot.store.base import OutboxStore, PairingStore
+from bot.store.outbox_rows import DeadChunk
 
 
 class OperationsPages:
@@ -43,13 +22,15 @@ class OperationsPages:
         *,
         pairings: PairingStore,
         health: Callable[[], dict[str, bool]],
-        outbox: OutboxView | None = None,
+        outbox: OutboxStore,
+        wake_sender: Callable[[], None],
         zone: dt.tzinfo,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.pairings = pairings
         self.health = health
         self.outbox = outbox
+        self.wake_sender = wake_sender
         self.zone = zone
         self.clock = clock
 
@@ -58,6 +39,7 @@ class OperationsPages:
             web.get("/admin/pairings", self.pairings_page),
             web.post("/admin/pairings/decide", self.decide),
             web.get("/admin/health", self.health_page),
+            web.post("/admin/outbox/retry", self.retry),
         ]
 
     async def pairings_page(self, request: web.Request) -> web.Response:
@@ -105,21 +87,42 @@ class OperationsPages:
             for name, up in sorted(channels.items())
         )
         overall = "ok" if all(channels.values()) else "down"
+        said = request.query.get("said", "")
         body = (
-            f'<p>/healthz says <b class="{"ok" if overall == "ok" else "bad"}">{overall}</b>.</p>'
+            (notice(said) if said else "")
+            + f'<p>/healthz says <b class="{"ok" if overall == "ok" else "bad"}">{overall}</b>.</p>'
             '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
             f"</thead><tbody>{rows}</tbody></table></div><h2>Outbox</h2>" + await self._outbox()
         )
         return page("Health", body, active="health")
 
-    async def _outbox(self) -> str:
-        if self.outbox is None:
-            return "<p>The outbox is not connected to the console in this build.</p>"
-        summary = await self.outbox.outbox_summary()
-        dead = "".join(
-            f"<li>{esc(c.session_key)}: {esc(c.reason)} ({when(c.at, self.zone)})</li>"
-            for c in summary.dead_chunks
+    async def retry(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        raw = str(form.get("row", ""))
+        retried = raw.isdigit() and await self.outbox.outbox_retry_dead(int(raw), self.clock())
+        if retried:
+            self.wake_sender()
+        said = (
+            f"chunk {raw} is back in line to be sent"
+            if retried
+            else f"no dead chunk {raw} (it may have been retried already)"
         )
+        raise web.HTTPSeeOther(url("/admin/health", said=said))
+
+    async def _outbox(self) -> str:
+        summary = await self.outbox.outbox_summary()
+        dead = "".join(self._dead_row(c) for c in summary.dead_chunks)
         return f"<p>{count(summary.pending)} chunk(s) waiting, {count(summary.dead)} dead.</p>" + (
-            f"<ul>{dead}</ul>" if dead else ""
+            f'<ul class="dead-chunks">{dead}</ul>' if dead else ""
+        )
+
+    def _dead_row(self, chunk: DeadChunk) -> str:
+        return (
+            f'<li class="card" data-testid="outbox-dead"><p><b>{esc(chunk.channel)}:'
+            f"{esc(chunk.chat_id)}</b> part {chunk.chunk_index + 1} of {chunk.chunk_count}"
+            f" of {esc(chunk.turn_id)} ({when(chunk.at, self.zone)})</p>"
+            f"<p>{esc(chunk.reason)}</p>"
+            '<form method="post" action="/admin/outbox/retry" class="inline">'
+            f'<input type="hidden" name="row" value="{chunk.id}">'
+            '<button data-testid="outbox-retry">Retry</button></form></li>'
         )

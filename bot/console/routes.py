@@ -15,7 +15,7 @@ from bot.config import Config
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
 from bot.console.layout import esc, notice, page
 from bot.console.memory_page import MemoryPage
-from bot.console.operations_pages import OperationsPages, OutboxView
+from bot.console.operations_pages import OperationsPages
 from bot.console.sessions_pages import SessionControl, SessionsPages
 from bot.console.workspace_pages import PromptShares, WorkspacePages
 from bot.memory.index import MemoryIndex
@@ -148,7 +148,7 @@ def console_routes(
     index: MemoryIndex | None,
     control: SessionControl,
     health: Callable[[], dict[str, bool]],
-    outbox: OutboxView | None = None,
+    wake_sender: Callable[[], None],
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token."""
     token = config.admin.console_token
@@ -162,7 +162,8 @@ def console_routes(
         *OperationsPages(
             pairings=store,
             health=health,
-            outbox=outbox,
+            outbox=store,
+            wake_sender=wake_sender,
             zone=ZoneInfo(config.agent.timezone),
         ).routes(),
     ]

@@ -6,6 +6,7 @@ and network failures back off exponentially with jitter; a permanent refusal mar
 dead and tells the person in the reply's next chunk. State lives in the rows, so a restart
 picks up where the last run stopped. A row found `sending` was in flight when the process
 died: where the channel can look its chunk id up (Slack), it is checked before resending.
+File rows (tool `send_file`) go through the channel's `send_file`, with the same retries.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ import random
 import time
 import zlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.backoff import backoff_delay
-from bot.channel_contract import SendFailure, SendFailureKind
-from bot.store.outbox_rows import OutboxRow, OutboxStatus, OutboxSummary, outbox_chat_key
+from bot.channel_contract import FileChannel, SendFailure, SendFailureKind
+from bot.store.outbox_rows import (
+    OutboxKind,
+    OutboxRow,
+    OutboxStatus,
+    OutboxSummary,
+    outbox_chat_key,
+)
 from bot.types import Address, OutboundMessage
 
 if TYPE_CHECKING:
@@ -186,11 +194,15 @@ class Sender:
             edit_of=row.edit_of,
             chunk_id=chunk_id(row, text),
         )
-        if row.status is OutboxStatus.SENDING and await self._already_sent(channel, row, out):
+        if row.kind is OutboxKind.FILE:
+            send = functools.partial(self._send_file, channel, row)
+        elif row.status is OutboxStatus.SENDING and await self._already_sent(channel, row, out):
             return
+        else:
+            send = functools.partial(channel.deliver, out)
         await self.store.outbox_mark_sending(row.id, self.clock())
         try:
-            platform_id = await channel.deliver(out)
+            platform_id = await send()
         except SendFailure as exc:
             await self._failed(row, exc.kind, exc.reason, exc.retry_after)
             return
@@ -203,6 +215,15 @@ class Sender:
             return
         await self.store.outbox_mark_sent(row.id, platform_id, self.clock())
         self.metrics.messages_out.labels(row.address.channel).inc()
+
+    async def _send_file(self, channel: Channel, row: OutboxRow) -> str:
+        """Upload a FILE row's file; an upload cut off by a crash is done again (no platform
+        says whether a file arrived)."""
+        if row.file is None or not isinstance(channel, FileChannel):
+            raise SendFailure(SendFailureKind.PERMANENT, f"files cannot be sent on {channel.name}")
+        if not await asyncio.to_thread(Path(row.file.path).is_file):
+            raise SendFailure(SendFailureKind.PERMANENT, f"{row.file.name} is no longer there")
+        return await channel.send_file(row.address, row.file)
 
     async def _already_sent(self, channel: Channel, row: OutboxRow, out: OutboundMessage) -> bool:
         """Whether a send a crash left unknown did go out (only where the platform can say)."""

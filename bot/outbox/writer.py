@@ -11,12 +11,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from bot.store.outbox_rows import OutboxChunk
+from bot.store.outbox_rows import OutboxChunk, OutboxKind
 
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
     from bot.store.base import OutboxStore
-    from bot.types import Address
+    from bot.types import Address, OutboundFile
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,21 @@ class Outbox:
         if rows:
             await self.store.outbox_add(rows, self.clock())
             self.wakeup.set()
+
+    async def put_file(self, address: Address, file: OutboundFile) -> None:
+        """Queue `file` for `address`, in order with the chat's replies. Its `key` names
+        the row, so queueing the same key again (a repeated or resumed call) sends it once."""
+        row = OutboxChunk(
+            turn_id=file.key,
+            chunk_index=0,
+            chunk_count=1,
+            address=address,
+            text=file.caption,
+            kind=OutboxKind.FILE,
+            file=file,
+        )
+        await self.store.outbox_add([row], self.clock())
+        self.wakeup.set()
 
     async def send_text(self, address: Address, text: str) -> int:
         """Queue `text` (a reply that is not a model turn) for `address`; returns chunks."""

@@ -284,6 +284,10 @@ class OutboxStore(Protocol):
     async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
         """Mark the row dead; `notice` is said before the next chunk of its reply."""
 
+    async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
+        """Put dead row `row_id` back in line, due now (False: no such dead row)."""
+        ...
+
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary: ...
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.types import Address
+from bot.types import Address, OutboundFile
 
 
 class OutboxStatus(StrEnum):
@@ -19,6 +19,7 @@ class OutboxStatus(StrEnum):
 class OutboxKind(StrEnum):
     TEXT = "text"  # one chunk of a reply
     PREVIEW = "preview"  # the streaming preview a reply's chunk 0 edits (already sent)
+    FILE = "file"  # a file the model sent (tool `send_file`); `file` says which
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class OutboxChunk:
     text: str
     edit_of: str | None = None  # a preview message this chunk replaces in place
     kind: OutboxKind = OutboxKind.TEXT
+    file: OutboundFile | None = None  # what a FILE row sends
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class OutboxRow:
     status: OutboxStatus
     attempts: int
     next_attempt_at: float
+    file: OutboundFile | None = None
 
     @property
     def chat_key(self) -> str:

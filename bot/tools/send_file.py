@@ -1,6 +1,7 @@
 """Tool `send_file(path, caption)`: send a workspace file (or a stored tool result, which
 lives in the workspace) into the conversation the turn answers. Images go as photos where
-the platform has them. Paths outside the workspace are refused, symlinks included."""
+the platform has them. Paths outside the workspace are refused, symlinks included. The file
+goes through the outbox like a reply (retried, in order, never sent twice)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ import hashlib
 import mimetypes
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from cachetools import LRUCache
+from typing import Any, Protocol
 
 from bot.channel_contract import FileChannel
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
-from bot.types import OutboundFile
+from bot.types import Address, OutboundFile
 
 NAME = "send_file"
 # Uploads Telegram and Slack both take; larger files are refused before any upload.
@@ -46,11 +45,14 @@ def resolve_inside(workspace: Path, raw: str) -> Path:
     return target
 
 
+class FileOutbox(Protocol):
+    async def put_file(self, address: Address, file: OutboundFile) -> None: ...
+
+
 class SendFileTool:
-    def __init__(self, channels: Mapping[str, object]) -> None:
+    def __init__(self, channels: Mapping[str, object], outbox: FileOutbox) -> None:
         self.channels = channels
-        # Keys already sent, so a call the model repeats in one turn does not post twice.
-        self._sent: LRUCache[str, str] = LRUCache(10_000)
+        self.outbox = outbox
 
     def register(self, registry: ToolRegistry) -> None:
         registry.register(Tool(NAME, DESCRIPTION, SCHEMA, self.run, timeout=120.0))
@@ -67,15 +69,14 @@ class SendFileTool:
         if len(data) > MAX_BYTES:
             raise ToolError(f"{path.name}: {len(data):,} bytes is over the {MAX_BYTES:,} limit")
         caption = str(args.get("caption") or "")[:1000]
+        # The same file and caption in one turn is one row: a call repeated by the model or
+        # run again when the turn resumes after a restart is not sent twice.
         digest = hashlib.sha256(data + caption.encode()).hexdigest()[:24]
-        key = f"{ctx.turn_id}:{digest}"
-        if key in self._sent:
-            return f"Already sent {path.name} in this turn (message {self._sent[key]})."
+        key = f"{ctx.turn_id}:file:{digest}"
         mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         file = OutboundFile(str(path), path.name, mime, caption, ctx.turn_id, key)
-        try:
-            sent = await channel.send_file(address, file)
-        except Exception as exc:
-            raise ToolError(f"sending {path.name} failed: {exc}") from exc
-        self._sent[key] = sent
-        return f"Sent {path.name} ({len(data):,} bytes) to the conversation."
+        await self.outbox.put_file(address, file)
+        return (
+            f"{path.name} ({len(data):,} bytes) is on its way to the conversation; it arrives "
+            "before your reply."
+        )

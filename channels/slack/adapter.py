@@ -238,7 +238,13 @@ class SlackChannel:
         return await self.poster.post(out.address, out.text, out.chunk_id, final=out.final)
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:
-        return await upload(self.client, address, file)
+        """Upload one file, tried once; a failure is a classified `SendFailure`."""
+        try:
+            return await upload(self.client, address, file)
+        except SlackApiError as exc:
+            raise send_failure(exc) from exc
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise SendFailure(SendFailureKind.TRANSIENT, f"cannot reach Slack: {exc}") from exc
 
     async def find_sent(self, out: OutboundMessage) -> str | None:
         """A post a crash left unknown: look its chunk id up (edits and private answers are

@@ -396,7 +396,11 @@ class TelegramChannel:
     # --- helpers ----------------------------------------------------------------------
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:
-        return await files.send_file(self.bot, self._chat(address), address, file)
+        """Upload one file, tried once; a failure is a classified `SendFailure`."""
+        try:
+            return await files.send_file(self.bot, self._chat(address), address, file)
+        except TelegramError as exc:
+            raise classify(exc, self._redact) from exc
 
     def _chat(self, address: Address) -> int:
         chat_id = int(address.chat_id)

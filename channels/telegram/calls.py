@@ -32,14 +32,14 @@ def is_edit_target_gone(exc: TelegramError) -> bool:
 
 def classify(exc: TelegramError, redact: Callable[[BaseException], str]) -> SendFailure:
     """What a failed send means for the outbox: flood control names its delay; a refusal
-    (bot blocked, chat not found) is permanent; a text too long is to be split; a timeout,
-    a server error or the network is transient."""
+    (bot blocked, chat not found, an upload over Telegram's size limit) is permanent; a text
+    too long is to be split; a timeout, a server error or the network is transient."""
     if isinstance(exc, RetryAfter):
         return SendFailure(
             SendFailureKind.RETRY_AFTER, "Telegram flood control", retry_after_seconds(exc)
         )
     if isinstance(exc, BadRequest) and _contains(exc, "message is too long"):
         return SendFailure(SendFailureKind.TOO_LONG, exc.message)
-    if isinstance(exc, Forbidden | BadRequest):
+    if isinstance(exc, Forbidden | BadRequest) or _contains(exc, "request entity too large"):
         return SendFailure(SendFailureKind.PERMANENT, exc.message)
     return SendFailure(SendFailureKind.TRANSIENT, redact(exc))

@@ -259,6 +259,12 @@ MIGRATIONS: list[tuple[int, str]] = [
         # agent.context_window holds).
         "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
     ),
+    (
+        9,
+        # What a `file` row sends (tool `send_file`): the file's path, name, type and caption
+        # as JSON ('' for text rows).
+        "ALTER TABLE outbox ADD COLUMN payload TEXT NOT NULL DEFAULT ''",
+    ),
 ]
 
 

@@ -4,6 +4,7 @@ sending, sent, dead), its attempts and when the next one is due. Rows of one cha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -18,13 +19,13 @@ from bot.store.outbox_rows import (
     outbox_chat_key,
 )
 from bot.store.sqlite.connection import Connection
-from bot.types import Address
+from bot.types import Address, OutboundFile
 
 _PREVIEW_INDEX = -1  # a turn's preview row sits before its chunk 0
 _UNFINISHED = (OutboxStatus.PENDING, OutboxStatus.SENDING)
 _ROW = (
     "id, turn_id, chunk_index, chunk_count, kind, address, text, notice, edit_of, status,"
-    " attempts, next_attempt_at"
+    " attempts, next_attempt_at, payload"
 )
 
 
@@ -42,7 +43,12 @@ def _row(r: Any) -> OutboxRow:
         status=OutboxStatus(r[9]),
         attempts=int(r[10]),
         next_attempt_at=float(r[11]),
+        file=OutboundFile(**json.loads(r[12])) if r[12] else None,
     )
+
+
+def _payload(chunk: OutboxChunk) -> str:
+    return json.dumps(dataclasses.asdict(chunk.file)) if chunk.file is not None else ""
 
 
 class OutboxTables(Connection):
@@ -50,8 +56,8 @@ class OutboxTables(Connection):
         async with self.transaction() as db:
             await db.executemany(
                 "INSERT OR IGNORE INTO outbox(turn_id, chunk_index, chunk_count, kind, channel,"
-                " chat_key, address, text, edit_of, status, next_attempt_at, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " chat_key, address, text, edit_of, payload, status, next_attempt_at,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         c.turn_id,
@@ -63,6 +69,7 @@ class OutboxTables(Connection):
                         json.dumps(c.address.to_dict()),
                         c.text,
                         c.edit_of,
+                        _payload(c),
                         OutboxStatus.PENDING,
                         now,
                         now,
@@ -171,6 +178,15 @@ class OutboxTables(Connection):
                 " FROM outbox WHERE turn_id = ? AND chunk_index > ? AND status IN (?, ?))",
                 (earlier + notice, now, turn_id, index, *_UNFINISHED),
             )
+
+    async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
+        async with self.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE outbox SET status = ?, attempts = 0, next_attempt_at = ?,"
+                " dead_reason = NULL, notice = '', updated_at = ? WHERE id = ? AND status = ?",
+                (OutboxStatus.PENDING, now, now, row_id, OutboxStatus.DEAD),
+            )
+            return cursor.rowcount == 1
 
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary:
         counts = dict(
