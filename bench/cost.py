@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import sys
 import tempfile
 import time
@@ -299,8 +300,12 @@ class Model:
         forget = self.forgetful or not retry
         kept = [v for i, v in enumerate(required) if not forget or i % FORGET_EVERY != 4]
         read = prompt if at is None else "\n".join(_text(m["content"]) for m in messages[:at])
-        asks = [line for line in read.splitlines() if f"] {KEY_USER.title()}: " in line]
-        digest = [f"- {line.split(': ', 1)[1][:160]}" for line in asks[-40:]]
+        name = KEY_USER.title()
+        asks = [line.split(": ", 1)[1] for line in read.splitlines() if f"] {name}: " in line]
+        digest = [f"- {ask[:160]}" for ask in asks[-40:]]
+        # In place, the conversation itself shows each message under its metadata line.
+        wrapped = re.findall(rf'^untrusted metadata: {{"sender":"{name}".*\n(.*)', read, re.M)
+        latest = f"- {(asks or wrapped or ['none'])[-1][:160]}"
         return "\n".join(
             [
                 "## Decisions",
@@ -308,7 +313,7 @@ class Model:
                 "## Open TODOs\n- follow up on the latest reports",
                 "## Constraints/Rules\n- keep answers short",
                 "## Pending user asks",
-                digest[-1] if digest else "- none",
+                latest,
                 "## Exact identifiers",
                 *(f"- {v}" for v in kept),
             ]

@@ -11,6 +11,7 @@ from bot.context.compaction.carryover import (
 from bot.context.compaction.guard import (
     EMPTY_SECTION,
     IDENTIFIERS_SECTION,
+    MAX_REQUIRED_IDENTIFIERS,
     REQUIRED_SECTIONS,
     TOOL_IDENTIFIER_BUDGET,
     finalize_summary,
@@ -63,6 +64,17 @@ def test_the_request_check_works_for_scripts_without_spaces() -> None:
     assert reflects_ask("## Pending user asks\n- 把报告发给老板", "请把周报发给老板")
     assert not reflects_ask("## Pending user asks\n- none", "请把周报发给老板")
     assert reflects_ask("anything", "ok")  # nothing to check in a two-letter ask
+
+
+def test_a_patched_identifier_survives_the_next_compactions_cap() -> None:
+    # The model dropped the planted URL; a summary already lists many tool-log ids (each
+    # pass adds some). The next compaction must still require the URL.
+    noise = [f"/var/lib/app/x/{i}.dat" for i in range(MAX_REQUIRED_IDENTIFIERS + 5)]
+    summary = GOOD + "".join(f"\n- {n}" for n in noise)
+    url = "https://grafana.example.com/d/4f7a9c/latency"
+    final = finalize_summary(summary, identifiers=[*noise, url], failures=[], rules="")
+    assert url in final.split(IDENTIFIERS_SECTION)[1]
+    assert url in required_identifiers([Item("summary", final)])
 
 
 def test_finalize_guarantees_sections_and_identifiers() -> None:

@@ -104,14 +104,16 @@ def summary_problems(summary: str, identifiers: Sequence[str], ask: str) -> list
 
 
 def _insert_identifiers(summary: str, identifiers: Sequence[str]) -> str:
+    """`identifiers` listed first under the identifiers heading. First, because the next
+    compaction reads a summary's identifiers in text order and keeps at most
+    MAX_REQUIRED_IDENTIFIERS: one the model dropped must not fall behind the tool-output
+    ids every pass adds."""
     lines = "\n".join(f"- {value}" for value in identifiers)
-    match = re.search(rf"^{re.escape(IDENTIFIERS_SECTION)}\s*$", summary, re.MULTILINE)
+    match = re.search(rf"^{re.escape(IDENTIFIERS_SECTION)}[ \t]*$", summary, re.MULTILINE)
     if match is None:
         return f"{summary}\n\n{IDENTIFIERS_SECTION}\n{lines}"
-    following = re.search(r"^#{1,2} ", summary[match.end() :], re.MULTILINE)
-    at = match.end() + following.start() if following else len(summary)
-    head, tail = summary[:at].rstrip("\n"), summary[at:]
-    return f"{head}\n{lines}\n\n{tail}" if tail else f"{head}\n{lines}"
+    head, tail = summary[: match.end()], summary[match.end() :].lstrip("\n")
+    return f"{head}\n{lines}\n{tail}" if tail else f"{head}\n{lines}"
 
 
 def finalize_summary(
