@@ -137,17 +137,13 @@ async def summarize_in_place(
 async def _guarded(
     summarizer: Summarizer, prompt: str, rules: SummaryRules
 ) -> tuple[str, list[str]]:
-    """Ask for the summary, then again with the guard's problems as feedback.
-
-    Only a missing section or an unreflected request is worth another call: a dropped
-    identifier is appended verbatim by `finalize_summary`, and a retry for it alone would
-    pay for reading the whole history again to copy a string the guard copies exactly."""
+    """Ask for the summary, then again with the guard's problems as feedback."""
     identifiers, ask = rules.identifiers, rules.ask
     conversation: list[MessageParam] = [_user(prompt)]
     summary = await summarizer.ask(conversation)
     problems = summary_problems(summary, identifiers, ask)
     for _ in range(rules.retries):
-        if not summary_problems(summary, (), ask):
+        if not problems:
             break
         log.info("compaction summary rejected: %s", "; ".join(problems))
         conversation += [
