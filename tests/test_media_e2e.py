@@ -127,6 +127,46 @@ async def test_telegram_photo_sizes_pick_the_largest_and_keep_the_caption(env: E
     assert file_ids[-1] == largest
 
 
+def solid_png(colour: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (60, 40), colour).save(out, "PNG")
+    return out.getvalue()
+
+
+def image_colours(blocks: list[dict[str, Any]]) -> list[tuple[int, ...]]:
+    colours = []
+    for block in blocks:
+        if block["type"] == "image":
+            with Image.open(io.BytesIO(base64.b64decode(block["source"]["data"]))) as sent:
+                colours.append(
+                    tuple(round(v / 10) * 10 for v in sent.convert("RGB").getpixel((30, 20)))
+                )
+    return colours
+
+
+async def test_an_album_is_one_turn_with_all_its_photos_once(env: Env) -> None:
+    colours = [(200, 0, 0), (0, 200, 0), (0, 0, 200)]
+    album = env.tg.album(708, 708, [solid_png(c) for c in colours], caption="which is greenest?")
+    for update in album[:-1]:
+        env.tg.push_update(update)
+    await reply_in(env, 708, album[-1], "which is greenest?")
+    asked = [r for r in env.model.message_requests if "which is greenest?" in str(r.messages)]
+    assert len(asked) == 1  # one turn for the album, not one per photo
+    assert image_colours(last_user_blocks(env)) == colours
+    # Telegram delivering the album again (say after a crash before confirming) changes
+    # nothing: the merged message keeps the first photo's id, so it is a duplicate.
+    for update in album:
+        env.tg.push_update({k: v for k, v in update.items() if k != "update_id"})
+    await reply_in(env, 708, env.tg.private_message(708, "sentinel 708"), "sentinel 708")
+    turns = [r for r in env.model.message_requests if image_colours(last_blocks(r)) == colours]
+    assert len(turns) == 1
+
+
+def last_blocks(request: Any) -> list[dict[str, Any]]:
+    content = [m for m in request.messages if m["role"] == "user"][-1]["content"]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
 async def test_pdf_becomes_a_document_block(env: Env) -> None:
     pdf = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
     update = env.tg.document_message(

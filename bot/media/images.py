@@ -36,14 +36,18 @@ def prepare_image(data: bytes, max_edge: int) -> PreparedImage:
                 opened.draft(
                     "RGB", (math.ceil(opened.width * scale), math.ceil(opened.height * scale))
                 )
+            # Downscaled before the EXIF rotation (the bound is square, so the size is the
+            # same), which then turns a small picture; reducing_gap first shrinks by whole
+            # factors, and LANCZOS does the last, fine step.
+            opened.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS, reducing_gap=3.0)
             image = ImageOps.exif_transpose(opened)
-            image.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS, reducing_gap=3.0)
     except (OSError, Image.DecompressionBombError, SyntaxError) as exc:
         raise ValueError(f"not a readable image ({exc})") from exc
     has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
     if source_format == "JPEG" or not has_alpha:
         fmt = "JPEG"
-        image = image.convert("RGB")
+        if image.mode != "RGB":  # convert() always copies; most photos are RGB already
+            image = image.convert("RGB")
     else:
         fmt = "PNG"
     out = io.BytesIO()

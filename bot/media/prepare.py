@@ -87,7 +87,8 @@ class MediaPreparer:
                 att.data = None
 
     async def refs(self, attachments: list[Attachment]) -> tuple[MediaRef, ...]:
-        return tuple([await self._ref(att) for att in attachments])
+        # At once: Pillow releases the GIL, so an album's photos are prepared in parallel.
+        return tuple(await asyncio.gather(*(self._ref(att) for att in attachments)))
 
     def _note(self, att: Attachment, why: str) -> MediaRef:
         kind = att.mime or str(att.kind)

@@ -27,6 +27,7 @@ from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.telegram import files, media
+from channels.telegram.albums import ALBUM_WAIT, Albums
 from channels.telegram.calls import (
     classify,
     is_edit_target_gone,
@@ -90,12 +91,14 @@ class TelegramChannel:
         names: tuple[str, ...] = (),
         stale_after: float = STALE_AFTER,
         media_max_bytes: int | None = None,
+        album_wait: float = ALBUM_WAIT,
     ):
         self.config = config
         self._media_max_bytes = media_max_bytes  # None: files stay `[photo]` stand-ins
         self._stale_after = stale_after
         self.stream_interval = config.stream_interval
         self._core = core
+        self._albums = Albums(core.accept, album_wait)
         self._names = names  # extra names the bot answers to, e.g. from IDENTITY.md
         self._app = build_application(config)
         self._reactions = Reactions(self._app.bot, config.ack_reaction, config.done_reaction)
@@ -140,6 +143,7 @@ class TelegramChannel:
         if self._poller is not None:
             await self._poller.stop()
             self._poller = None
+        await self._albums.drain()
         await self._reactions.stop()
         if self._connected:  # start() may have failed before connecting
             await self._app.shutdown()
@@ -239,9 +243,14 @@ class TelegramChannel:
             return None
         if self._media_max_bytes is not None and update.message is not None:
             await media.attach(self.bot, update.message, msg, self._media_max_bytes)
-        result = await self._core.accept(msg)
-        if result == AcceptResult.ACCEPTED and update.message is not None:
-            message = update.message
+        message = update.message
+        if message is not None and message.media_group_id:
+            # One album, one turn: this returns once the whole album is recorded.
+            result, merged = await self._albums.add(message.media_group_id, msg)
+            first = merged.message_id == msg.message_id
+        else:
+            result, first = await self._core.accept(msg), True
+        if result == AcceptResult.ACCEPTED and message is not None and first:
             self._reactions.acknowledge(message.chat.id, msg.thread_id, message.message_id)
         return result
 

@@ -4,7 +4,8 @@ durably recorded each update.
 python-telegram-bot's own `Updater` confirms a batch (by asking for the next offset) as soon
 as it is queued in memory, so a crash right then would lose it. Here an update's offset is
 advanced only once `handle(update)` has returned, i.e. once the core has committed it, and
-the core's dedupe absorbs the redelivery that a crash before confirming causes.
+the core's dedupe absorbs the redelivery that a crash before confirming causes. The updates
+of one album are handed over together, since each one's handler waits for the whole album.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ MAX_BACKOFF = 30.0
 MAX_HANDLE_ATTEMPTS = 5
 
 Handler = Callable[[Update], Awaitable[object]]
+
+
+def in_runs(updates: Sequence[Update]) -> list[list[Update]]:
+    """`updates` in order, consecutive members of one album (`media_group_id`) together."""
+    runs: list[list[Update]] = []
+    previous = None
+    for update in updates:
+        group = update.message.media_group_id if update.message else None
+        if group is not None and group == previous:
+            runs[-1].append(update)
+        else:
+            runs.append([update])
+        previous = group
+    return runs
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
@@ -121,33 +136,46 @@ class Poller:
                 updates = await self._fetch_leniently()
             if updates is None:
                 continue
-            for update in updates:
-                if self._stopping.is_set() or not await self._deliver(update):
+            for run in in_runs(updates):
+                if self._stopping.is_set() or not await self._deliver(run):
                     break
 
-    async def _deliver(self, update: Update) -> bool:
-        """Hand one update to the core; False when it failed and polling should back off."""
+    async def _failure(self, update: Update) -> bool:
+        """Hand one update to the core; True when it could not be recorded."""
         try:
             await self._handle(update)
         except Exception:  # the store or core failed; anything it raises means "not recorded"
+            log.exception("could not record Telegram update %d", update.update_id)
+            return True
+        return False
+
+    async def _deliver(self, run: list[Update]) -> bool:
+        """Hand updates to the core (an album's at once); False when one failed and polling
+        should back off. The offset only ever moves past updates that were recorded."""
+        failures = await asyncio.gather(*(self._failure(update) for update in run))
+        for update, failed in zip(run, failures, strict=True):
+            if not failed:
+                self._handle_failures.pop(update.update_id, None)
+                self._offset = update.update_id + 1
+                continue
             tries = self._handle_failures.get(update.update_id, 0) + 1
             if tries < MAX_HANDLE_ATTEMPTS:
                 self._handle_failures[update.update_id] = tries
-                log.exception(
-                    "could not record Telegram update %d (attempt %d of %d); fetching it again",
+                log.warning(
+                    "Telegram update %d not recorded (attempt %d of %d); fetching it again",
                     update.update_id,
                     tries,
                     MAX_HANDLE_ATTEMPTS,
                 )
                 await self._pause(backoff_delay(tries, FIRST_BACKOFF, MAX_BACKOFF))
                 return False
-            log.exception(
+            log.error(
                 "giving up on Telegram update %d after %d attempts; skipping it",
                 update.update_id,
                 tries,
             )
-        self._handle_failures.pop(update.update_id, None)
-        self._offset = update.update_id + 1
+            self._handle_failures.pop(update.update_id, None)
+            self._offset = update.update_id + 1
         return True
 
     async def _fetch(self) -> list[Update] | None:

@@ -1545,6 +1545,27 @@ class FakeTelegram:
             self._with_text(message, caption, field="caption")
         return self._wrap(message)
 
+    def album(
+        self,
+        chat_id: int,
+        user_id: int,
+        images: list[bytes],
+        *,
+        caption: str | None = None,
+        group: bool = False,
+    ) -> list[JSONDict]:
+        """Photos sent as one album, as Telegram delivers them: one update per photo, all
+        sharing a `media_group_id`, the caption on the first. Push each with push_update."""
+        group_id = str(13_000_000_000_000_000 + self._next_update_id)
+        updates = []
+        for index, data in enumerate(images):
+            update = self.photo_message(
+                chat_id, user_id, caption=caption if index == 0 else None, group=group, data=data
+            )
+            update["message"]["media_group_id"] = group_id
+            updates.append(update)
+        return updates
+
     def document_message(
         self,
         chat_id: int,
