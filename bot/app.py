@@ -316,6 +316,11 @@ class App:
         # Read before any channel can accept a message: one accepted during start-up is
         # queued by `accept` already and must not be queued a second time as "unanswered".
         unanswered = await self.store.unfinished_inbound() if self.recover else []
+        # Queued before any channel can queue a newer message of the same chat behind which
+        # they would otherwise be answered, out of order.
+        recovered = await self.gateway.recover(unanswered) if self.recover else 0
+        if recovered:
+            log.info("answering %d message(s) accepted before the last shutdown", recovered)
         if self.with_server:
             await self._start_server()
         for name, channel in self.channels.items():
@@ -323,9 +328,6 @@ class App:
             self._ready[name] = True
             log.info("channel %s is up", name)
         await self.sender.start()
-        recovered = await self.gateway.recover(unanswered) if self.recover else 0
-        if recovered:
-            log.info("answering %d message(s) accepted before the last shutdown", recovered)
 
     def _health(self) -> dict[str, bool]:
         return {
