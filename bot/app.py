@@ -253,7 +253,7 @@ class App:
             config=config,
             store=self.store,
             lanes=self.lanes,
-            admission=Admission(config=config, store=self.store, replies=self.replies),
+            admission=Admission(config=config, store=self.store, replies=self.replies, media=media),
             commands=SessionCommands(
                 config=config,
                 store=self.store,

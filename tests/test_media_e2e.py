@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from PIL import Image, ImageChops, ImageOps, ImageStat
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -216,12 +218,50 @@ async def test_file_over_the_limit_is_refused_without_downloading(env: Env) -> N
     assert file_id not in [c.get("file_id") for c in env.tg.calls_to("getFile")]
 
 
-async def test_unaddressed_group_photo_is_kept_as_a_line_of_chatter(env: Env) -> None:
-    group = -100707
-    env.tg.push_update(env.tg.photo_message(group, 707, caption="our new office", group=True))
-    update = env.tg.group_message(group, 707, "what did I just send?", mention=True)
-    await reply_in(env, group, update, "what did I just send?")
-    assert "[photo from Alice: our new office]" in env.model.last_user_text()
+async def buffered_count(env: Env) -> float:
+    _status, text = await env.krill.get("/metrics")
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "krill_inbound_total"
+        and sample.labels == {"channel": "telegram", "result": "buffered"}
+    )
+
+
+async def buffer_photos(env: Env, group: int, photos: list[tuple[bytes, str]]) -> None:
+    """Send unaddressed photos to a group and wait until Krill has buffered them all."""
+    target = await buffered_count(env) + len(photos)
+    for data, caption in photos:
+        env.tg.push_update(env.tg.photo_message(group, 707, caption=caption, data=data, group=True))
+    deadline = time.monotonic() + TIMEOUT
+    while (count := await buffered_count(env)) < target:
+        assert time.monotonic() < deadline, f"only {count} of {target} messages buffered"
+        await asyncio.sleep(0.05)
+
+
+async def test_unaddressed_group_photos_are_attached_when_the_bot_is_next_addressed(
+    env: Env,
+) -> None:
+    group, other_group = -100707, -100717
+    colours = [(200, 0, 0), (0, 200, 0), (0, 0, 200), (200, 200, 0)]
+    captions = ["our new office", "the kitchen", "the roof", "the garden"]
+    await buffer_photos(env, other_group, [(solid_png((0, 200, 200)), "not yours")])
+    photos = [(solid_png(c), t) for c, t in zip(colours, captions, strict=True)]
+    await buffer_photos(env, group, photos)
+    update = env.tg.group_message(group, 707, "@bot what is in the picture?", mention=True)
+    await reply_in(env, group, update, "what is in the picture?")
+    text = env.model.last_user_text()
+    assert all(f"[photo from Alice: {caption}]" in text for caption in captions)
+    # The newest `media.keep_images_turns` (3) photos, oldest first; never another group's.
+    assert image_colours(last_user_blocks(env)) == colours[1:]
+    # Taken once: the next mention carries no photo.
+    update = env.tg.group_message(group, 707, "@bot and now?", mention=True)
+    await reply_in(env, group, update, "and now?")
+    assert image_colours(last_user_blocks(env)) == []
+    update = env.tg.group_message(other_group, 707, "@bot and here?", mention=True)
+    await reply_in(env, other_group, update, "and here?")
+    assert image_colours(last_user_blocks(env)) == [(0, 200, 200)]
 
 
 def tool_result_text(env: Env) -> str:

@@ -14,7 +14,7 @@ from bot.store.base import BufferedLine, InboundStatus
 from bot.store.outbox_rows import OutboxChunk
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
-from bot.types import Address, ChatType, SessionOrigin, Usage
+from bot.types import Address, Attachment, ChatType, MediaKind, SessionOrigin, Usage
 from tests import entries
 
 LOCAL = SessionOrigin("local", ChatType.DIRECT, "alice", peer_id="alice")
@@ -124,6 +124,14 @@ async def test_group_buffer_is_capped_and_handed_over_once(store: SQLiteStore) -
     assert await store.buffer_count("g") == 0
     (row,) = await store.unfinished_inbound()
     assert row.payload == "msg 2|msg 3|msg 4"
+
+
+async def test_a_buffered_photo_is_handed_over_with_its_line(store: SQLiteStore) -> None:
+    photo = Attachment(MediaKind.IMAGE, "photo.jpg", "image/jpeg", 3, sha256="ab" * 32)
+    line = BufferedLine("Alice", "[photo from Alice: office]", time.time(), [photo])
+    assert await store.buffer_message("telegram", "p1", "g", line, limit=5)
+    _inbound_id, lines = await store.accept_inbound("t", "m", "g", "{}", take_buffer=True)
+    assert lines == [line]
 
 
 async def test_outbox_rows_keep_order_and_a_rewritten_reply_changes_nothing(

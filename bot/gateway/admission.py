@@ -1,5 +1,6 @@
 """Who gets in: access checks with their refusals and pairing replies, and the buffering of
-unmentioned group chatter that later rides along with the next mention.
+unmentioned group chatter that later rides along with the next mention (its photos too:
+the newest `media.keep_images_turns` of them become images of the addressing turn).
 
 A channel holds at most `MAX_PENDING_PAIRINGS` pending pairing requests, each valid for the
 pairing TTL. When they are all taken, the oldest is dropped for the newcomer: a few
@@ -9,7 +10,6 @@ request (`krill pairing list`) and can deny one (`krill pairing deny`)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -20,11 +20,12 @@ from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
 from bot.sessions.throttle import ReplyBudget
 from bot.store.base import BufferedLine, InboundStatus, Pairing, PairingStatus
-from bot.types import ChatType, InboundMessage
+from bot.types import Attachment, ChatType, InboundMessage, MediaKind
 
 if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway.replies import Replies
+    from bot.media.prepare import MediaPreparer
     from bot.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -37,20 +38,19 @@ PAIRING_REPLY = (
 PAIRING_DENIED = "Sorry, the owner declined your request. You can ask again later."
 
 
-def merge_buffer(payload: str, lines: list[BufferedLine]) -> str:
-    """An inbound payload with the buffered group lines put before its own context."""
-    data = json.loads(payload)
-    data["context_lines"] = [f"{line.sender}: {line.text}" for line in lines] + data.get(
-        "context_lines", []
-    )
-    return json.dumps(data, ensure_ascii=False)
-
-
 class Admission:
-    def __init__(self, *, config: Config, store: Store, replies: Replies) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: Store,
+        replies: Replies,
+        media: MediaPreparer | None = None,
+    ) -> None:
         self.config = config
         self.store = store
         self.replies = replies
+        self.media = media
         # Refusals and pairing codes each sender gets, so DM spam cannot make Krill spam back.
         self.refusal_replies = ReplyBudget()
 
@@ -115,19 +115,43 @@ class Admission:
         if msg.mentioned or not self.requires_mention(msg):
             return None
         policy = self.config.channel_policy(msg.channel)
+        limit = policy.group_buffer_limit if policy is not None else 0
         line = None
         sender = msg.user_name or msg.user_id
         if msg.attachments:
-            # Unaddressed files are not kept; the chatter only notes that they were sent.
             kinds = {"image": "photo", "audio": "voice note"}
             kind = kinds.get(str(msg.attachments[0].kind), "file")
-            line = BufferedLine(sender, f"[{kind} from {sender}: {msg.text.strip()}]", time.time())
+            text = f"[{kind} from {sender}: {msg.text.strip()}]"
+            photos = await self._keep_photos(msg) if limit > 0 else []
+            line = BufferedLine(sender, text, time.time(), photos)
         elif msg.text.strip():
             line = BufferedLine(sender, msg.text, time.time())
-        limit = policy.group_buffer_limit if policy is not None else 0
         if not await self.store.buffer_message(msg.channel, msg.message_id, key, line, limit=limit):
             return AcceptResult.DUPLICATE
         return AcceptResult.BUFFERED
+
+    async def _keep_photos(self, msg: InboundMessage) -> list[Attachment]:
+        """The photos of an unaddressed message, stored by hash for the next mention; other
+        files are not kept (the chatter only notes that they were sent)."""
+        if self.media is None or self.config.media.keep_images_turns <= 0:
+            return []
+        photos = [a for a in msg.attachments if a.kind == MediaKind.IMAGE and not a.error]
+        await self.media.store_incoming(photos)
+        return [a for a in photos if a.sha256]
+
+    def take_buffer(self, msg: InboundMessage, lines: list[BufferedLine]) -> None:
+        """Put the buffered group lines before `msg`'s own context, and the newest of their
+        photos (at most `media.keep_images_turns`) before its own files."""
+        msg.context_lines = [f"{line.sender}: {line.text}" for line in lines] + msg.context_lines
+        keep = self.config.media.keep_images_turns
+        photos = [a for line in lines for a in line.attachments]
+        msg.attachments = (photos[-keep:] if keep > 0 else []) + msg.attachments
+
+    def merge_buffer(self, payload: str, lines: list[BufferedLine]) -> str:
+        """An inbound payload with the buffered group lines taken in (see `take_buffer`)."""
+        msg = InboundMessage.from_json(payload)
+        self.take_buffer(msg, lines)
+        return msg.to_json()
 
     async def buffer_key(self, msg: InboundMessage, key: str) -> str:
         """Whose buffered chatter a message takes: its own session's, except that a new

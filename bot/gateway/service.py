@@ -21,7 +21,6 @@ from bot.commands import (
     parse_command,
     refusal,
 )
-from bot.gateway.admission import merge_buffer
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
@@ -110,13 +109,13 @@ class GatewayService:
             key,
             msg.to_json(),
             take_buffer=is_group,
-            merge=merge_buffer,
+            merge=self.admission.merge_buffer,
             buffer_key=await self.admission.buffer_key(msg, key),
         )
         if inbound_id is None:
             return AcceptResult.DUPLICATE
         if lines:
-            msg.context_lines = [f"{x.sender}: {x.text}" for x in lines] + msg.context_lines
+            self.admission.take_buffer(msg, lines)
         self.metrics.messages_in.labels(msg.channel).inc()
         self.lanes.submit(key, MessageWork(inbound_id, msg))
         self.activity.note_activity(key)

@@ -7,7 +7,7 @@ server database can take its place for several replicas sharing one store.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,7 +19,7 @@ from bot.store.outbox_rows import (
     OutboxSummary,
 )
 from bot.transcript import Entry
-from bot.types import Address, ChatType, SessionOrigin, Usage
+from bot.types import Address, Attachment, ChatType, SessionOrigin, Usage
 
 
 @dataclass(slots=True)
@@ -113,6 +113,8 @@ class BufferedLine:
     sender: str
     text: str
     created_at: float
+    # Photos sent with the line, already stored by hash: they ride along with the next mention.
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 class PairingStatus(StrEnum):

@@ -3,6 +3,7 @@ the group buffers of unaddressed chatter that a later mention takes as context."
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -10,11 +11,22 @@ import aiosqlite
 
 from bot.store.base import BufferedLine, InboundRow, InboundStatus
 from bot.store.sqlite.connection import Connection
+from bot.types import Attachment
 
 _INSERT = (
     "INSERT OR IGNORE INTO inbound(channel, external_id, session_key, status, payload,"
     " received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def _attachments_json(attachments: list[Attachment]) -> str:
+    return json.dumps([a.to_dict() for a in attachments], ensure_ascii=False) if attachments else ""
+
+
+def _buffered_from_row(row: aiosqlite.Row) -> BufferedLine:
+    sender, text, created_at, attachments = row
+    files = [Attachment.from_dict(a) for a in json.loads(attachments)] if attachments else []
+    return BufferedLine(sender, text, created_at, files)
 
 
 def _inbound_from_row(row: aiosqlite.Row) -> InboundRow:
@@ -67,11 +79,11 @@ class InboundTables(Connection):
             if take_buffer:
                 source = buffer_key or session_key
                 rows = await self._fetchall(
-                    "SELECT sender, text, created_at FROM group_buffer WHERE session_key = ?"
-                    " ORDER BY id",
+                    "SELECT sender, text, created_at, attachments FROM group_buffer"
+                    " WHERE session_key = ? ORDER BY id",
                     (source,),
                 )
-                lines = [BufferedLine(*r) for r in rows]
+                lines = [_buffered_from_row(r) for r in rows]
                 if lines:
                     await db.execute("DELETE FROM group_buffer WHERE session_key = ?", (source,))
                     if merge is not None:
@@ -141,9 +153,15 @@ class InboundTables(Connection):
             if line is None or limit <= 0:
                 return True
             await db.execute(
-                "INSERT INTO group_buffer(session_key, sender, text, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                (session_key, line.sender, line.text, line.created_at),
+                "INSERT INTO group_buffer(session_key, sender, text, created_at, attachments)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    session_key,
+                    line.sender,
+                    line.text,
+                    line.created_at,
+                    _attachments_json(line.attachments),
+                ),
             )
             await db.execute(
                 "DELETE FROM group_buffer WHERE session_key = ? AND id NOT IN ("

@@ -265,6 +265,12 @@ MIGRATIONS: list[tuple[int, str]] = [
         # as JSON ('' for text rows).
         "ALTER TABLE outbox ADD COLUMN payload TEXT NOT NULL DEFAULT ''",
     ),
+    (
+        10,
+        # The photos of an unaddressed group message (their attachment records as a JSON
+        # list, bytes stored by hash; '' for none), attached when the bot is next addressed.
+        "ALTER TABLE group_buffer ADD COLUMN attachments TEXT NOT NULL DEFAULT ''",
+    ),
 ]
 
 
