@@ -345,6 +345,7 @@ class App:
             control=self.gateway.commands,
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
+            media=self.media_files,
         )
         app = build_server(
             metrics=self.metrics,

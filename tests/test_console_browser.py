@@ -1,17 +1,19 @@
 """The operator console in a real browser (Debian's headless Chromium via selenium) against
 the real `krill run` and the loopback fakes: log in, see a chat's session with its cost,
 open its transcript, edit SOUL.md and see the next model request carry it, be refused when
-the file changed on disk, search memory, approve a pairing and see that person answered.
-Every page is photographed at 1280x800 and 390x844 (test-artifacts/console/) and must not
-scroll sideways at either size."""
+the file changed on disk, search memory, approve a pairing and see that person answered and
+their photo loaded as a thumbnail. Every page is photographed at 1280x800 and 390x844
+(test-artifacts/console/) and must not scroll sideways at either size."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+from PIL import Image
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -37,6 +39,12 @@ PAGES = {
 }
 OVERFLOW_JS = "return [document.documentElement.scrollWidth, window.innerWidth]"
 CODE_RE = re.compile(r"code is ([A-Z0-9]{8})")
+
+
+def reef() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (300, 200), (20, 140, 200)).save(out, "PNG")
+    return out.getvalue()
 
 
 def log_in(browser: Browser, base: str) -> None:
@@ -187,9 +195,34 @@ async def test_approving_a_pairing_in_the_console_lets_that_person_in(
             )
             await env.telegram(fake_telegram.private_message(stranger, "hello at last"))
             answer = await env.telegram_reply(stranger, "echo: hello at last")
+
+            # The photo they send shows in their transcript as a loaded thumbnail.
+            await env.telegram(
+                fake_telegram.photo_message(stranger, stranger, caption="my reef", data=reef())
+            )
+            await env.telegram_reply(stranger, "my reef")
+            session = f"{env.krill.url}/admin/session?key=agent:main:telegram:direct:{stranger}"
+            await asyncio.to_thread(browser.driver.get, session)
+            thumbs = await asyncio.to_thread(
+                browser.wait_for, lambda: by_testid(browser, "media-thumb"), "the thumbnail"
+            )
+            loaded = await asyncio.to_thread(
+                browser.wait_for,
+                lambda: browser.driver.execute_script(
+                    "return arguments[0].complete && arguments[0].naturalWidth", thumbs[0]
+                ),
+                "the thumbnail's bytes",
+            )
+            await asyncio.to_thread(
+                browser.driver.execute_script, "arguments[0].scrollIntoView()", thumbs[0]
+            )
+            await asyncio.to_thread(
+                browser.driver.save_screenshot, str(ARTIFACTS / "390x844-session-media.png")
+            )
         finally:
             await env.krill.stop()
     assert code in listed and f"telegram:{stranger}" in listed
     assert scroll <= inner
     assert f"approved telegram:{stranger}" in said
     assert answer
+    assert loaded == 300  # the prepared image, fetched with the login cookie

@@ -1,18 +1,25 @@
 """The operator console over HTTP against the real `krill run` and the fake model: off
 without a token, 401 without one, wrong tokens rate-limited and never echoed or logged,
 cross-origin and origin-less cookie POSTs refused, the session list and JSONL export, paths
-outside the workspace refused, and a save over a file changed on disk refused."""
+outside the workspace refused, a save over a file changed on disk refused, and a Telegram
+photo and voice note shown in the transcript with the photo served only for its session."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import re
 from pathlib import Path
 
 import aiohttp
 import pytest
+from PIL import Image
 
 from bot.console.auth import MAX_FAILURES
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.transcription import FakeTranscription
 from tests.krill_process import KrillProcess
 from tests.test_e2e_local import model_env, plain_echo
 
@@ -186,3 +193,71 @@ async def test_memory_search_as_a_session_sees_only_that_sessions_scope(
     assert 'data-testid="memory-result"' in everything and "person local-bob" in everything
     assert 'data-testid="memory-result"' not in as_alice and "Nothing found" in as_alice
     assert unknown == 404
+
+
+async def test_a_sessions_photo_is_a_thumbnail_served_only_for_that_session(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    photo = io.BytesIO()
+    Image.new("RGB", (400, 200), (30, 120, 220)).save(photo, "PNG")
+    async with FakeTelegram() as tg, FakeTranscription() as speech:
+        config = console_config() | {
+            "telegram": {
+                "enabled": True,
+                "token": tg.token,
+                "api_base_url": tg.url,
+                "dm_policy": "open",
+            },
+            "transcription": {"base_url": speech.url},
+        }
+        env = model_env(fake_anthropic) | {"TRANSCRIPTION_API_KEY": speech.api_key}
+        speech.default_text = "the reef is blue today"
+        async with (
+            KrillProcess(tmp_path, config, env) as krill,
+            aiohttp.ClientSession() as http,
+        ):
+            tg.push_update(tg.photo_message(801, 801, caption="look", data=photo.getvalue()))
+            await tg.wait_for("sendMessage", predicate=lambda p: "look" in p["text"], timeout=15)
+            tg.push_update(tg.voice_message(801, 801))
+            await tg.wait_for("sendMessage", predicate=lambda p: "reef" in p["text"], timeout=15)
+            await krill.chat("hello", user="carol")  # another session
+            key = "agent:main:telegram:direct:801"
+            async with http.get(
+                f"{krill.url}/admin/session", params={"key": key}, headers=BEARER
+            ) as resp:
+                page = await resp.text()
+            async with http.get(
+                f"{krill.url}/admin/session",
+                params={"key": "agent:main:local:direct:carol"},
+                headers=BEARER,
+            ) as resp:
+                other_page = await resp.text()
+            thumb = re.search(r'<img src="([^"]+)"[^>]*data-testid="media-thumb"', page)
+            assert thumb is not None, page
+            src = thumb.group(1)
+            async with http.get(f"{krill.url}{src}", headers=BEARER) as resp:
+                served = resp.status, resp.content_type, resp.headers["Cache-Control"]
+                data = await resp.read()
+            async with http.get(f"{krill.url}{src}") as resp:
+                anonymous = resp.status
+            sha = src.split("/")[-1].split("?")[0]
+            other_id = re.search(r"<dt>Session</dt><dd>(\w+)", other_page)
+            assert other_id is not None
+            refused = []
+            for path, session in (
+                (f"/admin/media/{sha}", other_id.group(1)),  # a real session that never saw it
+                (f"/admin/media/{hashlib.sha256(b'x').hexdigest()}", src.split("session=")[1]),
+                ("/admin/media/..%2F..%2Fkrill.toml", src.split("session=")[1]),
+            ):
+                params = {"session": session}
+                async with http.get(f"{krill.url}{path}", params=params, headers=BEARER) as resp:
+                    refused.append(resp.status)
+    assert re.search(r'alt="[^"]+" width="160" height="80" loading="lazy"', page), page
+    assert served == (200, "image/jpeg", "private, max-age=3600")  # re-encoded, EXIF gone
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.size == (400, 200)
+    assert anonymous == 401
+    assert refused == [404, 404, 400]
+    assert 'data-testid="media-file"' in page and "the reef is blue today" in page
+    assert 'data-testid="media-thumb"' not in other_page

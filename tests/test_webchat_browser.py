@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
@@ -117,9 +118,11 @@ class Browser:
         return str(self.driver.find_element(By.ID, "state").text)
 
     def wait_for(self, condition: Callable[[], object], what: str) -> Any:
-        return WebDriverWait(self.driver, WAIT_SECONDS).until(
-            lambda _: condition(), f"timed out waiting for {what}"
+        # A page that is being replaced (a form's redirect) leaves stale elements: not yet.
+        wait = WebDriverWait(
+            self.driver, WAIT_SECONDS, ignored_exceptions=(StaleElementReferenceException,)
         )
+        return wait.until(lambda _: condition(), f"timed out waiting for {what}")
 
     def type(self, text: str) -> None:
         box = self.driver.find_element(By.ID, "text")

@@ -14,6 +14,7 @@ from aiohttp import web
 from bot.config import Config
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
 from bot.console.layout import esc, notice, page
+from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
 from bot.console.operations_pages import OperationsPages
 from bot.console.sessions_pages import SessionControl, SessionsPages
@@ -149,6 +150,7 @@ def console_routes(
     control: SessionControl,
     health: Callable[[], dict[str, bool]],
     wake_sender: Callable[[], None],
+    media: MediaReader,
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token."""
     token = config.admin.console_token
@@ -157,6 +159,7 @@ def console_routes(
     root = config.workspace_dir
     pages = [
         *SessionsPages(config=config, store=store, control=control).routes(),
+        *MediaRoute(transcripts=store, files=media).routes(),
         *WorkspacePages(workspace, root).routes(),
         *MemoryPage(index=index, sessions=store, root=root).routes(),
         *OperationsPages(

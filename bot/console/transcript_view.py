@@ -1,6 +1,6 @@
-"""A session's transcript as HTML: one `transcript-entry` per typed entry (person turns,
-Krill's own prompts, replies with their tool calls, tool results collapsed when long,
-compaction summaries, flushes, resets and commands), oldest first."""
+"""A session's transcript as HTML: one `transcript-entry` per typed entry (person turns with
+their files, Krill's own prompts, replies with their tool calls, tool results collapsed when
+long, compaction summaries, flushes, resets and commands), oldest first."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.console.layout import count, esc, when
+from bot.console.media_view import render_media
 from bot.transcript import (
     AssistantReply,
     Command,
@@ -74,7 +75,9 @@ def _body(entry: Entry) -> tuple[str, str]:
     match entry.payload:
         case PersonTurn(messages=messages, context_lines=context):
             lines = "".join(
-                f"<p><b>{esc(m.user_name or m.user_id)}</b> {esc(m.text)}</p>" for m in messages
+                f"<p><b>{esc(m.user_name or m.user_id)}</b> {esc(m.text)}</p>"
+                + render_media(m.media, entry.session_id)
+                for m in messages
             )
             if context:
                 lines += _collapsible("context", "\n".join(context))

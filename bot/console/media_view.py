@@ -1,0 +1,106 @@
+"""The files in a person's turn as the console shows them: images as small thumbnails, other
+files as a line (name, type, size, a voice note's transcript), and the route that serves a
+session's own media bytes to the logged-in operator."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable
+from typing import Protocol
+
+from aiohttp import web
+
+from bot.console.layout import count, esc, url
+from bot.store.base import TranscriptStore
+from bot.transcript import MediaForm, MediaRef, PersonTurn
+
+THUMB_EDGE = 160
+MEDIA_PATH = "/admin/media"
+SHA256 = re.compile(r"[0-9a-f]{64}")
+# Served inline only as these types; anything else a person sent (an .html file, say) is a
+# download, so it can never run as a page of the console's origin.
+INLINE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+class MediaReader(Protocol):
+    def read(self, sha256: str) -> bytes: ...
+
+
+def media_url(sha256: str, session_id: str) -> str:
+    return url(f"{MEDIA_PATH}/{sha256}", session=session_id)
+
+
+def _thumb_size(width: int, height: int) -> tuple[int, int]:
+    if width <= 0 or height <= 0:
+        return THUMB_EDGE, THUMB_EDGE
+    scale = min(1.0, THUMB_EDGE / max(width, height))
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _one(ref: MediaRef, session_id: str) -> str:
+    if ref.form is MediaForm.IMAGE and ref.sha256:
+        width, height = _thumb_size(ref.width, ref.height)
+        link = esc(media_url(ref.sha256, session_id))
+        return (
+            f'<a class="media-thumb" href="{link}"><img src="{link}" alt="{esc(ref.name)}" '
+            f'width="{width}" height="{height}" loading="lazy" data-testid="media-thumb"></a>'
+        )
+    name = esc(ref.name)
+    if ref.sha256:
+        name = f'<a href="{esc(media_url(ref.sha256, session_id))}">{name}</a>'
+    facts = f"{name} · {esc(ref.mime or 'unknown type')} · {count(ref.size)} bytes"
+    said = ref.text if ref.form is MediaForm.TRANSCRIPT else ref.note
+    detail = f'<div class="text">{esc(said)}</div>' if said else ""
+    return f'<div class="media-file" data-testid="media-file">{facts}{detail}</div>'
+
+
+def render_media(refs: Iterable[MediaRef], session_id: str) -> str:
+    parts = [_one(ref, session_id) for ref in refs]
+    return f'<div class="media">{"".join(parts)}</div>' if parts else ""
+
+
+class MediaRoute:
+    """`GET /admin/media/<sha256>?session=<id>`: only a file that session's transcript names."""
+
+    def __init__(self, *, transcripts: TranscriptStore, files: MediaReader) -> None:
+        self.transcripts = transcripts
+        self.files = files
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get(MEDIA_PATH + "/{sha256}", self.serve)]
+
+    async def _ref(self, sha256: str, session_id: str) -> MediaRef | None:
+        for entry in await self.transcripts.transcript(session_id):
+            if isinstance(entry.payload, PersonTurn):
+                for message in entry.payload.messages:
+                    for ref in message.media:
+                        if ref.sha256 == sha256:
+                            return ref
+        return None
+
+    async def serve(self, request: web.Request) -> web.Response:
+        sha256 = request.match_info["sha256"]
+        session_id = request.query.get("session", "")
+        if not SHA256.fullmatch(sha256):
+            raise web.HTTPBadRequest(text="not a media hash")
+        ref = await self._ref(sha256, session_id) if session_id else None
+        if ref is None:
+            raise web.HTTPNotFound(text="this session has no such file")
+        try:
+            data = await asyncio.to_thread(self.files.read, sha256)
+        except FileNotFoundError:
+            raise web.HTTPNotFound(text="the file is gone from the media folder") from None
+        inline = ref.mime in INLINE_TYPES
+        safe_name = re.sub(r"[^\w.\- ]", "_", ref.name) or "file"
+        disposition = "inline" if inline else "attachment"
+        return web.Response(
+            body=data,
+            content_type=ref.mime if inline else "application/octet-stream",
+            headers={
+                "Cache-Control": "private, max-age=3600",
+                "Content-Disposition": f'{disposition}; filename="{safe_name}"',
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": "sandbox; default-src 'none'",
+            },
+        )
