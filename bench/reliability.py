@@ -1009,7 +1009,7 @@ def slack_cases(env: ChannelKrill) -> list[BadCase]:
         ("stale timestamp -> 401", lambda: status(dm, 401, timestamp=stale)),
         ("no signature -> 401", unsigned),
         ("malformed JSON -> 400", lambda: status(None, 400, raw_body=b"{not json")),
-        ("invalid UTF-8 -> 401", lambda: status(None, 401, raw_body=b'{"type": "\xff"}')),
+        ("invalid UTF-8 -> 400", lambda: status(None, 400, raw_body=b'{"type": "\xff"}')),
         ("body over the cap -> 413", lambda: status(None, 413, raw_body=b"x" * (MAX_BODY + 1))),
         ("url_verification -> challenge", challenge),
         (
