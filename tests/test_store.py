@@ -103,8 +103,11 @@ async def test_inbound_dedupe_and_recovery_queue(store: SQLiteStore) -> None:
         (first, InboundStatus.PROCESSING, "turn-1"),
         (other, InboundStatus.PENDING, None),
     ]
-    await store.set_inbound_status([first, other], InboundStatus.DONE)
+    await store.set_inbound_status([other], InboundStatus.DONE)
+    assert await store.unfinished_among([first, other, 999]) == {first}
+    await store.set_inbound_status([first], InboundStatus.DONE)
     assert await store.unfinished_inbound() == []
+    assert await store.unfinished_among([first, other]) == set()
 
 
 async def test_group_buffer_is_capped_and_handed_over_once(store: SQLiteStore) -> None:

@@ -169,7 +169,7 @@ class Lanes:
             _settle(items)  # /stop cancelled the batch before its calls finished
 
     async def _still_unanswered(self, items: list[Work]) -> list[Work]:
-        open_ids = {row.id for row in await self.inbound.unfinished_inbound()}
+        open_ids = await self.inbound.unfinished_among(inbound_ids(items))
         todo: list[Work] = []
         for item in items:
             if isinstance(item, MessageWork) and item.inbound_id not in open_ids:

@@ -126,6 +126,16 @@ class InboundTables(Connection):
         )
         return [_inbound_from_row(r) for r in rows]
 
+    async def unfinished_among(self, ids: list[int]) -> set[int]:
+        if not ids:
+            return set()
+        marks = ", ".join("?" for _ in ids)
+        rows = await self._fetchall(
+            f"SELECT id FROM inbound WHERE id IN ({marks}) AND status IN (?, ?)",
+            (*ids, InboundStatus.PENDING, InboundStatus.PROCESSING),
+        )
+        return {int(r[0]) for r in rows}
+
     async def count_inbound(self, status: InboundStatus) -> int:
         row = await self._fetchone("SELECT COUNT(*) FROM inbound WHERE status = ?", (status,))
         return int(row[0]) if row else 0
