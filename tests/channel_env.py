@@ -24,9 +24,11 @@ WEBHOOK_SECRET = "hook-Secret_123"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
-def telegram_section(tg: FakeTelegram, *, port: int, mode: str = "webhook") -> dict[str, Any]:
+def telegram_section(
+    tg: FakeTelegram, *, port: int | None = None, mode: str = "webhook"
+) -> dict[str, Any]:
     """[telegram] for the fake Bot API, open to everyone, streaming previews off; in webhook
-    mode pointed at this port with WEBHOOK_SECRET."""
+    mode pointed at `port` with WEBHOOK_SECRET."""
     section: dict[str, Any] = {
         "enabled": True,
         "token": tg.token,
@@ -36,6 +38,7 @@ def telegram_section(tg: FakeTelegram, *, port: int, mode: str = "webhook") -> d
         "stream_interval": 0,
     }
     if mode == "webhook":
+        assert port is not None, "a webhook needs the port Krill listens on"
         section |= {
             "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook",
             "webhook_secret": WEBHOOK_SECRET,

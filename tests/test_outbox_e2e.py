@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from channels.telegram.format import split_markdown
+from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
@@ -46,13 +47,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
             "anthropic": {"max_retries": 0},
             "admin": {"console_token": CONSOLE["Authorization"].removeprefix("Bearer ")},
             "storage": {"outbox_retry_first_seconds": 0.2, "outbox_retry_max_seconds": 1.0},
-            "telegram": {
-                "enabled": True,
-                "token": tg.token,
-                "api_base_url": tg.url,
-                "dm_policy": "open",
-                "stream_interval": 0,
-            },
+            "telegram": telegram_section(tg, mode="polling"),
         }
         krill = await KrillProcess(directory, config, model.env()).start()
         environment = Env(tg, model, krill, directory, config)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.scheduler.when import describe_time
+from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
@@ -46,13 +47,7 @@ def model_script(body: dict[str, Any]) -> Reply | str:
 def config(tg: FakeTelegram, offset: float = 0.0) -> dict[str, Any]:
     return {
         "anthropic": {"max_retries": 0},
-        "telegram": {
-            "enabled": True,
-            "token": tg.token,
-            "api_base_url": tg.url,
-            "dm_policy": "open",
-            "stream_interval": 0,
-        },
+        "telegram": telegram_section(tg, mode="polling"),
         "scheduler": {"clock_offset_seconds": offset},
     }
 

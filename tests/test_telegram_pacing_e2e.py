@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.flood import FloodControl, SlidingLimit
 from tests.fakes.telegram import FakeTelegram
@@ -45,11 +46,8 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         model.default_handler = long_replies(PARTS, PART_CHARS)
         config = {
             "anthropic": {"max_retries": 0},
-            "telegram": {
-                "enabled": True,
-                "token": tg.token,
-                "api_base_url": tg.url,
-                "dm_policy": "open",
+            "telegram": telegram_section(tg, mode="polling")
+            | {
                 "stream_interval": 0.2,  # asks for far more previews than the limits allow
                 "pacing": {"group_messages": GROUP_MESSAGES, "group_period": GROUP_PERIOD},
             },
