@@ -44,11 +44,6 @@ def tokens_for_chars(chars: int) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN * SAFETY_MARGIN)
 
 
-def chars_for_tokens(tokens: int) -> int:
-    """Characters that fit in `tokens` by the same estimate (inverse of `tokens_for_chars`)."""
-    return int(tokens * CHARS_PER_TOKEN / SAFETY_MARGIN)
-
-
 def plain_tokens_for_chars(chars: int) -> int:
     """chars/4 without the margin: used when subtracting removed text, so an estimate errs
     on the high side rather than hiding an overflow."""
