@@ -5,7 +5,7 @@ notice in the next part, and rows that survive a restart (unknown outcomes inclu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from bot.channel_contract import SendFailure, SendFailureKind
 from bot.metrics import Metrics
 from bot.outbox.sender import Sender, chunk_id
 from bot.outbox.writer import Outbox
+from bot.store.outbox_rows import OutboxRow
 from bot.store.sqlite import SQLiteStore
 from bot.types import Address, OutboundFile, OutboundMessage
 from tests.app_harness import RecordingChannel
@@ -48,7 +49,14 @@ class FlakyChannel(RecordingChannel):
 
 
 class Rig:
-    def __init__(self, store: SQLiteStore, channel: FlakyChannel, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        channel: FlakyChannel,
+        clock: Clock,
+        holder: str = "here",
+        gone: Callable[[str], bool] = lambda _holder: False,
+    ) -> None:
         self.store = store
         self.channel = channel
         self.clock = clock
@@ -60,6 +68,8 @@ class Rig:
             channels=channels,
             wakeup=self.outbox.wakeup,
             metrics=self.metrics,
+            holder=holder,
+            gone=gone,
             clock=clock,
             jitter=lambda: 1.0,  # the full backoff, so the schedule is exact
         )
@@ -77,6 +87,16 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     await store.open()
     yield Rig(store, FlakyChannel(), Clock())
     await store.close()
+
+
+async def start_sending_then_die(rig: Rig) -> OutboxRow:
+    """Claim the first head and mark it in flight, as a sender does before its platform call;
+    then that sender is gone (its outcome never recorded)."""
+    (head, *_) = await rig.store.outbox_claim(
+        ["local"], "dead sender", rig.clock(), rig.clock() + rig.sender.claim_seconds, 1
+    )
+    assert await rig.store.outbox_mark_sending(head.id, "dead sender", rig.clock())
+    return head
 
 
 def retry_after(seconds: float) -> SendFailure:
@@ -169,13 +189,15 @@ async def test_rows_survive_a_restart_and_one_in_flight_is_sent_again(
     rig: Rig, tmp_path: Path
 ) -> None:
     await rig.outbox.put(A, "t1", ["one", "two"])
-    heads = await rig.store.outbox_heads(["local"])
-    await rig.store.outbox_mark_sending(heads[0].id, rig.clock())  # then the process died
+    await start_sending_then_die(rig)
     await rig.store.close()
     store = SQLiteStore(tmp_path / "krill.db")
     await store.open()
     try:
-        restarted = Rig(store, FlakyChannel(), rig.clock)
+        gone = {"dead sender"}.__contains__
+        restarted = Rig(store, FlakyChannel(), rig.clock, holder="restarted", gone=gone)
+        await restarted.sender.start()  # lets go of the dead sender's claim
+        await restarted.sender.stop()
         assert (await store.outbox_summary()).pending == 2
         await restarted.step()
         await restarted.step()
@@ -199,10 +221,12 @@ class LookupChannel(FlakyChannel):
 
 async def test_an_unknown_send_found_on_the_platform_is_not_sent_again(rig: Rig) -> None:
     await rig.outbox.put(A, "t1", ["one", "two"])
-    heads = await rig.store.outbox_heads(["local"])
-    await rig.store.outbox_mark_sending(heads[0].id, rig.clock())
-    channel = LookupChannel({chunk_id(heads[0], "one"): "m1"})
-    restarted = Rig(rig.store, channel, rig.clock)
+    head = await start_sending_then_die(rig)
+    channel = LookupChannel({chunk_id(head, "one"): "m1"})
+    restarted = Rig(rig.store, channel, rig.clock, holder="other replica")
+    assert await restarted.step(1.0) is None  # the dead sender's claim still holds
+    assert channel.attempts == []
+    await restarted.step(rig.sender.claim_seconds)  # expired: looked up, not sent again
     await restarted.step()
     await restarted.step()
     assert channel.finals == ["two"]

@@ -81,6 +81,9 @@ class StorageConfig(Section):
     # honoured as the platform names it.
     outbox_retry_first_seconds: float = Field(1.0, gt=0)
     outbox_retry_max_seconds: float = Field(300.0, gt=0)
+    # How often the outbox sender looks for rows other processes sharing the store wrote
+    # (its own rows wake it at once).
+    outbox_poll_seconds: float = Field(1.0, gt=0)
 
 
 class ServerConfig(Section):
