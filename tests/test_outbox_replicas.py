@@ -130,17 +130,3 @@ async def test_a_row_a_dead_sender_left_is_checked_then_sent_by_the_other(
         await sender_b.stop()
     assert survivor.looked_up == ["hello"]
     assert [d.text for d in survivor.deliveries] == ["hello", "again"]
-
-
-# TEMPORARY until tests/postgres.py lands
-import pytest  # noqa: E402
-
-
-@pytest.fixture
-async def any_store(tmp_path):  # type: ignore[no-untyped-def]
-    from bot.store.sqlite import SQLiteStore
-
-    s = SQLiteStore(tmp_path / "k.db")
-    await s.open()
-    yield s
-    await s.close()

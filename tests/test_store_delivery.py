@@ -193,17 +193,3 @@ async def test_one_lease_holder_at_a_time_and_an_expired_one_is_taken_over(
     assert await any_store.lease_holder("s", 25.0) is None
     await any_store.release_lease("t", winner)
     assert await any_store.lease_holders() == []
-
-
-# TEMPORARY until tests/postgres.py lands
-import pytest  # noqa: E402
-
-
-@pytest.fixture
-async def any_store(tmp_path):  # type: ignore[no-untyped-def]
-    from bot.store.sqlite import SQLiteStore
-
-    s = SQLiteStore(tmp_path / "k.db")
-    await s.open()
-    yield s
-    await s.close()

@@ -135,11 +135,12 @@ class Sender:
             log.warning("could not release the outbox claims of stopped processes", exc_info=True)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        if self._task is None:
+            return  # never started (start-up failed before it)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
         if self._in_flight:
             # A send cut off mid-call leaves its outcome unknown: let it finish if it can.
             _, late = await asyncio.wait(self._in_flight.values(), timeout=STOP_GRACE_SECONDS)

@@ -4,11 +4,10 @@ buffer's lines), and their mapping to and from the columns both stores keep."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
+from bot.store.rows import StoredRow
 from bot.types import Attachment
 
 # The columns `inbound_row` and `buffered_line` read, in their order.
@@ -54,7 +53,7 @@ class BufferedLine:
     attachments: list[Attachment] = field(default_factory=list)
 
 
-def inbound_row(row: Sequence[Any]) -> InboundRow:
+def inbound_row(row: StoredRow) -> InboundRow:
     """An InboundRow from the INBOUND_COLUMNS of a stored row."""
     id_, channel, external_id, session_key, status, payload, received_at, turn_id = row
     return InboundRow(
@@ -69,7 +68,7 @@ def inbound_row(row: Sequence[Any]) -> InboundRow:
     )
 
 
-def buffered_line(row: Sequence[Any]) -> BufferedLine:
+def buffered_line(row: StoredRow) -> BufferedLine:
     """A BufferedLine from the BUFFER_COLUMNS of a stored row."""
     sender, text, created_at, attachments = row
     files = [Attachment.from_dict(a) for a in json.loads(attachments)] if attachments else []

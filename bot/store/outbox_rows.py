@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from bot.store.rows import StoredRow
 from bot.types import Address, OutboundFile
 
 # The columns `outbox_row` reads, in its order.
@@ -100,7 +101,7 @@ class OutboxSummary:
     dead_chunks: list[DeadChunk]  # the most recent ones
 
 
-def outbox_row(r: Sequence[Any]) -> OutboxRow:
+def outbox_row(r: StoredRow) -> OutboxRow:
     """An OutboxRow from the OUTBOX_COLUMNS of a stored row."""
     return OutboxRow(
         id=int(r[0]),
@@ -173,7 +174,7 @@ def preview_values(turn_id: str, address: Address, platform_id: str, now: float)
     )
 
 
-def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[Sequence[Any]]) -> OutboxSummary:
+def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[StoredRow]) -> OutboxSummary:
     """The summary from row counts by status and the DEAD_COLUMNS of the latest dead rows."""
     chunks = []
     for row_id, turn_id, index, count, address, reason, at in dead:

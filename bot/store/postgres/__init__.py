@@ -2,9 +2,15 @@
 connection pool, composed of a class per concern."""
 
 from bot.store.postgres.connection import Connection
+from bot.store.postgres.inbound import InboundTables
+from bot.store.postgres.leases import LeaseTables
+from bot.store.postgres.outbox import OutboxTables
 
 
 class PostgresStore(
+    InboundTables,
+    OutboxTables,
+    LeaseTables,
     Connection,
 ):
     """The server store (`storage.url = "postgresql://…"`)."""
