@@ -1,21 +1,23 @@
-"""The outbox sender on a test clock: rows written before sending, per-chat order, flood
-control's delay honoured whatever its length, backoff with jitter, dead chunks and the
-notice in the next part, and rows that survive a restart (unknown outcomes included)."""
+"""The outbox sender on a test clock, on both stores: rows written before sending, per-chat
+order, flood control's delay honoured whatever its length, backoff with jitter, dead chunks
+and the notice in the next part, and rows that survive a restart (unknown outcomes
+included)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from bot.channel_contract import SendFailure, SendFailureKind
 from bot.metrics import Metrics
 from bot.outbox.sender import Sender, chunk_id
 from bot.outbox.writer import Outbox
+from bot.store.base import Store
 from bot.store.outbox_rows import OutboxRow
+from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
 from bot.types import Address, OutboundFile, OutboundMessage
 from tests.app_harness import RecordingChannel
@@ -51,7 +53,7 @@ class FlakyChannel(RecordingChannel):
 class Rig:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         channel: FlakyChannel,
         clock: Clock,
         holder: str = "here",
@@ -81,12 +83,17 @@ class Rig:
         return due
 
 
-@pytest_asyncio.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    store = SQLiteStore(tmp_path / "krill.db")
-    await store.open()
-    yield Rig(store, FlakyChannel(), Clock())
-    await store.close()
+@pytest.fixture
+def rig(any_store: Store) -> Rig:
+    return Rig(any_store, FlakyChannel(), Clock())
+
+
+def reopened(store: Store) -> Store:
+    """The same database as a restarted process opens it."""
+    if isinstance(store, SQLiteStore):
+        return SQLiteStore(store.path)
+    assert isinstance(store, PostgresStore)
+    return PostgresStore(store.url)  # type: ignore[return-value]
 
 
 async def start_sending_then_die(rig: Rig) -> OutboxRow:
@@ -185,13 +192,11 @@ async def test_a_chunk_too_long_for_the_platform_is_split_until_it_fits(rig: Rig
     assert (await rig.store.outbox_summary()).dead == 1  # too short to cut: refused for good
 
 
-async def test_rows_survive_a_restart_and_one_in_flight_is_sent_again(
-    rig: Rig, tmp_path: Path
-) -> None:
+async def test_rows_survive_a_restart_and_one_in_flight_is_sent_again(rig: Rig) -> None:
     await rig.outbox.put(A, "t1", ["one", "two"])
     await start_sending_then_die(rig)
     await rig.store.close()
-    store = SQLiteStore(tmp_path / "krill.db")
+    store = reopened(rig.store)
     await store.open()
     try:
         gone = {"dead sender"}.__contains__
