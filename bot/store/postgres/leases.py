@@ -18,8 +18,7 @@ _CLAIM = (
 
 class LeaseTables(Connection):
     async def claim_lease(self, session_key: str, holder: str, until: float, now: float) -> bool:
-        """Hold `session_key` for `holder` until `until`, if it is free, ours or expired at
-        `now`; returns whether `holder` holds it now. Renewing is claiming again."""
+        # A row comes back only when the insert or the conditional update happened.
         return await self._fetchval(_CLAIM, session_key, holder, until, now) is not None
 
     async def release_lease(self, session_key: str, holder: str) -> None:
