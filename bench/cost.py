@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.context.compaction.prompts import IN_PLACE_PROMPT, SUMMARIZER_SYSTEM
 from bot.context.pipeline import ContextPipeline
+from bot.scheduler.idle import warm_compaction_considered
 from bot.tools.registry import Tool
 from bot.types import Address, ChatType, InboundMessage
 from tests.app_harness import Harness
@@ -556,7 +557,7 @@ async def before_expiry(
         return 0
     moment = session.last_model_call_at + ttl - IDLE_LEAD_SECONDS
     threshold = app.config.context.warm_compaction_tokens
-    if next_turn <= moment or not 0 < threshold <= session.context_tokens:
+    if next_turn <= moment or not warm_compaction_considered(session, threshold):
         return 0
     clock[0] = max(clock[0], moment)
     before = session.compaction_count
