@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from bot.store.rows import StoredRow
+from bot.store.stored_row import StoredRow
 from bot.types import Attachment
 
 # The columns `inbound_row` and `buffered_line` read, in their order.

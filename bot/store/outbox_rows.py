@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.store.rows import StoredRow
+from bot.store.stored_row import StoredRow
 from bot.types import Address, OutboundFile
 
 # The columns `outbox_row` reads, in its order.
