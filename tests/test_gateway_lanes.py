@@ -29,10 +29,11 @@ WINDOW = 0.5  # stands in for the minute
 
 
 class RecordingRunner:
-    """Records each turn's messages; the first turn waits until `release` is set."""
+    """Records each turn's messages and marks them answered in `answers`, as the real
+    runner does; the first turn waits until `release` is set."""
 
-    def __init__(self, answers: SQLiteStore | None = None) -> None:
-        self.answers = answers  # where a turn marks its messages answered, if anywhere
+    def __init__(self, answers: SQLiteStore) -> None:
+        self.answers = answers
         self.turns: list[tuple[float, list[str]]] = []
         self.release = asyncio.Event()
         self.started = asyncio.Event()
@@ -47,8 +48,7 @@ class RecordingRunner:
         try:
             if len(self.turns) == 1:
                 await self.release.wait()
-            if self.answers is not None:
-                await self.answers.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
+            await self.answers.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
         finally:
             self.running -= 1
 
@@ -75,6 +75,7 @@ def lanes(
         runner=runner,  # type: ignore[arg-type]
         leases=leases,
         inbound=store,
+        channels={"local"},
         metrics=Metrics(),
         turn_window=WINDOW,
     )
@@ -123,7 +124,7 @@ async def submit(lane: Lanes, store: SQLiteStore, *texts: str, user: str = "alic
 async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
     store: SQLiteStore,
 ) -> None:
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     lane = lanes(runner, per_minute=2, store=store)
     await submit(lane, store, "m1")
     await asyncio.sleep(0)
@@ -144,7 +145,7 @@ async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
 
 
 async def test_without_a_cap_batches_keep_the_queue_cap(store: SQLiteStore) -> None:
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     lane = lanes(runner, per_minute=0, store=store)
     await submit(lane, store, "m1")
     await asyncio.sleep(0)
@@ -162,7 +163,7 @@ async def test_two_processes_sharing_a_store_take_turns_in_one_session(
     on one database would have: the second one's turn waits for the first one's lease."""
     other_store = SQLiteStore(tmp_path / "krill.db")
     await other_store.open()
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     first = lanes(runner, per_minute=0, store=store, holder="process 1")
     second = lanes(runner, per_minute=0, store=other_store, holder="process 2")
     try:
@@ -186,7 +187,7 @@ async def test_a_dead_holders_session_is_taken_over_when_its_lease_expires(
 ) -> None:
     now, claimed_at = time.time(), time.monotonic()
     assert await store.claim_lease("key:alice", "a process that died", now + 0.5, now)
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     runner.release.set()
     lane = lanes(runner, per_minute=0, store=store, holder="the next process")
     lane.submit("key:alice", await accepted(store, "answered after the takeover"))
@@ -238,3 +239,30 @@ async def test_a_message_another_process_answered_while_it_held_the_lease_is_not
         await second.close()
         await other_store.close()
     assert [texts for _, texts in runner.turns] == [["asked once"]]
+
+
+async def test_a_turn_takes_the_older_messages_another_process_accepted_first(
+    tmp_path: Path, store: SQLiteStore
+) -> None:
+    """A message another replica accepted (and has not answered: it died, or its lane waits
+    for the lease) goes into this lane's turn ahead of this lane's own, newer, message; a
+    newer message of the other replica is left to it."""
+    other_store = SQLiteStore(tmp_path / "krill.db")
+    await other_store.open()
+    runner = RecordingRunner(answers=store)
+    runner.release.set()
+    lane = lanes(runner, per_minute=0, store=store)
+    try:
+        await accepted(other_store, "first, via the other replica")
+        mine = await accepted(store, "second, via this one")
+        later = await accepted(other_store, "third, via the other replica")
+        lane.submit("key:alice", mine)
+        await asyncio.wait_for(lane.wait_idle(), 10)
+        (row,) = await store.unfinished_in("key:alice")
+    finally:
+        await lane.close()
+        await other_store.close()
+    assert [texts for _, texts in runner.turns] == [
+        ["first, via the other replica", "second, via this one"]
+    ]
+    assert row.id == later.inbound_id

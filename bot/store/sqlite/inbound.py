@@ -18,6 +18,12 @@ _INSERT = (
     " received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
+_UNFINISHED = (
+    "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
+    " FROM inbound WHERE status IN (?, ?)"
+)
+_OPEN = (InboundStatus.PENDING, InboundStatus.PROCESSING)
+
 
 def _attachments_json(attachments: list[Attachment]) -> str:
     return json.dumps([a.to_dict() for a in attachments], ensure_ascii=False) if attachments else ""
@@ -119,22 +125,14 @@ class InboundTables(Connection):
             await set_inbound_rows(db, ids, status, turn_id)
 
     async def unfinished_inbound(self) -> list[InboundRow]:
-        rows = await self._fetchall(
-            "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
-            " FROM inbound WHERE status IN (?, ?) ORDER BY id",
-            (InboundStatus.PENDING, InboundStatus.PROCESSING),
-        )
+        rows = await self._fetchall(f"{_UNFINISHED} ORDER BY id", _OPEN)
         return [_inbound_from_row(r) for r in rows]
 
-    async def unfinished_among(self, ids: list[int]) -> set[int]:
-        if not ids:
-            return set()
-        marks = ", ".join("?" for _ in ids)
+    async def unfinished_in(self, session_key: str) -> list[InboundRow]:
         rows = await self._fetchall(
-            f"SELECT id FROM inbound WHERE id IN ({marks}) AND status IN (?, ?)",
-            (*ids, InboundStatus.PENDING, InboundStatus.PROCESSING),
+            f"{_UNFINISHED} AND session_key = ? ORDER BY id", (*_OPEN, session_key)
         )
-        return {int(r[0]) for r in rows}
+        return [_inbound_from_row(r) for r in rows]
 
     async def count_inbound(self, status: InboundStatus) -> int:
         row = await self._fetchone("SELECT COUNT(*) FROM inbound WHERE status = ?", (status,))
