@@ -5,12 +5,10 @@ leases that keep one turn at a time per session key across processes sharing a s
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from bot.metrics import Metrics
 from bot.store.base import InboundStatus
 from bot.store.sqlite import SQLiteStore
 from tests.app_harness import message
+from tests.log_sentinel import log_sentinel
 
 WINDOW = 0.5  # stands in for the minute
 
@@ -87,27 +86,6 @@ async def accepted(store: SQLiteStore, text: str) -> MessageWork:
     row_id, _ = await store.accept_inbound("local", msg.message_id, "key:alice", msg.to_json())
     assert row_id is not None
     return MessageWork(row_id, msg)
-
-
-@contextmanager
-def log_sentinel(logger: str, needle: str) -> Iterator[asyncio.Event]:
-    """An event set when `logger` logs a line containing `needle`."""
-    seen = asyncio.Event()
-
-    class Sentinel(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if needle in record.getMessage():
-                seen.set()
-
-    target = logging.getLogger(logger)
-    handler, level = Sentinel(), target.level
-    target.addHandler(handler)
-    target.setLevel(logging.INFO)
-    try:
-        yield seen
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)
 
 
 async def submit(lane: Lanes, store: SQLiteStore, *texts: str, user: str = "alice") -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from bot.store.base import Pruned, ReminderStatus
 from bot.transcript import InternalPrompt, PromptPurpose
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.log_sentinel import log_sentinel
 
 DM_KEY = "agent:main:local:direct:alice"
 FLUSH_MARK = "[Memory flush"
@@ -38,6 +37,9 @@ EVERYTHING = (
 )
 
 
+BEAT_LOST = f"{HEARTBEAT_JOB} already ran in another process"
+
+
 class Clock:
     """Wall-clock time plus a shift: the replicas start well after the first one stopped."""
 
@@ -46,27 +48,6 @@ class Clock:
 
     def __call__(self) -> float:
         return time.time() + self.shift
-
-
-@contextmanager
-def logged(logger: str, needle: str) -> Iterator[asyncio.Event]:
-    """An event set once `logger` logs (at any level) a line containing `needle`."""
-    seen = asyncio.Event()
-
-    class Sentinel(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if needle in record.getMessage():
-                seen.set()
-
-    target = logging.getLogger(logger)
-    handler, level = Sentinel(), target.level
-    target.addHandler(handler)
-    target.setLevel(logging.DEBUG)
-    try:
-        yield seen
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)
 
 
 async def settled(*harnesses: Harness) -> None:
@@ -132,8 +113,10 @@ async def test_two_replicas_do_each_due_piece_of_scheduled_work_once(
     # Two replicas start later: both find the flush, the reminder and the beat overdue.
     clock = Clock(shift=10)
     with (
-        logged("bot.scheduler.jobs", f"{HEARTBEAT_JOB} already ran in another") as beat_lost,
-        logged("bot.scheduler.reminders", "was already fired by another") as reminder_lost,
+        log_sentinel(
+            "bot.scheduler.jobs", f"{HEARTBEAT_JOB} already ran in", logging.DEBUG
+        ) as beat_lost,
+        log_sentinel("bot.scheduler.reminders", "was already fired by another") as reminder_lost,
     ):
         async with (
             Harness(tmp_path, fake_anthropic.url, EVERYTHING, clock=clock) as a,

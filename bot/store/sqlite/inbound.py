@@ -18,12 +18,6 @@ _INSERT = (
     " received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
-_UNFINISHED = (
-    "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
-    " FROM inbound WHERE status IN (?, ?)"
-)
-_OPEN = (InboundStatus.PENDING, InboundStatus.PROCESSING)
-
 
 def _attachments_json(attachments: list[Attachment]) -> str:
     return json.dumps([a.to_dict() for a in attachments], ensure_ascii=False) if attachments else ""
@@ -125,12 +119,18 @@ class InboundTables(Connection):
             await set_inbound_rows(db, ids, status, turn_id)
 
     async def unfinished_inbound(self) -> list[InboundRow]:
-        rows = await self._fetchall(f"{_UNFINISHED} ORDER BY id", _OPEN)
+        rows = await self._fetchall(
+            "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
+            " FROM inbound WHERE status IN (?, ?) ORDER BY id",
+            (InboundStatus.PENDING, InboundStatus.PROCESSING),
+        )
         return [_inbound_from_row(r) for r in rows]
 
     async def unfinished_in(self, session_key: str) -> list[InboundRow]:
         rows = await self._fetchall(
-            f"{_UNFINISHED} AND session_key = ? ORDER BY id", (*_OPEN, session_key)
+            "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
+            " FROM inbound WHERE session_key = ? AND status IN (?, ?) ORDER BY id",
+            (session_key, InboundStatus.PENDING, InboundStatus.PROCESSING),
         )
         return [_inbound_from_row(r) for r in rows]
 
