@@ -102,7 +102,8 @@ class Lanes:
         self.runner = runner
         self.leases = leases
         self.inbound = inbound
-        self.channels = channels  # the channels this process runs: it answers only theirs
+        # The channels this process runs: of other processes' messages it answers only theirs.
+        self.channels = channels
         per_minute = config.agent.sender_turns_per_minute
         self.sender_turns = (
             ReplyBudget(replies=per_minute, window=turn_window) if per_minute > 0 else None
@@ -196,7 +197,7 @@ class Lanes:
             rows = [
                 row
                 for row in await self.inbound.unfinished_in(key)
-                if row.id not in tried and row.channel in self.channels
+                if row.id not in tried and (row.id in mine or row.channel in self.channels)
             ]
             if not mine.intersection(row.id for row in rows):
                 break
