@@ -9,15 +9,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.transcript import PersonTurn
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.replica_storage import STORES, storage_lines
 
 DM_KEY = "agent:main:local:direct:alice"
 
 
+@pytest.fixture(params=STORES)
+def storage(request: pytest.FixtureRequest) -> str:
+    return storage_lines(request)
+
+
 async def test_one_chats_messages_spread_over_two_replicas_are_answered_once_in_order(
-    tmp_path: Path, fake_anthropic: FakeAnthropic
+    tmp_path: Path, fake_anthropic: FakeAnthropic, storage: str
 ) -> None:
     asked: list[str] = []  # the newest person line of each model request, in arrival order
 
@@ -29,9 +37,10 @@ async def test_one_chats_messages_spread_over_two_replicas_are_answered_once_in_
 
     fake_anthropic.default_handler = handler
     sent = [f"message {n}" for n in range(1, 9)]
+    toml = f"[storage]\n{storage}"
     async with (
-        Harness(tmp_path, fake_anthropic.url) as a,
-        Harness(tmp_path, fake_anthropic.url) as b,
+        Harness(tmp_path, fake_anthropic.url, toml) as a,
+        Harness(tmp_path, fake_anthropic.url, toml) as b,
     ):
         assert a.app is not None and b.app is not None
         for n, text in enumerate(sent):

@@ -19,6 +19,7 @@ from bot.transcript import InternalPrompt, PromptPurpose
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.log_sentinel import log_sentinel
+from tests.replica_storage import STORES, storage_lines
 
 DM_KEY = "agent:main:local:direct:alice"
 FLUSH_MARK = "[Memory flush"
@@ -30,11 +31,14 @@ cache_ttl_seconds = 3.0
 [memory.flush]
 idle_lead_seconds = 1.0
 """
-# Phase two: the heartbeat (a beat is overdue, see below) and the daily retention pass.
-EVERYTHING = (
-    SHORT_TTL.replace("[scheduler]\n", "[scheduler]\nheartbeat_minutes = 30\n")
-    + "[storage]\nretention_days = 30\n"
-)
+# Phase two adds the heartbeat (a beat is overdue, see below) and the daily retention pass.
+HEARTBEAT = "[scheduler]\nheartbeat_minutes = 30\n"
+RETENTION = "retention_days = 30\n"
+
+
+@pytest.fixture(params=STORES)
+def storage(request: pytest.FixtureRequest) -> str:
+    return storage_lines(request)
 
 
 BEAT_LOST = f"{HEARTBEAT_JOB} already ran in another process"
@@ -62,7 +66,7 @@ async def settled(*harnesses: Harness) -> None:
 
 
 async def test_two_replicas_do_each_due_piece_of_scheduled_work_once(
-    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, storage: str
 ) -> None:
     asked: dict[str, int] = {FLUSH_MARK: 0, REMINDER_MARK: 0, HEARTBEAT_MARK: 0}
 
@@ -93,7 +97,8 @@ async def test_two_replicas_do_each_due_piece_of_scheduled_work_once(
     (tmp_path / "workspace" / "HEARTBEAT.md").write_text("- Is the build green?\n")
 
     # One replica talks with alice and stops before her session's idle flush is due.
-    async with Harness(tmp_path, fake_anthropic.url, SHORT_TTL) as first:
+    first_toml = SHORT_TTL + f"[storage]\n{storage}"
+    async with Harness(tmp_path, fake_anthropic.url, first_toml) as first:
         assert first.app is not None
         await first.send("I started learning Portuguese this week")
         store = first.app.store
@@ -112,6 +117,7 @@ async def test_two_replicas_do_each_due_piece_of_scheduled_work_once(
 
     # Two replicas start later: both find the flush, the reminder and the beat overdue.
     clock = Clock(shift=10)
+    toml = SHORT_TTL.replace("[scheduler]\n", HEARTBEAT) + f"[storage]\n{storage}{RETENTION}"
     with (
         log_sentinel(
             "bot.scheduler.jobs", f"{HEARTBEAT_JOB} already ran in", logging.DEBUG
@@ -119,8 +125,8 @@ async def test_two_replicas_do_each_due_piece_of_scheduled_work_once(
         log_sentinel("bot.scheduler.reminders", "was already fired by another") as reminder_lost,
     ):
         async with (
-            Harness(tmp_path, fake_anthropic.url, EVERYTHING, clock=clock) as a,
-            Harness(tmp_path, fake_anthropic.url, EVERYTHING, clock=clock) as b,
+            Harness(tmp_path, fake_anthropic.url, toml, clock=clock) as a,
+            Harness(tmp_path, fake_anthropic.url, toml, clock=clock) as b,
         ):
             assert a.app is not None and b.app is not None
             store = a.app.store
