@@ -34,6 +34,7 @@ class RecordingRunner:
     def __init__(self, answers: SQLiteStore) -> None:
         self.answers = answers
         self.turns: list[tuple[float, list[str]]] = []
+        self.resumed: list[str] = []  # turn ids run again after their process stopped
         self.release = asyncio.Event()
         self.started = asyncio.Event()
         self.running = 0
@@ -41,6 +42,8 @@ class RecordingRunner:
 
     async def run(self, job: TurnJob) -> None:
         self.turns.append((time.monotonic(), [m.text for m in job.messages]))
+        if job.resume:
+            self.resumed.append(job.turn_id)
         self.running += 1
         self.most_running = max(self.most_running, self.running)
         self.started.set()
@@ -244,3 +247,23 @@ async def test_a_turn_takes_the_older_messages_another_process_accepted_first(
         ["first, via the other replica", "second, via this one"]
     ]
     assert row.id == later.inbound_id
+
+
+async def test_a_turn_a_dead_replica_left_running_is_resumed_first_once_its_lease_expires(
+    store: SQLiteStore,
+) -> None:
+    """Another replica began a turn for an older message and died holding the session: this
+    lane's message waits for the lease to expire, then that turn is resumed before it."""
+    started = await accepted(store, "begun elsewhere")
+    await store.set_inbound_status([started.inbound_id], InboundStatus.PROCESSING, turn_id="t-1")
+    now = time.time()
+    assert await store.claim_lease("key:alice", "a replica that died", now + 0.5, now)
+    runner = RecordingRunner(answers=store)
+    runner.release.set()
+    lane = lanes(runner, per_minute=0, store=store, holder="a live replica")
+    lane.submit("key:alice", await accepted(store, "sent here later"))
+    await asyncio.wait_for(lane.wait_idle(), 10)
+    await lane.close()
+    assert [texts for _, texts in runner.turns] == [["begun elsewhere"], ["sent here later"]]
+    assert runner.resumed == ["t-1"]
+    assert await store.unfinished_in("key:alice") == []
