@@ -166,6 +166,10 @@ async def test_two_processes_sharing_a_store_take_turns_in_one_session(
 async def test_a_dead_holders_session_is_taken_over_when_its_lease_expires(
     store: SQLiteStore,
 ) -> None:
+    """The dead holder had begun a turn for an older message: once its lease expired, that
+    turn is resumed here first, then this process's own message is answered."""
+    begun = await accepted(store, "begun by the process that died")
+    await store.set_inbound_status([begun.inbound_id], InboundStatus.PROCESSING, turn_id="t-1")
     now, claimed_at = time.time(), time.monotonic()
     assert await store.claim_lease("key:alice", "a process that died", now + 0.5, now)
     runner = RecordingRunner(answers=store)
@@ -174,9 +178,14 @@ async def test_a_dead_holders_session_is_taken_over_when_its_lease_expires(
     lane.submit("key:alice", await accepted(store, "answered after the takeover"))
     await asyncio.wait_for(lane.wait_idle(), 10)
     await lane.close()
-    assert [texts for _, texts in runner.turns] == [["answered after the takeover"]]
+    assert [texts for _, texts in runner.turns] == [
+        ["begun by the process that died"],
+        ["answered after the takeover"],
+    ]
+    assert runner.resumed == ["t-1"]
     assert runner.turns[0][0] >= claimed_at + 0.45  # not before the dead lease expired
     assert await store.lease_holder("key:alice", time.time()) is None  # released after it
+    assert await store.unfinished_in("key:alice") == []
 
 
 async def test_leases_of_a_process_gone_from_this_host_are_let_go_at_start(
@@ -247,23 +256,3 @@ async def test_a_turn_takes_the_older_messages_another_process_accepted_first(
         ["first, via the other replica", "second, via this one"]
     ]
     assert row.id == later.inbound_id
-
-
-async def test_a_turn_a_dead_replica_left_running_is_resumed_first_once_its_lease_expires(
-    store: SQLiteStore,
-) -> None:
-    """Another replica began a turn for an older message and died holding the session: this
-    lane's message waits for the lease to expire, then that turn is resumed before it."""
-    started = await accepted(store, "begun elsewhere")
-    await store.set_inbound_status([started.inbound_id], InboundStatus.PROCESSING, turn_id="t-1")
-    now = time.time()
-    assert await store.claim_lease("key:alice", "a replica that died", now + 0.5, now)
-    runner = RecordingRunner(answers=store)
-    runner.release.set()
-    lane = lanes(runner, per_minute=0, store=store, holder="a live replica")
-    lane.submit("key:alice", await accepted(store, "sent here later"))
-    await asyncio.wait_for(lane.wait_idle(), 10)
-    await lane.close()
-    assert [texts for _, texts in runner.turns] == [["begun elsewhere"], ["sent here later"]]
-    assert runner.resumed == ["t-1"]
-    assert await store.unfinished_in("key:alice") == []
