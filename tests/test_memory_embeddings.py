@@ -29,9 +29,7 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
-async def index_with(
-    store: Store, ws: Path, embeddings: MemoryEmbeddingsConfig
-) -> MemoryIndex:
+async def index_with(store: Store, ws: Path, embeddings: MemoryEmbeddingsConfig) -> MemoryIndex:
     index = MemoryIndex(store, ws, MemoryConfig(embeddings=embeddings))
     await index.open()
     return index
@@ -75,7 +73,9 @@ async def test_a_failing_or_refusing_endpoint_falls_back_to_keywords(
     unreachable = MemoryEmbeddingsConfig(base_url="http://127.0.0.1:9/v1", timeout_seconds=2)
     assert (
         "staging box"
-        in (await (await index_with(any_store, ws, unreachable)).search("staging nginx", ALL))[0].text
+        in (await (await index_with(any_store, ws, unreachable)).search("staging nginx", ALL))[
+            0
+        ].text
     )
 
 

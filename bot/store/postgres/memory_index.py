@@ -78,11 +78,11 @@ ORDER BY rank, h.id DESC
 LIMIT $3
 """
 
-_NEWEST = """
+_NEWEST = f"""
 SELECT path, start_line, text FROM memory_chunks
-WHERE folded LIKE ANY($1::text[]) AND {visible}
+WHERE folded LIKE ANY($1::text[]) AND {_visible(3)}
 ORDER BY id DESC LIMIT $2
-""".format(visible=_visible(3))
+"""
 
 
 class MemoryIndexTables(Connection):
@@ -99,16 +99,16 @@ class MemoryIndexTables(Connection):
         """Record a file's state and, unless `chunks` is None (content unchanged), replace
         its chunks, in one transaction."""
         state = (file.path, file.mtime_ns, file.size, file.digest, file.chunking, time.time())
+        if chunks is None:
+            await self._execute(
+                "INSERT INTO memory_files(path, mtime_ns, size, hash, chunking, indexed_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (path) DO UPDATE SET"
+                " mtime_ns = $2, size = $3, hash = $4, chunking = $5, indexed_at = $6",
+                *state,
+            )
+            return
+        folded = [c.text.casefold() for c in chunks]
         async with self.transaction() as db:
-            if chunks is None:
-                await db.execute(
-                    "INSERT INTO memory_files(path, mtime_ns, size, hash, chunking, indexed_at)"
-                    " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (path) DO UPDATE SET"
-                    " mtime_ns = $2, size = $3, hash = $4, chunking = $5, indexed_at = $6",
-                    *state,
-                )
-                return
-            folded = [c.text.casefold() for c in chunks]
             # The file's row first: it holds the lock that orders concurrent writers.
             await db.execute(
                 "INSERT INTO memory_files(path, mtime_ns, size, hash, chunking, indexed_at,"
@@ -132,9 +132,8 @@ class MemoryIndexTables(Connection):
             )
 
     async def memory_remove_file(self, path: str) -> None:
-        async with self.transaction() as db:
-            await db.execute("DELETE FROM memory_files WHERE path = $1", path)
-            await db.execute("DELETE FROM memory_chunks WHERE path = $1", path)
+        # Its chunks go with it (ON DELETE CASCADE), in the same statement.
+        await self._execute("DELETE FROM memory_files WHERE path = $1", path)
 
     async def memory_term_counts(self, terms: Sequence[str], cap: int) -> list[int]:
         """Chunks holding each term, counted only up to `cap` (so cheap), in one query."""
