@@ -223,7 +223,10 @@ async def test_changed_chunk_size_reindexes_everything(index: MemoryIndex, tmp_p
     assert (await bigger.stats())[1] == 3  # one chunk per small file now
 
 
-def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_cli_reindex_and_search(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
     from bot.cli import SUBCOMMANDS, build_parser
     from bot.config import load_config
     from tests.krill_process import write_config
@@ -231,7 +234,8 @@ def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[st
     workspace = tmp_path / "workspace"
     (workspace / "memory").mkdir(parents=True)
     (workspace / "memory" / "2025-03-14.md").write_text(DAILY, encoding="utf-8")
-    path = str(write_config(tmp_path, {}))
+    storage = {"url": request.getfixturevalue("pg_url")} if kind == "postgres" else {}
+    path = str(write_config(tmp_path, {"storage": storage}))
     config = load_config(path, env={})
 
     def krill(*argv: str) -> int:
