@@ -108,15 +108,14 @@ class InboundTables(Connection):
         )
         return [inbound_row(r) for r in rows]
 
-    async def unfinished_among(self, ids: list[int]) -> set[int]:
-        if not ids:
-            return set()
+    async def unfinished_in(self, session_key: str) -> list[InboundRow]:
         rows = await self._fetchall(
-            "SELECT id FROM inbound WHERE id = ANY($1::bigint[]) AND status = ANY($2::text[])",
-            ids,
+            f"SELECT {INBOUND_COLUMNS} FROM inbound"
+            " WHERE session_key = $1 AND status = ANY($2::text[]) ORDER BY id",
+            session_key,
             _UNFINISHED,
         )
-        return {int(r[0]) for r in rows}
+        return [inbound_row(r) for r in rows]
 
     async def count_inbound(self, status: InboundStatus) -> int:
         count = await self._fetchval("SELECT COUNT(*) FROM inbound WHERE status = $1", str(status))

@@ -115,15 +115,13 @@ class InboundTables(Connection):
         )
         return [inbound_row(r) for r in rows]
 
-    async def unfinished_among(self, ids: list[int]) -> set[int]:
-        if not ids:
-            return set()
-        marks = ", ".join("?" for _ in ids)
+    async def unfinished_in(self, session_key: str) -> list[InboundRow]:
         rows = await self._fetchall(
-            f"SELECT id FROM inbound WHERE id IN ({marks}) AND status IN (?, ?)",
-            (*ids, *UNFINISHED_INBOUND),
+            f"SELECT {INBOUND_COLUMNS} FROM inbound WHERE session_key = ? AND status IN (?, ?)"
+            " ORDER BY id",
+            (session_key, *UNFINISHED_INBOUND),
         )
-        return {int(r[0]) for r in rows}
+        return [inbound_row(r) for r in rows]
 
     async def count_inbound(self, status: InboundStatus) -> int:
         row = await self._fetchone("SELECT COUNT(*) FROM inbound WHERE status = ?", (status,))

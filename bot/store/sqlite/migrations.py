@@ -273,6 +273,14 @@ MIGRATIONS: list[tuple[int, str]] = [
     ),
     (
         11,
+        # A lane answers its session's unanswered messages, whichever process took them in.
+        """
+        CREATE INDEX inbound_unfinished_key ON inbound(session_key, id)
+            WHERE status IN ('pending', 'processing')
+        """,
+    ),
+    (
+        12,
         # Which sender (a process's holder id) is sending an outbox row, and until when its
         # claim holds unless renewed: several processes can share one outbox.
         """
