@@ -35,16 +35,20 @@ class Clock:
 
 
 class FlakyChannel(RecordingChannel):
-    """A recording channel whose next sends fail as scripted (one failure per send)."""
+    """A recording channel whose next sends fail as scripted (one failure per send), and
+    whose first send of a given text fails as `fail_once` says (chats send in parallel)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.failures: list[SendFailure | None] = []
+        self.fail_once: dict[str, SendFailure] = {}
         self.attempts: list[str] = []
 
     async def deliver(self, out: OutboundMessage) -> str:
         self.attempts.append(out.text)
-        failure = self.failures.pop(0) if self.failures else None
+        failure = self.fail_once.pop(out.text, None)
+        if failure is None and self.failures:
+            failure = self.failures.pop(0)
         if failure is not None:
             raise failure
         return await super().deliver(out)
@@ -123,7 +127,7 @@ async def test_a_long_retry_after_is_waited_out_then_the_reply_arrives(rig: Rig)
 
 
 async def test_a_chats_later_rows_wait_behind_a_failing_one_other_chats_do_not(rig: Rig) -> None:
-    rig.channel.failures = [SendFailure(SendFailureKind.TRANSIENT, "502 Bad Gateway")]
+    rig.channel.fail_once["a1"] = SendFailure(SendFailureKind.TRANSIENT, "502 Bad Gateway")
     await rig.outbox.put(A, "t1", ["a1", "a2"])
     await rig.outbox.put(B, "t2", ["b1"])
     await rig.step()
