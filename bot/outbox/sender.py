@@ -112,7 +112,8 @@ class Sender:
         self.clock = clock
         self.jitter = jitter
         self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._claimed: dict[str, int] = {}  # chat key -> the id of its row in flight
+        # chat key -> the id of its row in flight, until its outcome is recorded
+        self._claimed: dict[str, int] = {}
         self._renewed_at = float("-inf")
         self._progress = asyncio.Event()  # set (and replaced) each time a send ends
         self._task: asyncio.Task[None] | None = None
@@ -182,7 +183,7 @@ class Sender:
         if claimed and not self._claimed:
             self._renewed_at = now  # nothing to renew before these claims need it
         for row in claimed:
-            if row.chat_key in self._in_flight:
+            if row.chat_key in self._claimed:
                 continue  # a claim that lapsed while its send went on: that send ends it
             task = asyncio.create_task(self._deliver(row), name=f"outbox:{row.id}")
             self._in_flight[row.chat_key] = task
@@ -225,9 +226,10 @@ class Sender:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(progress.wait(), self.poll_seconds)
 
-    def _done(self, chat_key: str, _task: asyncio.Task[None]) -> None:
-        self._in_flight.pop(chat_key, None)
-        self._claimed.pop(chat_key, None)
+    def _done(self, chat_key: str, task: asyncio.Task[None]) -> None:
+        if self._in_flight.get(chat_key) is task:
+            del self._in_flight[chat_key]
+            self._claimed.pop(chat_key, None)
         self.wakeup.set()
         self._progress.set()
         self._progress = asyncio.Event()
@@ -238,6 +240,13 @@ class Sender:
         except Exception:  # the store failed recording an outcome: the row is tried again
             log.exception("could not record the delivery of outbox row %d", row.id)
             await asyncio.sleep(STORE_RETRY_SECONDS)
+
+    def _ending(self, row: OutboxRow) -> None:
+        """Called before recording `row`'s outcome, which ends its claim: from then on the
+        chat's next row (or this one, split) may be claimed and sent, also before this
+        task has wound down."""
+        if self._claimed.get(row.chat_key) == row.id:
+            del self._claimed[row.chat_key]
 
     async def _attempt(self, row: OutboxRow) -> None:
         channel = self.channels[row.address.channel]
@@ -258,6 +267,7 @@ class Sender:
             send = functools.partial(channel.deliver, out)
         if not await self.store.outbox_mark_sending(row.id, self.holder, self.clock()):
             log.warning("outbox row %d: another sender took it over; leaving it", row.id)
+            self._ending(row)
             return
         try:
             platform_id = await send()
@@ -271,6 +281,7 @@ class Sender:
             log.warning("outbox row %d: unexpected send failure", row.id, exc_info=True)
             await self._failed(row, kind, f"{type(exc).__name__}: {exc}", 0.0)
             return
+        self._ending(row)
         await self.store.outbox_mark_sent(row.id, platform_id, self.clock())
         self.metrics.messages_out.labels(row.address.channel).inc()
 
@@ -294,17 +305,20 @@ class Sender:
             delay = self._backoff(row)
             log.warning("outbox row %d: could not check whether it went out (%s)", row.id, exc)
             now = self.clock()
+            self._ending(row)
             await self.store.outbox_retry_at(row.id, now + delay, str(exc), now, unknown=True)
             return True
         if found is None:
             return False
         log.info("outbox row %d was delivered before the restart (%s)", row.id, found)
+        self._ending(row)
         await self.store.outbox_mark_sent(row.id, found, self.clock())
         return True
 
     async def _failed(
         self, row: OutboxRow, kind: SendFailureKind, reason: str, retry_after: float
     ) -> None:
+        self._ending(row)
         now = self.clock()
         text = row.notice + row.text
         if kind is SendFailureKind.TOO_LONG:
