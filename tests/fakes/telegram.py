@@ -603,7 +603,7 @@ class FakeTelegram:
         self._file_seq = itertools.count(1)
         self._callback_seq = itertools.count(1)
         self._poll_generation = 0
-        # getUpdates requests cut off by a newer one (409 "terminated by other getUpdates").
+        # 409 "terminated by other getUpdates request" answers a client was still waiting for.
         self.poll_conflicts = 0
         self._call_signal = _Signal()
         self._update_signal = _Signal()
@@ -870,6 +870,9 @@ class FakeTelegram:
             result = await self._handle(method, params)
         except _ApiError as exc:
             call.status, call.response = exc.status, exc.response()
+            if exc.description == GETUPDATES_CONFLICT and request.transport is not None:
+                # A poll whose client is gone (it gave up, or was killed) tells nobody.
+                self.poll_conflicts += 1
         else:
             call.status, call.response = 200, {"ok": True, "result": result}
         # Notify only once the outcome is recorded, so waiters can trust Call.status.
@@ -1094,7 +1097,6 @@ class FakeTelegram:
         while True:
             if generation != self._poll_generation:
                 # Cut off, even with updates waiting: those go to the newer request.
-                self.poll_conflicts += 1
                 raise _ApiError(409, GETUPDATES_CONFLICT)
             if self.allowed_updates:
                 # Updates of types nobody asked for are dropped, not kept for later.
