@@ -105,3 +105,28 @@ async def test_a_leader_that_loses_its_lock_stops_polling_at_once(
     finally:
         await second.stop()
         await first.stop()
+
+
+async def test_a_webhook_replica_that_stops_leaves_the_webhook_to_the_others(
+    fake_telegram: FakeTelegram,
+) -> None:
+    """In webhook mode every replica receives; one stopping (an upgrade, a scale-down) must
+    not delete the webhook the others still serve."""
+    settings = TelegramConfig(
+        enabled=True,
+        token=fake_telegram.token,
+        api_base_url=fake_telegram.url,
+        mode="webhook",
+        webhook_url="https://bot.example.org/telegram/webhook",
+        webhook_secret="secret",
+    )
+    replicas = [TelegramChannel(settings, StubGateway()) for _ in range(2)]
+    for channel in replicas:
+        await channel.start()
+    assert not any(channel.standby for channel in replicas)
+    await replicas[0].stop()
+    assert fake_telegram.webhook is not None
+    assert fake_telegram.webhook["url"] == "https://bot.example.org/telegram/webhook"
+    await replicas[1].stop()
+    assert fake_telegram.calls_to("deleteWebhook") == []
+    assert fake_telegram.calls_to("getUpdates") == []
