@@ -61,9 +61,6 @@ class Leadership(Protocol):
     """A leader lock: at most one of the replicas sharing the store holds it, for work the
     platform lets only one client do at a time (Telegram long polling)."""
 
-    @property
-    def leading(self) -> bool: ...
-
     async def try_acquire(self) -> bool:
         """Claim the lock once; True when this replica leads now. It keeps it renewed until
         `release`, or until a renewal fails and `lost` returns."""

@@ -16,8 +16,6 @@ from bot.types import HistoryLine, InboundMessage
 class SoleLeader:
     """A leader lock nobody else wants: this process always leads."""
 
-    leading = True
-
     async def try_acquire(self) -> bool:
         return True
 

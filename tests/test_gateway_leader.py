@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from bot.gateway.leader import Leader, leader_key
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store
 
 LOCK = "telegram:123456"
 SECONDS = 1.0  # the lock's life without renewal, short for the tests
@@ -20,11 +18,9 @@ RENEW = 0.2
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "krill.db")
-    await s.open()
-    yield s
-    await s.close()
+def store(any_store: Store) -> Store:
+    """Every test runs on SQLite and on PostgreSQL (tests/postgres.py)."""
+    return any_store
 
 
 class Clock:
@@ -40,7 +36,7 @@ class Clock:
 class StoreThatStopsAnswering:
     """The store, until `down` is set: then a claim hangs, as on a dropped connection."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.down = False
 
@@ -65,7 +61,7 @@ def replica(store: object, holder: str, clock: Clock | None = None) -> Leader:
 
 
 async def test_one_replica_leads_and_the_next_takes_over_at_once_when_it_releases(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     a, b = replica(store, "replica-a"), replica(store, "replica-b")
     assert await a.try_acquire() and a.leading
@@ -84,7 +80,7 @@ async def test_one_replica_leads_and_the_next_takes_over_at_once_when_it_release
     assert await store.lease_holder(leader_key(LOCK), time.time()) is None
 
 
-async def test_the_leader_renews_its_lock_past_its_first_expiry(store: SQLiteStore) -> None:
+async def test_the_leader_renews_its_lock_past_its_first_expiry(store: Store) -> None:
     a = replica(store, "replica-a")
     assert await a.try_acquire()
     first_expiry = time.time() + SECONDS
@@ -99,7 +95,7 @@ async def test_the_leader_renews_its_lock_past_its_first_expiry(store: SQLiteSto
 
 
 async def test_a_leader_whose_lock_was_taken_over_stops_leading_at_its_next_renewal(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     """A leader that stalled past its lock (as another replica sees it) finds out when it
     next renews, and must stop: `lost` returns."""
@@ -115,7 +111,7 @@ async def test_a_leader_whose_lock_was_taken_over_stops_leading_at_its_next_rene
 
 
 async def test_a_leader_that_cannot_renew_stops_before_its_lock_can_pass_on(
-    store: SQLiteStore,
+    store: Store,
 ) -> None:
     """The store stops answering the leader: it gives up leading while its row is still
     valid, so whoever takes the lock next never overlaps with it."""
@@ -134,6 +130,6 @@ async def test_a_leader_that_cannot_renew_stops_before_its_lock_can_pass_on(
     await a.release()
 
 
-def test_a_lock_must_be_renewable_twice_before_it_expires(store: SQLiteStore) -> None:
+def test_a_lock_must_be_renewable_twice_before_it_expires(store: Store) -> None:
     with pytest.raises(ValueError, match="renewable at least twice"):
         Leader(store, LOCK, holder="x", seconds=1.0, renew_every=0.6)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from bot.config import TelegramConfig
 from bot.gateway.leader import Leader
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store
 from channels.telegram.adapter import TelegramChannel
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway
@@ -24,15 +23,13 @@ RENEW = 0.2
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "krill.db")
-    await s.open()
-    yield s
-    await s.close()
+def store(any_store: Store) -> Store:
+    """Every test runs on SQLite and on PostgreSQL (tests/postgres.py)."""
+    return any_store
 
 
 def replica(
-    fake: FakeTelegram, store: SQLiteStore, holder: str, ahead: float = 0.0
+    fake: FakeTelegram, store: Store, holder: str, ahead: float = 0.0
 ) -> tuple[TelegramChannel, StubGateway]:
     settings = TelegramConfig(enabled=True, token=fake.token, api_base_url=fake.url)
     leader = Leader(
@@ -55,7 +52,7 @@ async def until(condition: Callable[[], object], within: float = 5.0) -> None:
 
 
 async def test_only_the_leader_polls_and_the_other_takes_over_when_it_stops(
-    fake_telegram: FakeTelegram, store: SQLiteStore
+    fake_telegram: FakeTelegram, store: Store
 ) -> None:
     first, first_core = replica(fake_telegram, store, "replica-a")
     second, second_core = replica(fake_telegram, store, "replica-b")
@@ -82,7 +79,7 @@ async def test_only_the_leader_polls_and_the_other_takes_over_when_it_stops(
 
 
 async def test_a_leader_that_loses_its_lock_stops_polling_at_once(
-    fake_telegram: FakeTelegram, store: SQLiteStore, caplog: pytest.LogCaptureFixture
+    fake_telegram: FakeTelegram, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="channels.telegram")
     first, _ = replica(fake_telegram, store, "replica-a")

@@ -111,3 +111,9 @@ async def test_two_replicas_on_one_sqlite_file_poll_one_at_a_time(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'shared' / 'krill.db'}"
     await run_two_replicas(tmp_path, fake_telegram, fake_anthropic, url)
+
+
+async def test_two_replicas_on_one_postgresql_poll_one_at_a_time(
+    tmp_path: Path, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, pg_url: str
+) -> None:
+    await run_two_replicas(tmp_path, fake_telegram, fake_anthropic, pg_url)
