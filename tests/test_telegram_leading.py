@@ -14,6 +14,7 @@ import pytest
 from bot.config import TelegramConfig
 from bot.gateway.leader import Leader
 from bot.store.base import Store
+from channels.telegram import polling
 from channels.telegram.adapter import TelegramChannel
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway
@@ -127,3 +128,33 @@ async def test_a_webhook_replica_that_stops_leaves_the_webhook_to_the_others(
     await replicas[1].stop()
     assert fake_telegram.calls_to("deleteWebhook") == []
     assert fake_telegram.calls_to("getUpdates") == []
+
+
+async def test_a_409_while_leading_is_logged_once_and_backed_off(
+    fake_telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Some other program polls the same token: the leader backs off and says so once,
+    instead of a warning at every retry."""
+    monkeypatch.setattr(polling, "FIRST_BACKOFF", 0.05)
+    caplog.set_level(logging.DEBUG, logger="channels.telegram")
+    fake_telegram.fail_next_getupdates_conflict(times=4)
+    core = StubGateway()
+    channel = TelegramChannel(
+        TelegramConfig(enabled=True, token=fake_telegram.token, api_base_url=fake_telegram.url),
+        core,
+    )
+    await channel.start()
+    try:
+        fake_telegram.push_update(fake_telegram.private_message(42, "once it is free"))
+        assert [m.text for m in await core.wait(1)] == ["once it is free"]
+    finally:
+        await channel.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([w for w in warnings if "409 Conflict" in w]) == 1
+    assert "Telegram polling recovered after 4 failed attempt(s)" in caplog.text
+    delays = [
+        float(r.getMessage().rpartition("retrying in ")[2].rstrip("s"))
+        for r in caplog.records
+        if "409 Conflict" in r.getMessage()
+    ]
+    assert delays == sorted(delays) and delays[-1] > delays[0]  # backed off, not looped

@@ -209,7 +209,8 @@ class Poller:
             await self._failed(
                 f"409 Conflict ({exc.message}). Another process is polling this bot token, or "
                 "a webhook is set for it; only one Krill (or other client) may use a token "
-                "(replicas sharing one store take turns by themselves). Retrying quietly",
+                "(replicas sharing one store take turns by themselves); until it ends, the "
+                "next 409s are logged at debug level only",
                 quiet=self._conflicts > 0,
             )
             self._conflicts += 1
