@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from bot.gateway.leader import Leader, leader_key
 from bot.store.base import Store
+from tests.replica_storage import STORES, opened_store
 
 LOCK = "telegram:123456"
 SECONDS = 1.0  # the lock's life without renewal, short for the tests
 RENEW = 0.2
 
 
-@pytest.fixture
-def store(any_store: Store) -> Store:
-    """Every test runs on SQLite and on PostgreSQL (tests/postgres.py)."""
-    return any_store
+@pytest.fixture(params=STORES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with opened_store(request, tmp_path) as opened:
+        yield opened
 
 
 class Clock:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
@@ -17,16 +18,17 @@ from bot.store.base import Store
 from channels.telegram import polling
 from channels.telegram.adapter import TelegramChannel
 from tests.fakes.telegram import FakeTelegram
+from tests.replica_storage import STORES, opened_store
 from tests.stub_gateway import StubGateway
 
 SECONDS = 1.0
 RENEW = 0.2
 
 
-@pytest.fixture
-def store(any_store: Store) -> Store:
-    """Every test runs on SQLite and on PostgreSQL (tests/postgres.py)."""
-    return any_store
+@pytest.fixture(params=STORES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with opened_store(request, tmp_path) as opened:
+        yield opened
 
 
 def replica(

@@ -10,10 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
+from tests.replica_storage import STORES, storage_url
 
 TAKEOVER_LIMIT = 30.0  # DESIGN.md section 10: another replica polls within 30 s
 REPLY_TIMEOUT = 20.0
@@ -106,14 +109,12 @@ async def run_two_replicas(
     assert "lost the polling lock" not in second.log()
 
 
-async def test_two_replicas_on_one_sqlite_file_poll_one_at_a_time(
-    tmp_path: Path, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
-) -> None:
-    url = f"sqlite:///{tmp_path / 'shared' / 'krill.db'}"
-    await run_two_replicas(tmp_path, fake_telegram, fake_anthropic, url)
+@pytest.fixture(params=STORES)
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return storage_url(request, tmp_path)
 
 
-async def test_two_replicas_on_one_postgresql_poll_one_at_a_time(
-    tmp_path: Path, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, pg_url: str
+async def test_two_replicas_on_one_store_poll_one_at_a_time(
+    tmp_path: Path, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, shared_url: str
 ) -> None:
-    await run_two_replicas(tmp_path, fake_telegram, fake_anthropic, pg_url)
+    await run_two_replicas(tmp_path, fake_telegram, fake_anthropic, shared_url)
