@@ -12,13 +12,18 @@ import pytest
 
 from bot.store.base import (
     InboundStatus,
+    JobStore,
     Pairing,
     PairingStatus,
+    PairingStore,
     ReminderStatus,
+    ReminderStore,
+    RetentionStore,
     SessionStore,
     Store,
     TranscriptStore,
     TurnStore,
+    UsageStore,
 )
 from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
@@ -168,21 +173,26 @@ async def test_pairings_and_job_runs_are_shared(any_store: Store, twin: Store) -
     assert await any_store.job_last_run("flush") == 20.5
 
 
-async def test_retention_prunes_old_finished_work_and_keeps_the_rest(any_store: Store) -> None:
+async def test_retention_prunes_old_sessions_and_keeps_current_ones(any_store: Store) -> None:
     now = time.time()
     old = await any_store.get_or_create_session(KEY, ORIGIN)
     await any_store.append_entries([entries.person("old", old.session_id)])
     current = await any_store.start_new_session(KEY, ORIGIN, "/reset")
     await any_store.append_entries([entries.person("new", current.session_id)])
+    assert (await any_store.prune_before(now - DAY)).total == 0
+    pruned = await any_store.prune_before(now + DAY)
+    assert (pruned.sessions, pruned.entries) == (1, 2)  # its text and the reset entry
+    assert await any_store.transcript(old.session_id) == []
+    assert [e.kind for e in await any_store.transcript(current.session_id)] != []
+    assert [s.session_id for s in await any_store.sessions_for_key(KEY)] == [current.session_id]
+
+
+async def test_retention_keeps_unanswered_messages(any_store: Store) -> None:
     done, _ = await any_store.accept_inbound("telegram", "42:1", KEY, "{}")
     waiting, _ = await any_store.accept_inbound("telegram", "42:2", KEY, "{}")
     assert done is not None and waiting is not None
     await any_store.set_inbound_status([done], InboundStatus.DONE)
-    assert (await any_store.prune_before(now - DAY)).total == 0
-    pruned = await any_store.prune_before(now + DAY)
-    assert (pruned.inbound, pruned.sessions, pruned.entries) == (1, 1, 2)  # text + reset
-    assert await any_store.transcript(old.session_id) == []
-    assert [e.kind for e in await any_store.transcript(current.session_id)] != []
+    assert (await any_store.prune_before(time.time() + DAY)).inbound == 1
     assert [r.id for r in await any_store.unfinished_inbound()] == [waiting]
     assert not await any_store.seen_inbound("telegram", "42:1")
 
@@ -190,7 +200,8 @@ async def test_retention_prunes_old_finished_work_and_keeps_the_rest(any_store: 
 def test_the_postgres_store_implements_the_concerns_it_holds() -> None:
     import inspect
 
-    for concern in (SessionStore, TranscriptStore, TurnStore):
+    concerns = (SessionStore, TranscriptStore, UsageStore, TurnStore, PairingStore)
+    for concern in (*concerns, JobStore, ReminderStore, RetentionStore):
         wanted = {
             n for n, _ in inspect.getmembers(concern, inspect.isfunction) if not n.startswith("_")
         }

@@ -7,6 +7,7 @@ from typing import cast
 from bot.config import Config
 from bot.store.base import Store
 from bot.store.postgres import PostgresStore
+from bot.store.postgres.connection import masked_url
 from bot.store.sqlite import SQLiteStore
 
 
@@ -22,3 +23,11 @@ def store_for(config: Config) -> Store:
             ),
         )
     return SQLiteStore(config.sqlite_path, busy_wait=config.storage.busy_wait_seconds)
+
+
+def store_location(config: Config) -> str:
+    """Where the store is, as `krill status` shows it: the SQLite file, or the PostgreSQL
+    URL with its password masked."""
+    if config.uses_postgres:
+        return masked_url(config.storage.url)
+    return str(config.sqlite_path)
