@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -36,6 +38,17 @@ async def krill(directory: Path, url: str, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@asynccontextmanager
+async def opened(url: str) -> AsyncIterator[PostgresStore]:
+    """The store as a replica has it, to write what the commands then read."""
+    store = PostgresStore(url)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 def store_line(out: str) -> str:
     return next(line for line in out.splitlines() if line.split(":")[0].endswith("store"))
 
@@ -43,9 +56,7 @@ def store_line(out: str) -> str:
 async def test_sessions_reminders_and_pairings_read_the_shared_database(
     tmp_path: Path, pg_url: str
 ) -> None:
-    store = PostgresStore(pg_url)
-    await store.open()
-    try:
+    async with opened(pg_url) as store:
         session = await store.get_or_create_session(KEY, ORIGIN)
         await store.append_entries([entries.person("hello from a replica", session.session_id)])
         await store.add_usage(
@@ -59,8 +70,6 @@ async def test_sessions_reminders_and_pairings_read_the_shared_database(
         await store.pairing_put(
             Pairing("telegram", "77", "ABCD2345", PairingStatus.PENDING, time.time(), "Bo")
         )
-    finally:
-        await store.close()
     url = with_password(pg_url)
 
     code, out, _ = await krill(tmp_path, url, "sessions", "list")
@@ -78,12 +87,8 @@ async def test_sessions_reminders_and_pairings_read_the_shared_database(
 async def test_status_names_the_database_with_its_password_masked(
     tmp_path: Path, pg_url: str
 ) -> None:
-    store = PostgresStore(pg_url)
-    await store.open()
-    try:
+    async with opened(pg_url) as store:
         await store.get_or_create_session(KEY, ORIGIN)
-    finally:
-        await store.close()
     code, out, _ = await krill(tmp_path, with_password(pg_url), "status", "--json")
     assert code == 0
     status = json.loads(out)
@@ -105,9 +110,8 @@ async def test_doctor_checks_the_server_and_schema_without_creating_it(
     finally:
         await db.close()
 
-    store = PostgresStore(pg_url)
-    await store.open()
-    await store.close()
+    async with opened(pg_url):  # migrates
+        pass
     _, out, _ = await krill(tmp_path, url, "doctor")
     assert store_line(out).startswith("[ok]"), out
     assert f"(schema v{MIGRATIONS[-1][0]}, PostgreSQL " in store_line(out)

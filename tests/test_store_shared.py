@@ -206,3 +206,27 @@ def test_the_postgres_store_implements_the_concerns_it_holds() -> None:
             n for n, _ in inspect.getmembers(concern, inspect.isfunction) if not n.startswith("_")
         }
         assert {n for n in wanted if not callable(getattr(PostgresStore, n, None))} == set()
+
+
+async def test_writes_go_on_after_the_server_drops_every_connection(
+    pg_store: PostgresStore,
+) -> None:
+    """As after a server restart: the pool's idle connections are dead, the next
+    transaction (and single statement) must not fail on one of them."""
+    import asyncpg
+
+    sessions = [await pg_store.get_or_create_session(KEY, ORIGIN)]
+    for _ in range(3):  # the client may or may not have noticed the drop yet: try both
+        admin = await asyncpg.connect(pg_store.url)
+        try:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await admin.close()
+        sessions.append(await pg_store.start_new_session(KEY, ORIGIN, "/reset"))
+    await pg_store.append_entries([entries.person("still here", sessions[-1].session_id)])
+    current = await pg_store.current_session(KEY)
+    assert current is not None and current.session_id == sessions[-1].session_id
+    assert len(await pg_store.sessions_for_key(KEY)) == 4
