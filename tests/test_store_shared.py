@@ -82,6 +82,19 @@ async def test_replicas_resetting_at_once_leave_one_current_session(
     assert all(s.chosen_model == "claude-haiku-4-5" for s in fresh)
 
 
+async def test_a_first_message_racing_a_reset_leaves_one_current_session(
+    any_store: Store, twin: Store
+) -> None:
+    keys = [f"agent:main:telegram:direct:{n}" for n in range(10)]
+    await asyncio.gather(
+        *(any_store.get_or_create_session(key, ORIGIN) for key in keys),
+        *(twin.start_new_session(key, ORIGIN, "/reset") for key in keys),
+    )
+    for key in keys:
+        sessions = await any_store.sessions_for_key(key)
+        assert [s.is_current for s in sessions].count(True) == 1, sessions
+
+
 async def test_counters_from_two_processes_are_all_counted(any_store: Store, twin: Store) -> None:
     session = await any_store.get_or_create_session(KEY, ORIGIN)
     sid = session.session_id

@@ -1,6 +1,7 @@
 """Session rows in PostgreSQL: a key's current session, starting a new one, and the
-counters. Replicas may race to create or replace a key's session: the partial unique index
-on current sessions settles creation, a per-key advisory lock serialises replacement."""
+counters. Replicas may race to create or replace a key's session: a per-key advisory lock
+makes creation and replacement take turns, and the partial unique index on current
+sessions keeps a key to one current session whatever happens."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from typing import Any
 
 from bot.store.base import SessionRow
-from bot.store.postgres.connection import Connection
+from bot.store.postgres.connection import Connection, Db
 from bot.store.postgres.placeholders import numbered
 from bot.store.postgres.transcript import append_rows
 from bot.store.rows import (
@@ -34,6 +35,15 @@ _INSERT_UNLESS_CURRENT = f"{_INSERT} ON CONFLICT DO NOTHING"
 SESSION_KEY_LOCK = 1
 
 
+async def lock_key(db: Db, session_key: str) -> None:
+    """Make this transaction the only one creating or replacing `session_key`'s session
+    until it ends: two resets at once run one after the other, as two in a row would, and a
+    reset never meets a session created after it looked."""
+    await db.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))", SESSION_KEY_LOCK, session_key
+    )
+
+
 def update_statement(session_id: str, fields: dict[str, Any]) -> tuple[str, list[Any]]:
     """The UPDATE (and its arguments) that sets `fields` on a session row."""
     values = session_updates(fields)
@@ -57,9 +67,11 @@ class SessionTables(Connection):
         existing = await self.current_session(session_key)
         if existing:
             return existing
-        await self._execute(
-            _INSERT_UNLESS_CURRENT, new_id(), session_key, time.time(), *origin_values(origin)
-        )
+        async with self.transaction() as db:
+            await lock_key(db, session_key)
+            await db.execute(
+                _INSERT_UNLESS_CURRENT, new_id(), session_key, time.time(), *origin_values(origin)
+            )
         created = await self.current_session(session_key)
         assert created is not None
         return created
@@ -70,11 +82,7 @@ class SessionTables(Connection):
         now = time.time()
         new_session_id = new_id()
         async with self.transaction() as db:
-            # Two replicas resetting one key at once: the second waits, then replaces the
-            # session the first made, as two resets in a row would.
-            await db.execute(
-                "SELECT pg_advisory_xact_lock($1, hashtext($2))", SESSION_KEY_LOCK, session_key
-            )
+            await lock_key(db, session_key)
             row = await db.fetchrow(
                 "SELECT session_id, chosen_model FROM sessions"
                 " WHERE session_key = $1 AND is_current",
