@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from bot.store.rows import ENTRY_COLUMNS, StoredRow, entry_from_row
+from bot.store.mapping import ENTRY_COLUMNS, entry_from_row
+from bot.store.rows import StoredRow
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, EntryKind
 
 FetchOne = Callable[..., Awaitable[StoredRow | None]]

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from bot.store.base import InboundStatus
-from bot.store.rows import ENTRY_COLUMNS, USAGE_COLUMNS
+from bot.store.mapping import ENTRY_COLUMNS, USAGE_COLUMNS
 from bot.transcript import EntryKind
 from bot.types import Usage
 

@@ -4,8 +4,8 @@ approved or denied."""
 from __future__ import annotations
 
 from bot.store.base import Pairing, PairingStatus
+from bot.store.mapping import PAIRING_COLUMNS, pairing_from_row, pairing_values
 from bot.store.postgres.connection import Connection
-from bot.store.rows import PAIRING_COLUMNS, pairing_from_row, pairing_values
 
 _SELECT = f"SELECT {PAIRING_COLUMNS} FROM pairings"
 

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from bot.store.base import Reminder, ReminderStatus
+from bot.store.mapping import REMINDER_COLUMNS, reminder_from_row
 from bot.store.postgres.connection import Connection
 from bot.store.postgres.placeholders import numbered, rowcount
-from bot.store.rows import REMINDER_COLUMNS, reminder_from_row
 from bot.store.statements import FINISH_REMINDER
 
 

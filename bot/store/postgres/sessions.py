@@ -9,16 +9,16 @@ import time
 from typing import Any
 
 from bot.store.base import SessionRow
-from bot.store.postgres.connection import Connection, Db
-from bot.store.postgres.placeholders import numbered
-from bot.store.postgres.transcript import append_rows
-from bot.store.rows import (
+from bot.store.mapping import (
     SELECT_SESSIONS,
     counter_deltas,
     origin_values,
     session_from_row,
     session_updates,
 )
+from bot.store.postgres.connection import Connection, Db
+from bot.store.postgres.placeholders import numbered
+from bot.store.postgres.transcript import append_rows
 from bot.store.statements import ADD_USAGE, usage_args
 from bot.transcript import Entry, Reset, new_id
 from bot.types import SessionOrigin, Usage

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from bot.store.base import UsagePoint
 from bot.store.history import read_history
-from bot.store.postgres.connection import Connection, Db
-from bot.store.postgres.placeholders import numbered
-from bot.store.rows import (
+from bot.store.mapping import (
     ENTRY_INSERT_COLUMNS,
     chain,
     entry_from_row,
     entry_values,
     usage_point,
 )
+from bot.store.postgres.connection import Connection, Db
+from bot.store.postgres.placeholders import numbered
 from bot.store.statements import TRANSCRIPT, USAGE_SINCE
 from bot.transcript import Entry
 

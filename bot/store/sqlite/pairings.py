@@ -4,7 +4,7 @@ or denied."""
 from __future__ import annotations
 
 from bot.store.base import Pairing, PairingStatus
-from bot.store.rows import PAIRING_COLUMNS, pairing_from_row, pairing_values
+from bot.store.mapping import PAIRING_COLUMNS, pairing_from_row, pairing_values
 from bot.store.sqlite.connection import Connection
 
 _SELECT = f"SELECT {PAIRING_COLUMNS} FROM pairings"

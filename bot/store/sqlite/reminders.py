@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from bot.store.base import Reminder, ReminderStatus
-from bot.store.rows import REMINDER_COLUMNS, reminder_from_row
+from bot.store.mapping import REMINDER_COLUMNS, reminder_from_row
 from bot.store.sqlite.connection import Connection
 from bot.store.statements import FINISH_REMINDER
 

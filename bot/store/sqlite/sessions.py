@@ -8,7 +8,7 @@ from typing import Any
 import aiosqlite
 
 from bot.store.base import SessionRow
-from bot.store.rows import (
+from bot.store.mapping import (
     SELECT_SESSIONS,
     counter_deltas,
     origin_values,

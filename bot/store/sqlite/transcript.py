@@ -7,7 +7,7 @@ import aiosqlite
 
 from bot.store.base import UsagePoint
 from bot.store.history import read_history
-from bot.store.rows import (
+from bot.store.mapping import (
     ENTRY_INSERT_COLUMNS,
     chain,
     entry_from_row,
