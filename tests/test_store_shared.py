@@ -181,9 +181,11 @@ async def test_pairings_and_job_runs_are_shared(any_store: Store, twin: Store) -
     assert await twin.pairing_get("telegram", "42") is None
 
     assert await any_store.job_last_run("flush") is None
-    await any_store.job_record_run("flush", 10.5)
-    await twin.job_record_run("flush", 20.5)
-    assert await any_store.job_last_run("flush") == 20.5
+    claims = await asyncio.gather(
+        *(store.job_claim("flush", due_before=5.0, at=10.5) for store in [any_store, twin] * 3)
+    )
+    assert sorted(claims) == [False] * 5 + [True]
+    assert await twin.job_last_run("flush") == 10.5
 
 
 async def test_retention_prunes_old_sessions_and_keeps_current_ones(any_store: Store) -> None:

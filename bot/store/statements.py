@@ -33,6 +33,13 @@ USAGE_SINCE = (
     f" WHERE e.kind = '{EntryKind.ASSISTANT_REPLY}' AND e.created_at >= ?"
     " AND e.usage IS NOT NULL ORDER BY e.created_at"
 )
+# Inserted for a job never run; otherwise updated only when the last run is old enough, so
+# of several processes claiming the same due moment exactly one write takes effect.
+CLAIM_JOB = (
+    "INSERT INTO scheduler_runs(job, last_run_at) VALUES (?, ?)"
+    " ON CONFLICT(job) DO UPDATE SET last_run_at = excluded.last_run_at"
+    " WHERE scheduler_runs.last_run_at <= ?"
+)
 FINISH_REMINDER = "UPDATE reminders SET status = ?, fired_at = ? WHERE id = ? AND status = ?"
 
 # Retention, each step with the cutoff as its one argument and named for the Pruned field

@@ -3,6 +3,7 @@ connection pool, composed of a class per concern."""
 
 from bot.store.postgres.connection import Connection
 from bot.store.postgres.jobs import JobTables
+from bot.store.postgres.memory_index import MemoryIndexTables
 from bot.store.postgres.pairings import PairingTables
 from bot.store.postgres.reminders import ReminderTables
 from bot.store.postgres.retention import RetentionTables
@@ -19,6 +20,7 @@ class PostgresStore(
     RetentionTables,
     JobTables,
     ReminderTables,
+    MemoryIndexTables,
     Connection,
 ):
     """The server store (`storage.url = "postgresql://…"`)."""

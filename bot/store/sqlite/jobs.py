@@ -1,8 +1,10 @@
-"""Scheduler bookkeeping in SQLite: when each periodic job last ran, so restarts keep its pace."""
+"""Scheduler bookkeeping in SQLite: when each periodic job last ran, so restarts keep its pace
+and, with several processes on one store, each due run is claimed by one of them."""
 
 from __future__ import annotations
 
 from bot.store.sqlite.connection import Connection
+from bot.store.statements import CLAIM_JOB
 
 
 class JobTables(Connection):
@@ -10,8 +12,7 @@ class JobTables(Connection):
         row = await self._fetchone("SELECT last_run_at FROM scheduler_runs WHERE job = ?", (job,))
         return float(row[0]) if row else None
 
-    async def job_record_run(self, job: str, at: float) -> None:
+    async def job_claim(self, job: str, due_before: float, at: float) -> bool:
         async with self.transaction() as db:
-            await db.execute(
-                "INSERT OR REPLACE INTO scheduler_runs(job, last_run_at) VALUES (?, ?)", (job, at)
-            )
+            cur = await db.execute(CLAIM_JOB, (job, at, due_before))
+            return cur.rowcount == 1
