@@ -30,8 +30,11 @@ def with_password(url: str) -> str:
     return url.replace("postgresql://krill@", f"postgresql://krill:{PASSWORD}@")
 
 
-async def krill(directory: Path, url: str, *args: str) -> tuple[int, str, str]:
-    config = write_config(directory, {"storage": {"url": url}})
+async def krill(
+    directory: Path, url: str, *args: str, connect_wait: float = 30
+) -> tuple[int, str, str]:
+    storage = {"url": url, "connect_wait_seconds": connect_wait}
+    config = write_config(directory, {"storage": storage})
     code, out, err = await run_cli(directory, *args, "--config", str(config))
     assert "Traceback" not in out + err, err
     assert PASSWORD not in out + err
@@ -124,6 +127,15 @@ async def test_doctor_fails_on_a_server_that_does_not_answer(tmp_path: Path) -> 
     line = store_line(out)
     assert line.startswith("[FAIL]") and "krill:***@127.0.0.1" in line, line
     assert f"storage.url in {tmp_path / 'krill.toml'}" in line, line
+
+
+async def test_a_command_on_a_server_that_does_not_answer_says_what_to_fix(
+    tmp_path: Path,
+) -> None:
+    url = f"postgresql://krill:{PASSWORD}@127.0.0.1:{free_port()}/krill"
+    code, _, err = await krill(tmp_path, url, "sessions", "list", connect_wait=1)
+    assert code == EXIT_REFUSED
+    assert "storage.url" in err and "krill:***@127.0.0.1" in err, err
 
 
 async def test_backup_and_restore_point_at_the_postgresql_tools(
