@@ -28,7 +28,7 @@ _INSERT = (
     " channel, chat_type, chat_id, thread_id, peer_id)"
     " VALUES ($1, $2, TRUE, $3, $3, $4, $5, $6, $7, $8)"
 )
-# Another replica may have made the key's current session meanwhile: the partial unique
+# Another replica may have made the key's current session since we looked: the partial unique
 # index on (session_key) WHERE is_current refuses a second one, and this keeps the first.
 _INSERT_UNLESS_CURRENT = f"{_INSERT} ON CONFLICT DO NOTHING"
 # Two-key advisory locks (namespace, hash) keep clear of the one-key migration lock.
