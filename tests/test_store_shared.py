@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -29,10 +30,19 @@ from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
 from bot.types import ChatType, SessionOrigin, Usage
 from tests import entries
+from tests.replica_storage import STORES, opened_store
 
 KEY = "agent:main:telegram:direct:42"
 ORIGIN = SessionOrigin("telegram", ChatType.DIRECT, "42", peer_id="42")
 DAY = 86_400.0
+
+
+@pytest.fixture(params=STORES)
+async def whole_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A store of each kind that holds the inbound queue too (PostgreSQL joins STORES once
+    its inbound tables are merged)."""
+    async with opened_store(request, tmp_path) as store:
+        yield store
 
 
 @pytest.fixture
@@ -122,21 +132,21 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
 
 
 async def test_a_turn_claims_its_messages_and_updates_its_session_at_once(
-    any_store: Store,
+    whole_store: Store,
 ) -> None:
-    inbound_id, _ = await any_store.accept_inbound("telegram", "42:1", KEY, "{}")
+    inbound_id, _ = await whole_store.accept_inbound("telegram", "42:1", KEY, "{}")
     assert inbound_id is not None
-    session = await any_store.get_or_create_session(KEY, ORIGIN)
+    session = await whole_store.get_or_create_session(KEY, ORIGIN)
     opening = entries.person("hello", session.session_id, turn_id="turn-1")
     address = {"channel": "telegram", "chat_id": "42"}
-    await any_store.begin_turn(
+    await whole_store.begin_turn(
         [opening], [inbound_id], "turn-1", session_fields={"address": address}
     )
-    (row,) = await any_store.unfinished_inbound()
+    (row,) = await whole_store.unfinished_inbound()
     assert (row.status, row.turn_id) == (InboundStatus.PROCESSING, "turn-1")
-    assert (await any_store.session_of_turn("turn-1")).address == address  # type: ignore[union-attr]
-    await any_store.finish_turn(session.session_id, [inbound_id], InboundStatus.DONE, turns=1)
-    assert await any_store.unfinished_inbound() == []
+    assert (await whole_store.session_of_turn("turn-1")).address == address  # type: ignore[union-attr]
+    await whole_store.finish_turn(session.session_id, [inbound_id], InboundStatus.DONE, turns=1)
+    assert await whole_store.unfinished_inbound() == []
 
 
 async def test_a_reminder_fires_once_whichever_process_fires_it(
@@ -202,14 +212,14 @@ async def test_retention_prunes_old_sessions_and_keeps_current_ones(any_store: S
     assert [s.session_id for s in await any_store.sessions_for_key(KEY)] == [current.session_id]
 
 
-async def test_retention_keeps_unanswered_messages(any_store: Store) -> None:
-    done, _ = await any_store.accept_inbound("telegram", "42:1", KEY, "{}")
-    waiting, _ = await any_store.accept_inbound("telegram", "42:2", KEY, "{}")
+async def test_retention_keeps_unanswered_messages(whole_store: Store) -> None:
+    done, _ = await whole_store.accept_inbound("telegram", "42:1", KEY, "{}")
+    waiting, _ = await whole_store.accept_inbound("telegram", "42:2", KEY, "{}")
     assert done is not None and waiting is not None
-    await any_store.set_inbound_status([done], InboundStatus.DONE)
-    assert (await any_store.prune_before(time.time() + DAY)).inbound == 1
-    assert [r.id for r in await any_store.unfinished_inbound()] == [waiting]
-    assert not await any_store.seen_inbound("telegram", "42:1")
+    await whole_store.set_inbound_status([done], InboundStatus.DONE)
+    assert (await whole_store.prune_before(time.time() + DAY)).inbound == 1
+    assert [r.id for r in await whole_store.unfinished_inbound()] == [waiting]
+    assert not await whole_store.seen_inbound("telegram", "42:1")
 
 
 def test_the_postgres_store_implements_the_concerns_it_holds() -> None:
