@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from bot.store.mapping import ENTRY_COLUMNS, entry_from_row
-from bot.store.rows import StoredRow
+from bot.store.stored_row import StoredRow
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, EntryKind
 
 FetchOne = Callable[..., Awaitable[StoredRow | None]]

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from bot.store.base import Pairing, PairingStatus, Reminder, ReminderStatus, SessionRow, UsagePoint
-from bot.store.rows import StoredRow
+from bot.store.stored_row import StoredRow
 from bot.transcript import AssistantReply, Entry, EntryKind, payload_from, to_payload
 from bot.types import ChatType, SessionOrigin, Usage
 
