@@ -77,12 +77,13 @@ class ReplicaSet:
         self.dead: set[int] = set()
         self._turn = itertools.count()
 
-    def _replica(self, index: int, port: int) -> KrillProcess:
+    def _replica(self, index: int, port: int, start: int = 0) -> KrillProcess:
         # One config file for all; each replica's own port comes from the environment, as
         # an operator running several on one host would set it.
         config = self.config | {"server": self.config["server"] | {"port": port}}
         env = self.env | {"KRILL_SERVER__PORT": str(port)}
-        return KrillProcess(self.directory, config, env, log_name=f"replica-{index}")
+        name = f"replica-{index}" + (f"-{start}" if start else "")
+        return KrillProcess(self.directory, config, env, log_name=name)
 
     @property
     def live(self) -> list[int]:
@@ -103,8 +104,12 @@ class ReplicaSet:
         self.dead.add(index)
         await self.replicas[index].kill()
 
-    def pids(self) -> list[int]:
-        return [r.proc.pid for i, r in enumerate(self.replicas) if i not in self.dead and r.proc]
+    async def restart(self, index: int) -> None:
+        """Start a dead replica again on its port, as a supervisor restarts a crashed one."""
+        starts = len(list(self.directory.glob(f"replica-{index}*.log")))
+        self.replicas[index] = self._replica(index, self.replicas[index].port, starts)
+        await self.replicas[index].start()
+        self.dead.discard(index)
 
     async def post_update(
         self, http: aiohttp.ClientSession, update: dict[str, Any], replica: int | None = None
