@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.telegram_webhook import percentile
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
+from tests.postgres import MISSING, PostgresCluster, find_bin_dir
 from tests.replica_set import TOKEN_RE, ReplicaSet, replica_config, token
 
 FIRST_CHAT = 20_000
@@ -114,28 +115,30 @@ def postgres_cpu(data_dir: Path) -> float:
     return total
 
 
-@contextlib.asynccontextmanager
-async def shared_store(kind: str, directory: Path) -> AsyncIterator[tuple[str, Path | None]]:
-    """(storage.url, the PostgreSQL data folder or None) for one run."""
+@contextlib.contextmanager
+def database_server(kind: str) -> Iterator[PostgresCluster | None]:
+    """The throwaway PostgreSQL both runs share (a fresh database each), or None for SQLite."""
     if kind == "sqlite":
-        yield "sqlite:///data/krill.db", None
+        yield None
         return
-    from tests.postgres import throwaway_cluster
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit(MISSING)
+    cluster = PostgresCluster(bin_dir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
-    async with throwaway_cluster(directory / "pg") as cluster:
-        yield await cluster.new_database(), cluster.data_dir
 
-
-async def run(count: int, args: argparse.Namespace) -> Result:
+async def run(count: int, args: argparse.Namespace, cluster: PostgresCluster | None) -> Result:
     result = Result(count, args.chats * args.messages)
     chats = [FIRST_CHAT + i for i in range(args.chats)]
+    url = cluster.new_database() if cluster else "sqlite:///data/krill.db"
+    pg_dir = cluster.data if cluster else None
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        async with (
-            shared_store(args.store, directory) as (url, pg_dir),
-            TimedTelegram() as tg,
-            FakeAnthropic() as model,
-        ):
+        async with TimedTelegram() as tg, FakeAnthropic() as model:
             model.cache_enabled = False  # 4,000 sessions' cache entries are not the point here
             config = replica_config(tg, url, lease_seconds=args.lease_seconds)
             replicas = ReplicaSet(
@@ -237,7 +240,8 @@ def main() -> None:
     parser.add_argument("--lease-seconds", type=float, default=5.0)
     parser.add_argument("--store", choices=["postgres", "sqlite"], default="postgres")
     args = parser.parse_args()
-    results = [asyncio.run(run(count, args)) for count in (1, 3)]
+    with database_server(args.store) as cluster:
+        results = [asyncio.run(run(count, args, cluster)) for count in (1, 3)]
     report(results)
     for r in results:
         assert r.lost == 0, f"{r.replicas} replica(s): {r.lost} message(s) never answered"

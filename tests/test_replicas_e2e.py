@@ -1,5 +1,6 @@
-"""End to end: several real `krill run` replicas on one shared store, Telegram webhooks spread
-across them round-robin as a load balancer does.
+"""End to end: several real `krill run` replicas on one shared store (PostgreSQL, and one
+SQLite file as replicas on one host may share), Telegram webhooks spread across them
+round-robin as a load balancer does.
 
 A burst over several chats alternates between three replicas and one of them is killed with
 SIGKILL while its turns are in flight: every message is still answered exactly once and in
@@ -29,10 +30,13 @@ KILLED = 1
 TIMEOUT = 90.0
 
 
-@pytest.fixture
-def store_url() -> str:
-    """One SQLite file in the replicas' shared folder."""
-    return "sqlite:///data/krill.db"
+@pytest.fixture(params=["postgres", "sqlite"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """A fresh database on the test session's PostgreSQL, or one SQLite file in the replicas'
+    shared folder (several replicas on one host may share that too)."""
+    if request.param == "sqlite":
+        return "sqlite:///data/krill.db"
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture
