@@ -62,6 +62,26 @@ async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> Non
         assert await krill.stop() == 0
 
 
+async def test_deploy_config_runs_on_postgres_named_in_the_environment(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """As each replica of deploy/compose.yaml runs: the image's config, the database from
+    KRILL_STORAGE__URL."""
+    port = free_port()
+    env = {"KRILL_SERVER__PORT": str(port), "KRILL_STORAGE__URL": pg_url}
+    krill = KrillProcess(tmp_path, {"server": {"port": port}}, env)
+    shutil.copyfile(DEPLOY_CONFIG, krill.config_path)
+    code, _, err = await run_cli(tmp_path, "init", str(tmp_path))
+    assert code == 0, err
+    await krill.start()
+    try:
+        status, body = await krill.get("/healthz")
+        assert status == 200, body
+        assert not (tmp_path / "data" / "krill.db").exists()  # no SQLite store beside it
+    finally:
+        assert await krill.stop() == 0
+
+
 def interpolated(text: str, env: dict[str, str]) -> str:
     """Compose's variable substitution; a required variable missing is a ValueError, as
     `docker compose` refuses to start without it."""
