@@ -90,11 +90,13 @@ async def test_a_burst_survives_a_replica_killed_mid_turn_answered_once_in_order
 
 
 async def test_a_memory_note_written_through_one_replica_is_found_on_another(
-    tmp_path: Path, fakes: tuple[FakeTelegram, FakeAnthropic], store_url: str
+    tmp_path: Path, fakes: tuple[FakeTelegram, FakeAnthropic], pg_url: str
 ) -> None:
+    # On PostgreSQL (the memory index is in the database); one shared SQLite file is
+    # covered by tests/test_memory_replicas_e2e.py.
     tg, model = fakes
     chat = 7101
-    replicas = await started(tmp_path, fakes, store_url, 2)
+    replicas = await started(tmp_path, fakes, pg_url, 2)
 
     def in_chat(params: dict[str, object]) -> bool:
         return str(params.get("chat_id")) == str(chat)

@@ -2,9 +2,11 @@
 connection pool, composed of a class per concern."""
 
 from bot.store.postgres.connection import Connection
+from bot.store.postgres.memory_index import MemoryIndexTables
 
 
 class PostgresStore(
+    MemoryIndexTables,
     Connection,
 ):
     """The server store (`storage.url = "postgresql://…"`)."""
