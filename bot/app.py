@@ -206,6 +206,7 @@ class App:
             runner=self.runner,
             leases=self.leases,
             inbound=self.store,
+            channels=self.channels,
             metrics=self.metrics,
         )
         jobs = Jobs(clock)

@@ -237,8 +237,9 @@ class InboundStore(Protocol):
         self, ids: list[int], status: InboundStatus, *, turn_id: str | None = None
     ) -> None: ...
     async def unfinished_inbound(self) -> list[InboundRow]: ...
-    async def unfinished_among(self, ids: list[int]) -> set[int]:
-        """Which of `ids` are still waiting for an answer."""
+    async def unfinished_in(self, session_key: str) -> list[InboundRow]:
+        """`session_key`'s messages still waiting for an answer, whichever process took
+        them in, oldest first."""
         ...
 
     async def seen_inbound(self, channel: str, external_id: str) -> bool: ...
@@ -330,7 +331,10 @@ class JobStore(Protocol):
     """When each periodic scheduler job last ran."""
 
     async def job_last_run(self, job: str) -> float | None: ...
-    async def job_record_run(self, job: str, at: float) -> None: ...
+    async def job_claim(self, job: str, due_before: float, at: float) -> bool:
+        """Record a run of `job` at `at` unless one was recorded after `due_before`; whether
+        this caller won the run (one conditional write, so one replica of many does)."""
+        ...
 
 
 class ReminderStatus(StrEnum):

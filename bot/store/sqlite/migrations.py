@@ -271,6 +271,14 @@ MIGRATIONS: list[tuple[int, str]] = [
         # list, bytes stored by hash; '' for none), attached when the bot is next addressed.
         "ALTER TABLE group_buffer ADD COLUMN attachments TEXT NOT NULL DEFAULT ''",
     ),
+    (
+        11,
+        # A lane answers its session's unanswered messages, whichever process took them in.
+        """
+        CREATE INDEX inbound_unfinished_key ON inbound(session_key, id)
+            WHERE status IN ('pending', 'processing')
+        """,
+    ),
 ]
 
 
