@@ -13,6 +13,22 @@ from bot.sessions.limits import requires_mention
 from bot.types import HistoryLine, InboundMessage
 
 
+class SoleLeader:
+    """A leader lock nobody else wants: this process always leads."""
+
+    async def try_acquire(self) -> bool:
+        return True
+
+    async def acquire(self) -> None:
+        return None
+
+    async def lost(self) -> None:
+        await asyncio.Event().wait()  # never
+
+    async def release(self) -> None:
+        return None
+
+
 class StubGateway:
     def __init__(self, policy: ChannelPolicyConfig | None = None) -> None:
         self.policy = policy  # the adapter's config section: decides mention gating
@@ -54,6 +70,9 @@ class StubGateway:
 
     async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
         return []
+
+    def leadership(self, name: str) -> SoleLeader:
+        return SoleLeader()
 
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""

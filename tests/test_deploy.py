@@ -17,6 +17,7 @@ import yaml
 
 from bot.config import load_config
 from tests.krill_process import KrillProcess, free_port, run_cli
+from tests.replica_storage import STORES, storage_url
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_CONFIG = ROOT / "deploy" / "krill.toml"
@@ -37,11 +38,23 @@ def reachable_address() -> str:
         return str(s.getsockname()[0])
 
 
-async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> None:
+@pytest.fixture(params=STORES)
+def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """SQLite as the config has it, or PostgreSQL named by KRILL_STORAGE__URL, as each
+    replica of deploy/compose.yaml runs."""
+    if request.param == "sqlite":
+        return {}
+    return {"KRILL_STORAGE__URL": storage_url(request, tmp_path)}
+
+
+async def test_deploy_config_runs_as_the_image_sets_it_up(
+    tmp_path: Path, store_env: dict[str, str]
+) -> None:
     port = free_port()
     # KrillProcess writes its own krill.toml; the deploy file replaces it, the port (which
     # must not clash with other tests) comes from the environment as an operator's would.
-    krill = KrillProcess(tmp_path, {"server": {"port": port}}, {"KRILL_SERVER__PORT": str(port)})
+    env = {"KRILL_SERVER__PORT": str(port)} | store_env
+    krill = KrillProcess(tmp_path, {"server": {"port": port}}, env)
     shutil.copyfile(DEPLOY_CONFIG, krill.config_path)
     code, out, err = await run_cli(tmp_path, "init", str(tmp_path))
     assert code == 0, err
@@ -49,7 +62,8 @@ async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> Non
     assert (tmp_path / "workspace" / "SOUL.md").is_file()
     await krill.start()
     try:
-        assert (tmp_path / "data" / "krill.db").is_file()
+        # The SQLite store in data/, or none there when PostgreSQL holds it.
+        assert (tmp_path / "data" / "krill.db").is_file() == (not store_env)
         status, _ = await krill.get("/healthz")
         assert status == 200
         address = reachable_address()
@@ -58,26 +72,6 @@ async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> Non
         status, _ = await krill.get("/")
         assert status == 404  # no local.token: the web chat stays off beyond loopback
         assert "local.token is not set" in krill.log()
-    finally:
-        assert await krill.stop() == 0
-
-
-async def test_deploy_config_runs_on_postgres_named_in_the_environment(
-    tmp_path: Path, pg_url: str
-) -> None:
-    """As each replica of deploy/compose.yaml runs: the image's config, the database from
-    KRILL_STORAGE__URL."""
-    port = free_port()
-    env = {"KRILL_SERVER__PORT": str(port), "KRILL_STORAGE__URL": pg_url}
-    krill = KrillProcess(tmp_path, {"server": {"port": port}}, env)
-    shutil.copyfile(DEPLOY_CONFIG, krill.config_path)
-    code, _, err = await run_cli(tmp_path, "init", str(tmp_path))
-    assert code == 0, err
-    await krill.start()
-    try:
-        status, body = await krill.get("/healthz")
-        assert status == 200, body
-        assert not (tmp_path / "data" / "krill.db").exists()  # no SQLite store beside it
     finally:
         assert await krill.stop() == 0
 

@@ -23,6 +23,7 @@ import pytest
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.replica_set import ReplicaSet, replica_config, token
+from tests.replica_storage import STORES, storage_url
 
 CHATS = [7001, 7002, 7003, 7004, 7005]  # five: with three replicas each chat alternates
 MESSAGES = 8
@@ -30,13 +31,10 @@ KILLED = 1
 TIMEOUT = 90.0
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """A fresh database on the test session's PostgreSQL, or one SQLite file in the replicas'
-    shared folder (several replicas on one host may share that too)."""
-    if request.param == "sqlite":
-        return "sqlite:///data/krill.db"
-    return str(request.getfixturevalue("pg_url"))
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One PostgreSQL database, or one SQLite file (replicas on one host may share that)."""
+    return storage_url(request, tmp_path)
 
 
 @pytest.fixture
@@ -90,13 +88,13 @@ async def test_a_burst_survives_a_replica_killed_mid_turn_answered_once_in_order
 
 
 async def test_a_memory_note_written_through_one_replica_is_found_on_another(
-    tmp_path: Path, fakes: tuple[FakeTelegram, FakeAnthropic], pg_url: str
+    tmp_path: Path, fakes: tuple[FakeTelegram, FakeAnthropic], store_url: str
 ) -> None:
-    # On PostgreSQL (the memory index is in the database); one shared SQLite file is
-    # covered by tests/test_memory_replicas_e2e.py.
+    # Through the memory tools and webhooks; tests/test_memory_replicas_e2e.py has recall
+    # and `krill memory search`.
     tg, model = fakes
     chat = 7101
-    replicas = await started(tmp_path, fakes, pg_url, 2)
+    replicas = await started(tmp_path, fakes, store_url, 2)
 
     def in_chat(params: dict[str, object]) -> bool:
         return str(params.get("chat_id")) == str(chat)

@@ -23,6 +23,7 @@ from bot.commands import (
 )
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
+from bot.gateway.leader import Leader
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.media.prepare import problem_notice
@@ -32,6 +33,7 @@ from bot.store.base import InboundStatus
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
 
 if TYPE_CHECKING:
+    from bot.channel_contract import Leadership
     from bot.config import Config
     from bot.gateway.admission import Admission
     from bot.gateway.lanes import Lanes
@@ -68,6 +70,7 @@ class GatewayService:
         delivered: DeliveryWatch,
         activity: ActivityObserver,
         metrics: Metrics,
+        holder: str,
         media: MediaPreparer | None = None,
     ) -> None:
         self.config = config
@@ -80,6 +83,7 @@ class GatewayService:
         self.activity = activity
         self.metrics = metrics
         self.media = media
+        self.holder = holder  # this replica's name on the leases it holds
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         self.command_replies = ReplyBudget(replies=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS)
 
@@ -186,6 +190,9 @@ class GatewayService:
             return []
         entries = await self.store.transcript(session.session_id)
         return person_history(entries, msg.channel, msg.user_id)[-limit:]
+
+    def leadership(self, name: str) -> Leadership:
+        return Leader(self.store, name, holder=self.holder)
 
     async def close(self) -> None:
         await self.lanes.close()
