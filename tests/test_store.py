@@ -151,7 +151,8 @@ async def test_outbox_rows_keep_order_and_a_rewritten_reply_changes_nothing(
         ("t1", 0, "part 0"),
         ("t2", 0, "other"),
     ]
-    await store.outbox_mark_sending(heads[0].id, 3.0)
+    assert await store.outbox_claim(["local"], "me", 3.0, 10.0, 1) == heads[:1]
+    assert await store.outbox_mark_sending(heads[0].id, "me", 3.0)
     await store.outbox_mark_dead(heads[0].id, "blocked", "Part 1 of 2 failed. ", 3.0)
     (nxt,) = [r for r in await store.outbox_heads(["local"]) if r.turn_id == "t1"]
     assert (nxt.chunk_index, nxt.notice) == (1, "Part 1 of 2 failed. ")

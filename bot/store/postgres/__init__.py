@@ -2,10 +2,16 @@
 connection pool, composed of a class per concern."""
 
 from bot.store.postgres.connection import Connection
+from bot.store.postgres.inbound import InboundTables
+from bot.store.postgres.leases import LeaseTables
 from bot.store.postgres.memory_index import MemoryIndexTables
+from bot.store.postgres.outbox import OutboxTables
 
 
 class PostgresStore(
+    InboundTables,
+    OutboxTables,
+    LeaseTables,
     MemoryIndexTables,
     Connection,
 ):

@@ -279,6 +279,16 @@ MIGRATIONS: list[tuple[int, str]] = [
             WHERE status IN ('pending', 'processing')
         """,
     ),
+    (
+        12,
+        # Which sender (a process's holder id) is sending an outbox row, and until when its
+        # claim holds unless renewed: several processes can share one outbox.
+        """
+        ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
+        ALTER TABLE outbox ADD COLUMN claimed_until REAL;
+        CREATE INDEX outbox_claimed ON outbox(claimed_by) WHERE claimed_by IS NOT NULL
+        """,
+    ),
 ]
 
 
