@@ -208,6 +208,7 @@ class App:
             runner=self.runner,
             leases=self.leases,
             inbound=self.store,
+            budgets=self.store,
             metrics=self.metrics,
         )
         jobs = Jobs(clock)

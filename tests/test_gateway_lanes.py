@@ -75,6 +75,7 @@ def lanes(
         runner=runner,  # type: ignore[arg-type]
         leases=leases,
         inbound=store,
+        budgets=store,
         metrics=Metrics(),
         turn_window=WINDOW,
     )

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from bot.logs import RedactingFilter
-from bot.sessions.throttle import REFUSAL_REPLIES
+from bot.gateway.budgets import REFUSAL_REPLIES
 from tests.channel_env import ChannelKrill, channel_config, start_channel_krill
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack

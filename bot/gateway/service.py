@@ -2,8 +2,8 @@
 `accept` an inbound message, decide what it is (duplicate, refused, command, buffered group
 chatter, or a message for the agent), record it durably, and queue it on its session's lane.
 
-Each sender gets a small budget of command answers (refusals included) per minute; commands
-beyond it are recorded and logged but neither run nor answered.
+Each sender gets a small budget of command answers (refusals included) per minute, counted
+across replicas; commands beyond it are recorded and logged but neither run nor answered.
 """
 
 from __future__ import annotations
@@ -21,13 +21,18 @@ from bot.commands import (
     parse_command,
     refusal,
 )
+from bot.gateway.budgets import (
+    COMMAND_REPLIES,
+    COMMAND_WINDOW_SECONDS,
+    BudgetName,
+    SenderBudget,
+)
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
-from bot.sessions.throttle import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS, ReplyBudget
 from bot.store.base import InboundStatus
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
 
@@ -81,7 +86,9 @@ class GatewayService:
         self.metrics = metrics
         self.media = media
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
-        self.command_replies = ReplyBudget(replies=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS)
+        self.command_replies = SenderBudget(
+            store, BudgetName.COMMANDS, limit=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS
+        )
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         result = await self._accept(sanitize_inbound(msg))
@@ -128,7 +135,7 @@ class GatewayService:
     async def _command(self, command: Command, msg: InboundMessage, key: str) -> AcceptResult:
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.COMMAND):
             return AcceptResult.DUPLICATE
-        if not self.command_replies.take(msg.principal):
+        if not await self.command_replies.take(msg.principal):
             log.info(
                 "ignoring /%s from %s in %s: over its command budget",
                 command.name,

@@ -18,6 +18,7 @@ from bot.store.outbox_rows import (
     OutboxRow,
     OutboxSummary,
 )
+from bot.store.shared_rows import BudgetUse
 from bot.transcript import Entry
 from bot.types import Address, Attachment, ChatType, SessionOrigin, Usage
 
@@ -411,6 +412,17 @@ class MemoryIndexStore(Protocol):
     async def memory_recent(self, *, limit: int, visible: VisiblePaths) -> list[ChunkMatch]: ...
 
 
+class SharedStateStore(Protocol):
+    """Scoped values until they expire; per-sender budgets (`limit=None` always counts)."""
+
+    async def state_put(self, scope: str, key: str, value: str, expires_at: float) -> None: ...
+    async def state_get(self, scope: str, key: str, now: float) -> str | None: ...
+    async def budget_take(
+        self, budget: str, sender: str, *, limit: int | None, window: float, now: float
+    ) -> BudgetUse | None: ...
+    async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None: ...
+
+
 class Store(
     SessionStore,
     TranscriptStore,
@@ -424,6 +436,7 @@ class Store(
     ReminderStore,
     LeaseStore,
     MemoryIndexStore,
+    SharedStateStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""
