@@ -84,6 +84,15 @@ class Gateway(Protocol):
         their own messages and the replies to the turns they were in, oldest first."""
         ...
 
+    async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
+        """Keep `value` under `key` for `seconds` (0: forget it), where every replica finds
+        it (e.g. a thread the bot takes part in, or where a private answer can be sent): an
+        adapter keeps in memory only what it can rebuild."""
+
+    async def recall(self, channel: str, key: str) -> str | None:
+        """What `remember` kept under `key`, on any replica; None when unknown or expired."""
+        ...
+
 
 class Channel(Protocol):
     """A chat platform adapter."""

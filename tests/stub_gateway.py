@@ -26,6 +26,7 @@ class StubGateway:
         self.sessions: set[str] = set()  # session keys that have history
         self.bot_usernames: dict[str, str] = {}
         self.arrived = asyncio.Event()
+        self.state: dict[tuple[str, str], str] = {}  # what the adapter asked to remember
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         if self.gate is not None and msg.text not in self.passes:
@@ -54,6 +55,12 @@ class StubGateway:
 
     async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
         return []
+
+    async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
+        self.state[(channel, key)] = value
+
+    async def recall(self, channel: str, key: str) -> str | None:
+        return self.state.get((channel, key))
 
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""

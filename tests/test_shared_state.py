@@ -75,7 +75,9 @@ async def test_a_budget_counts_uses_per_window_and_refuses_beyond_its_limit(
     assert beyond == BudgetUse(4, 610.0)
     assert await other_replica.budget_use("refusals", "slack:U1", now=609.0) == BudgetUse(4, 610.0)
     # The window ended: a fresh one starts with this use.
-    fresh = await other_replica.budget_take("refusals", "slack:U1", limit=3, window=600.0, now=610.0)
+    fresh = await other_replica.budget_take(
+        "refusals", "slack:U1", limit=3, window=600.0, now=610.0
+    )
     assert fresh == BudgetUse(1, 1210.0)
 
 

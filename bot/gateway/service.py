@@ -9,6 +9,7 @@ across replicas; commands beyond it are recorded and logged but neither run nor 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Protocol
 
 from bot.channel_contract import AcceptResult
@@ -193,6 +194,12 @@ class GatewayService:
             return []
         entries = await self.store.transcript(session.session_id)
         return person_history(entries, msg.channel, msg.user_id)[-limit:]
+
+    async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
+        await self.store.state_put(channel, key, value, expires_at=time.time() + seconds)
+
+    async def recall(self, channel: str, key: str) -> str | None:
+        return await self.store.state_get(channel, key, now=time.time())
 
     async def close(self) -> None:
         await self.lanes.close()

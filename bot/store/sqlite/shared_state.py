@@ -49,8 +49,7 @@ class SharedStateTables(Connection):
 
     async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None:
         row = await self._fetchone(
-            "SELECT used, resets_at FROM budgets WHERE budget = ? AND sender = ?"
-            " AND resets_at > ?",
+            "SELECT used, resets_at FROM budgets WHERE budget = ? AND sender = ? AND resets_at > ?",
             (budget, sender, now),
         )
         return BudgetUse(int(row[0]), float(row[1])) if row else None
