@@ -1,0 +1,164 @@
+"""Two replicas of Krill on one store, each with its own Slack Socket Mode connection (Slack
+spreads an app's events across its connections): the real `App`s, the real slack-bolt
+adapter and the fake Slack and model. What one replica learned, the other knows; an event
+Slack delivers to both counts once; a sender's budget is one budget across replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from bot.config import load_config
+from bot.gateway.budgets import COMMAND_REPLIES
+from bot.types import Address, OutboundMessage
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.slack import FakeSlack
+
+Start = Callable[..., Any]
+
+
+async def until(check: Callable[[], Any], within: float = 15.0) -> None:
+    """Wait until `check()` (a plain or an async function) holds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while not (await check() if asyncio.iscoroutinefunction(check) else check()):
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+def inbound(apps: list[App], result: str) -> float:
+    """How many Slack messages the replicas together decided `result` for."""
+    labels = {"channel": "slack", "result": result}
+    return sum(
+        app.metrics.registry.get_sample_value("krill_inbound_total", labels) or 0.0 for app in apps
+    )
+
+
+@pytest.fixture
+async def replicas(
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> AsyncIterator[Start]:
+    started: list[App] = []
+    (tmp_path / "workspace").mkdir()
+
+    async def start(count: int = 2) -> list[App]:
+        for i in range(count):
+            folder = tmp_path / f"replica-{i}"
+            folder.mkdir()
+            (folder / "krill.toml").write_text(
+                "[anthropic]\nmax_retries = 0\n"
+                f'[storage]\nurl = "sqlite:///{tmp_path}/shared/krill.db"\n'
+                f'[workspace]\npath = "{tmp_path}/workspace"\n'
+                "[slack]\nenabled = true\n"
+                f'bot_token = "{fake_slack.bot_token}"\napp_token = "{fake_slack.app_token}"\n'
+                f'mode = "socket"\napi_base_url = "{fake_slack.api_url}"\n'
+                'dm_policy = "open"\nstream_interval = 0\n'
+                "[slack.pacing]\nchannel_interval = 0\n",
+                encoding="utf-8",
+            )
+            env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
+            config = load_config(str(folder / "krill.toml"), env=env)
+            app = App(config, with_server=False, background=True)
+            started.append(app)
+            await app.start()
+            await fake_slack.wait_for_socket(i + 1)
+        return started
+
+    yield start
+    for app in reversed(started):
+        await app.stop()
+
+
+async def test_a_thread_joined_through_one_replica_needs_no_mention_on_another(
+    replicas: Start, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    await replicas(2)
+    fake_anthropic.hold()  # replica 0's turn is still running when the reply arrives
+    mention = fake_slack.app_mention("C1", "U1", "open a thread please")
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_event(mention, to=0))
+    await fake_anthropic.wait_for_requests(1, within=10)
+    thread = mention["event"]["ts"]
+    reply = fake_slack.channel_message("C1", "U2", "and a reply without mention", thread_ts=thread)
+    # Before the first turn ended, the thread's session has no turn yet: only the shared
+    # record of the thread tells replica 1 that Krill takes part in it.
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_event(reply, to=1))
+    fake_anthropic.release()
+    requests = await fake_anthropic.wait_for_requests(2, within=15)
+    assert "and a reply without mention" in requests[1].last_user_text
+    answers = await fake_slack.wait_for(
+        "chat.postMessage", 2, timeout=15, predicate=lambda p: p.get("thread_ts") == thread
+    )
+    assert len(answers) == 2
+
+
+async def test_an_event_delivered_to_both_replicas_counts_once(
+    replicas: Start, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    apps = await replicas(2)
+    event = fake_slack.im_message("U1", "hello just once", channel="D1")
+    for to in (0, 1):
+        await fake_slack.wait_for_ack(await fake_slack.push_socket_event(event, to=to))
+    command = fake_slack.slash_command(text="status", channel_id="C1")
+    for to in (1, 0):
+        envelope = await fake_slack.push_socket_slash_command(command, to=to)
+        await fake_slack.wait_for_ack(envelope)
+    await until(lambda: inbound(apps, "duplicate") == 2)
+    await until(lambda: inbound(apps, "accepted") == 1 and inbound(apps, "command") == 1)
+    await fake_slack.wait_for("chat.postMessage", 1, timeout=15)
+    trigger = command["response_url"].rsplit("/", 1)[1]
+    await until(lambda: any(rid == trigger for rid, _ in fake_slack.response_url_posts))
+    await until(lambda: fake_anthropic.message_requests)
+    assert [r.last_user_text.count("hello just once") for r in fake_anthropic.message_requests] == [
+        1
+    ]
+    with sqlite3.connect(tmp_path / "shared" / "krill.db") as db:
+        (answers,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = 'slack'").fetchone()
+    assert answers == 2  # the DM's reply and the command's answer, each queued once
+
+
+async def test_a_response_url_learned_by_one_replica_serves_a_private_answer_from_another(
+    replicas: Start, fake_slack: FakeSlack
+) -> None:
+    apps = await replicas(2)
+    command = fake_slack.slash_command(text="status", channel_id="C1", user_id="U7")
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_slash_command(command, to=0))
+    private = Address("slack", "C1", private_to="U7")
+    await apps[1].channels["slack"].deliver(OutboundMessage(private, "only for you", "t1", 0))
+    trigger = command["response_url"].rsplit("/", 1)[1]
+    await until(
+        lambda: any("only for you" in str(body) for _, body in fake_slack.response_url_posts)
+    )
+    assert [rid for rid, body in fake_slack.response_url_posts if "only for you" in str(body)] == [
+        trigger
+    ]
+    assert not fake_slack.calls_to("chat.postEphemeral")
+
+
+async def test_a_senders_command_budget_is_one_budget_across_replicas(
+    replicas: Start, fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    apps = await replicas(2)
+    sent = COMMAND_REPLIES + 4
+    triggers = []
+    for i in range(sent):
+        command = fake_slack.slash_command(text="status", channel_id="C1", user_id="U3")
+        triggers.append(command["response_url"].rsplit("/", 1)[1])
+        await fake_slack.wait_for_ack(await fake_slack.push_socket_slash_command(command, to=i % 2))
+    await until(lambda: inbound(apps, "command") == sent)
+
+    async def delivered() -> bool:
+        return (await apps[0].store.outbox_summary()).pending == 0
+
+    await until(delivered)
+    # Each answer is one outbox row (whichever replica's sender then delivers it).
+    with sqlite3.connect(tmp_path / "shared" / "krill.db") as db:
+        (answers,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = 'slack'").fetchone()
+    assert answers == COMMAND_REPLIES
+    use = await apps[1].store.budget_use("commands", "slack:U3", now=time.time())
+    assert use is not None and use.used == COMMAND_REPLIES
