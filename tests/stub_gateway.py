@@ -57,7 +57,10 @@ class StubGateway:
         return []
 
     async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
-        self.state[(channel, key)] = value
+        if seconds > 0:
+            self.state[(channel, key)] = value
+        else:
+            self.state.pop((channel, key), None)
 
     async def recall(self, channel: str, key: str) -> str | None:
         return self.state.get((channel, key))
