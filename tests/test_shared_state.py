@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.gateway.budgets import BudgetName, SenderBudget
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.store.shared_rows import BudgetUse
 from bot.store.sqlite import SQLiteStore
 

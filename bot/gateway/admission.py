@@ -15,16 +15,12 @@ import time
 from typing import TYPE_CHECKING
 
 from bot.channel_contract import AcceptResult
-from bot.gateway.budgets import (
-    REFUSAL_REPLIES,
-    REFUSAL_WINDOW_SECONDS,
-    BudgetName,
-    SenderBudget,
-)
+from bot.gateway.budgets import REFUSAL_REPLIES, REFUSAL_WINDOW_SECONDS
 from bot.sessions import access
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
 from bot.store.base import BufferedLine, InboundStatus, Pairing, PairingStatus
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Attachment, ChatType, InboundMessage, MediaKind
 
 if TYPE_CHECKING:

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.agent.runner import TurnJob, new_turn_id
-from bot.gateway.budgets import TURN_WINDOW_SECONDS, BudgetName, SenderBudget
+from bot.gateway.budgets import TURN_WINDOW_SECONDS
 from bot.sessions.limits import history_limit_for
 from bot.sessions.queue import SessionQueue
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:

@@ -22,12 +22,7 @@ from bot.commands import (
     parse_command,
     refusal,
 )
-from bot.gateway.budgets import (
-    COMMAND_REPLIES,
-    COMMAND_WINDOW_SECONDS,
-    BudgetName,
-    SenderBudget,
-)
+from bot.gateway.budgets import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.recovery import recover
@@ -35,6 +30,7 @@ from bot.inbound import sanitize_inbound
 from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
 from bot.store.base import InboundStatus
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
 
 if TYPE_CHECKING:
