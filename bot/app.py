@@ -57,7 +57,7 @@ from bot.scheduler.service import Scheduler
 from bot.server import build_server
 from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
-from bot.store.sqlite import SQLiteStore
+from bot.store.factory import store_for
 from bot.tools.mcp import McpManager
 from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
@@ -83,9 +83,7 @@ class App:
         self.recover = recover
         self.background = background
         self.metrics = Metrics()
-        self.store: Store = SQLiteStore(
-            config.sqlite_path, busy_wait=config.storage.busy_wait_seconds
-        )
+        self.store: Store = store_for(config)
         self.model = ModelClient(config)
         self.workspace = Workspace(
             config.workspace_dir,

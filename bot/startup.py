@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.agent.workspace import ensure_workspace
 from bot.config import Config
 from bot.config.sections import WorkspaceConfig
-from bot.errors import ConfigError, StartupError
+from bot.errors import ConfigError, StartupError, StoreUnavailable
 from bot.store.base import Store
 
 # Only the default workspace is made from the bundled template when it is missing: any
@@ -51,7 +51,18 @@ def prepare_workspace(config: Config) -> bool:
 
 
 async def open_store(store: Store, config: Config) -> None:
-    """Open the store; a folder or file it cannot create or write is a `StartupError`."""
+    """Open the store; a folder or file it cannot create or write, or a server that does not
+    answer, is a `StartupError`."""
+    if config.uses_postgres:
+        try:
+            await store.open()
+        except StoreUnavailable as exc:
+            await store.close()
+            raise StartupError(
+                f"storage.url: {exc}; start the PostgreSQL server or fix storage.url in "
+                f"{_where(config)} (or KRILL_STORAGE__URL)"
+            ) from None
+        return
     path = config.sqlite_path
     try:
         # Checked first: a connection that fails to open leaves aiosqlite's thread behind,

@@ -51,8 +51,16 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.server": ("bot.http_guard", "bot.metrics"),
     "bot.commands": ("bot.config", "bot.sessions", "bot.store", "bot.tools", "bot.types"),
     "bot.sessions": ("bot.config", "bot.types"),
-    "bot.store": ("bot.store.sqlite", "bot.transcript", "bot.types"),
+    # The factory (bot/store/factory.py) reads storage.url to pick one of the two stores.
+    "bot.store": (
+        *("bot.config", "bot.store.postgres", "bot.store.sqlite", "bot.transcript"),
+        "bot.types",
+    ),
     "bot.store.sqlite": (
+        *("bot.backoff", "bot.errors", "bot.store", "bot.sessions", "bot.transcript"),
+        "bot.types",
+    ),
+    "bot.store.postgres": (
         *("bot.backoff", "bot.errors", "bot.store", "bot.sessions", "bot.transcript"),
         "bot.types",
     ),
@@ -80,8 +88,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.memory": (
         *("bot.agent", "bot.config", "bot.context", "bot.context.compaction", "bot.errors"),
         *("bot.sessions", "bot.untrusted"),
-        # `krill memory` (bot/memory/cli.py) opens the SQLite store itself.
-        *("bot.startup", "bot.store", "bot.store.sqlite", "bot.tools", "bot.transcript"),
+        # `krill memory` (bot/memory/cli.py) opens the store itself.
+        *("bot.startup", "bot.store", "bot.tools", "bot.transcript"),
         "bot.types",
     ),
     "bot.gateway": (
@@ -167,9 +175,9 @@ def within(module: str, prefix: str) -> bool:
 
 
 def unit_of(module: str) -> str:
-    """A module's line in the module map: its package (compaction and the SQLite store
+    """A module's line in the module map: its package (compaction and the two stores
     count as their own), or itself for a top-level module of bot/."""
-    for sub in ("bot.context.compaction", "bot.store.sqlite"):
+    for sub in ("bot.context.compaction", "bot.store.sqlite", "bot.store.postgres"):
         if within(module, sub):
             return sub
     return ".".join(module.split(".")[:2])

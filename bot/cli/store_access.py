@@ -12,9 +12,9 @@ from bot.store.base import Store
 async def with_store(config: Config, fn: Callable[[Store], Awaitable[int]]) -> int:
     """Run `fn` with the configured store open."""
     from bot.startup import open_store
-    from bot.store.sqlite import SQLiteStore
+    from bot.store.factory import store_for
 
-    store = SQLiteStore(config.sqlite_path, busy_wait=config.storage.busy_wait_seconds)
+    store = store_for(config)
     await open_store(store, config)
     try:
         return await fn(store)

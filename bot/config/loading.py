@@ -103,7 +103,10 @@ def _format_validation(err: ValidationError, where: str) -> str:
             msg = "unknown key"
         else:
             msg = e["msg"]
-            secret = any(SECRET_KEY_RE.search(str(part)) for part in e["loc"])
+            # storage.url may carry a password; its validator names what it got, masked.
+            secret = any(SECRET_KEY_RE.search(str(part)) for part in e["loc"]) or key == (
+                "storage.url"
+            )
             if "input" in e and not isinstance(e["input"], dict | list) and not secret:
                 msg += f" (got {e['input']!r})"
         lines.append(f"{where}: {key}: {msg}")

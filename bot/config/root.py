@@ -10,6 +10,7 @@ from pydantic import Field
 
 from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
 from bot.config.sections import (
+    POSTGRES_SCHEMES,
     AdminConfig,
     AgentConfig,
     AnthropicConfig,
@@ -79,13 +80,22 @@ class Config(Section):
 
     @property
     def media_dir(self) -> Path:
-        """Where received media is kept, content-addressed, beside the database."""
+        """Where received media is kept, content-addressed: beside the SQLite database, or
+        in data/media for PostgreSQL (a folder every replica must share)."""
+        if self.uses_postgres:
+            return self.resolve("data/media")
         return self.sqlite_path.parent / "media"
+
+    @property
+    def uses_postgres(self) -> bool:
+        return self.storage.url.startswith(POSTGRES_SCHEMES)
 
     @property
     def sqlite_path(self) -> Path:
         url = self.storage.url
         if not url.startswith("sqlite:///"):
-            raise ConfigError(f"storage.url: only sqlite:/// URLs are supported, got {url!r}")
+            raise ConfigError(
+                f"storage.url: only sqlite:/// and postgresql:// URLs are supported, got {url!r}"
+            )
         rest = url[len("sqlite:///") :]
         return Path(rest) if rest.startswith("/") else self.resolve(rest)

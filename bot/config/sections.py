@@ -65,7 +65,12 @@ class TranscriptionConfig(Section):
     timeout: float = Field(60.0, gt=0)
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
 class StorageConfig(Section):
+    # sqlite:///path (relative to the config file) or postgresql://user:pass@host/db,
+    # which several replicas may share.
     url: str = "sqlite:///data/krill.db"
     # Finished inbound and dedupe rows, delivered outbox rows and old (non-current) sessions
     # with their transcripts are pruned once older than this; 0 keeps everything forever.
@@ -81,6 +86,18 @@ class StorageConfig(Section):
     # honoured as the platform names it.
     outbox_retry_first_seconds: float = Field(1.0, gt=0)
     outbox_retry_max_seconds: float = Field(300.0, gt=0)
+    # How long start-up keeps trying a PostgreSQL server that does not answer.
+    connect_wait_seconds: float = Field(30.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if not url.startswith(("sqlite:///", *POSTGRES_SCHEMES)):
+            raise ValueError(
+                "must start with sqlite:/// (a file) or postgresql:// (a server), "
+                f"got {url.split('://')[0]}://…"
+            )
+        return url
 
 
 class ServerConfig(Section):

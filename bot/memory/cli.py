@@ -16,7 +16,7 @@ from bot.memory.index import MemoryIndex
 from bot.memory.tools import format_hits
 from bot.startup import open_store
 from bot.store.base import VisiblePaths
-from bot.store.sqlite import SQLiteStore
+from bot.store.factory import store_for
 
 
 async def run_memory_command(
@@ -26,7 +26,7 @@ async def run_memory_command(
 ) -> int:
     """`progress(done, total)` follows a reindex file by file (the CLI shows it on a
     terminal)."""
-    store = SQLiteStore(config.sqlite_path)
+    store = store_for(config)
     await open_store(store, config)  # runs the migrations that create the index tables
     index = MemoryIndex(store, config.workspace_dir, config.memory)
     await index.open()
