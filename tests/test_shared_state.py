@@ -9,26 +9,37 @@ from pathlib import Path
 
 import pytest
 
+from bot.store.base import Store
 from bot.store.budgets import BudgetName, SenderBudget
+from bot.store.postgres import PostgresStore
 from bot.store.shared_rows import BudgetUse
 from bot.store.sqlite import SQLiteStore
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "krill.db")
-    await s.open()
-    yield s
-    await s.close()
+@pytest.fixture(params=["sqlite", "postgres"])
+async def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[Store]]:
+    """Two opened stores of one kind on the same database, as two replicas have."""
+    stores: list[Store] = []
+    for _ in range(2):
+        if request.param == "sqlite":
+            stores.append(SQLiteStore(tmp_path / "krill.db"))
+        else:
+            url = request.getfixturevalue("pg_url")
+            stores.append(PostgresStore(url, busy_wait=5.0, connect_wait=5.0))  # type: ignore[arg-type]
+        await stores[-1].open()
+    yield stores
+    for store in stores:
+        await store.close()
 
 
 @pytest.fixture
-async def other_replica(tmp_path: Path, store: SQLiteStore) -> AsyncIterator[SQLiteStore]:
-    """A second store object on the same database, as another replica has."""
-    s = SQLiteStore(tmp_path / "krill.db")
-    await s.open()
-    yield s
-    await s.close()
+def store(replicas: list[Store]) -> Store:
+    return replicas[0]
+
+
+@pytest.fixture
+def other_replica(replicas: list[Store]) -> Store:
+    return replicas[1]
 
 
 class Clock:
@@ -40,28 +51,27 @@ class Clock:
 
 
 async def test_a_value_is_found_by_another_replica_until_it_expires(
-    store: SQLiteStore, other_replica: SQLiteStore
+    store: Store, other_replica: Store
 ) -> None:
-    await store.state_put("slack", "thread:C1:1.0", "1.5", expires_at=100.0)
+    await store.state_put("slack", "thread:C1:1.0", "1.5", expires_at=100.0, now=0.0)
     assert await other_replica.state_get("slack", "thread:C1:1.0", now=50.0) == "1.5"
     assert await other_replica.state_get("telegram", "thread:C1:1.0", now=50.0) is None
     assert await other_replica.state_get("slack", "thread:C1:1.0", now=100.0) is None
-    await other_replica.state_put("slack", "thread:C1:1.0", "2.5", expires_at=200.0)
+    await other_replica.state_put("slack", "thread:C1:1.0", "2.5", expires_at=200.0, now=0.0)
     assert await store.state_get("slack", "thread:C1:1.0", now=150.0) == "2.5"
 
 
-async def test_expired_state_is_pruned_with_the_other_old_rows(store: SQLiteStore) -> None:
-    await store.state_put("slack", "old", "x", expires_at=10.0)
-    await store.state_put("slack", "new", "y", expires_at=1e12)
+async def test_expired_state_is_dropped_when_a_value_is_kept(store: Store) -> None:
+    await store.state_put("slack", "old", "x", expires_at=10.0, now=0.0)
     await store.budget_take("commands", "slack:U1", limit=1, window=5.0, now=0.0)
-    await store.prune_before(100.0)
+    await store.state_put("slack", "new", "y", expires_at=1e12, now=100_000.0)
     assert await store.state_get("slack", "new", now=50.0) == "y"
     assert await store.state_get("slack", "old", now=5.0) is None  # gone, not just expired
     assert await store.budget_use("commands", "slack:U1", now=1.0) is None
 
 
 async def test_a_budget_counts_uses_per_window_and_refuses_beyond_its_limit(
-    store: SQLiteStore, other_replica: SQLiteStore
+    store: Store, other_replica: Store
 ) -> None:
     takes = [
         await s.budget_take("refusals", "slack:U1", limit=3, window=600.0, now=10.0)
@@ -82,9 +92,9 @@ async def test_a_budget_counts_uses_per_window_and_refuses_beyond_its_limit(
 
 
 async def test_concurrent_takes_on_two_replicas_never_exceed_the_limit(
-    store: SQLiteStore, other_replica: SQLiteStore
+    store: Store, other_replica: Store
 ) -> None:
-    async def take(s: SQLiteStore) -> bool:
+    async def take(s: Store) -> bool:
         use = await s.budget_take("turns", "slack:U1", limit=5, window=60.0, now=1.0)
         return use is not None
 
@@ -93,7 +103,7 @@ async def test_concurrent_takes_on_two_replicas_never_exceed_the_limit(
 
 
 async def test_a_sender_budget_says_how_long_a_sender_waits_and_counts_merged_turns(
-    store: SQLiteStore, other_replica: SQLiteStore
+    store: Store, other_replica: Store
 ) -> None:
     clock = Clock()
     here = SenderBudget(store, BudgetName.TURNS, limit=2, window=60, clock=clock)
@@ -112,7 +122,7 @@ async def test_a_sender_budget_says_how_long_a_sender_waits_and_counts_merged_tu
 
 
 async def test_a_refusal_budget_is_shared_by_every_replica(
-    store: SQLiteStore, other_replica: SQLiteStore
+    store: Store, other_replica: Store
 ) -> None:
     clock = Clock()
     replicas = [

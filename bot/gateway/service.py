@@ -192,7 +192,8 @@ class GatewayService:
         return person_history(entries, msg.channel, msg.user_id)[-limit:]
 
     async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
-        await self.store.state_put(channel, key, value, expires_at=time.time() + seconds)
+        now = time.time()
+        await self.store.state_put(channel, key, value, expires_at=now + seconds, now=now)
 
     async def recall(self, channel: str, key: str) -> str | None:
         return await self.store.state_get(channel, key, now=time.time())

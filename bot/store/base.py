@@ -13,11 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bot.store.memory_rows import ChunkMatch, IndexedChunk, IndexedFile, VisiblePaths
-from bot.store.outbox_rows import (
-    OutboxChunk,
-    OutboxRow,
-    OutboxSummary,
-)
+from bot.store.outbox_rows import OutboxChunk, OutboxRow, OutboxSummary
 from bot.store.shared_rows import BudgetUse
 from bot.transcript import Entry
 from bot.types import Address, Attachment, ChatType, SessionOrigin, Usage
@@ -415,7 +411,9 @@ class MemoryIndexStore(Protocol):
 class SharedStateStore(Protocol):
     """Scoped values until they expire; per-sender budgets (`limit=None` always counts)."""
 
-    async def state_put(self, scope: str, key: str, value: str, expires_at: float) -> None: ...
+    async def state_put(
+        self, scope: str, key: str, value: str, expires_at: float, now: float
+    ) -> None: ...
     async def state_get(self, scope: str, key: str, now: float) -> str | None: ...
     async def budget_take(
         self, budget: str, sender: str, *, limit: int | None, window: float, now: float

@@ -2,9 +2,11 @@
 connection pool, composed of a class per concern."""
 
 from bot.store.postgres.connection import Connection
+from bot.store.postgres.shared_state import SharedStateTables
 
 
 class PostgresStore(
+    SharedStateTables,
     Connection,
 ):
     """The server store (`storage.url = "postgresql://…"`)."""

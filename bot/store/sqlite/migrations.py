@@ -291,7 +291,8 @@ MIGRATIONS: list[tuple[int, str]] = [
             used INTEGER NOT NULL,
             resets_at REAL NOT NULL,
             PRIMARY KEY (budget, sender)
-        )
+        );
+        CREATE INDEX budgets_resets ON budgets(resets_at)
         """,
     ),
 ]

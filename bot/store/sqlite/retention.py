@@ -1,6 +1,5 @@
 """Retention in SQLite: pruning finished inbound rows, delivered outbox rows, stale group
-buffers, expired shared state and old sessions' transcripts once they are older than
-`storage.retention_days`."""
+buffers and old sessions' transcripts once they are older than `storage.retention_days`."""
 
 from __future__ import annotations
 
@@ -22,9 +21,6 @@ class RetentionTables(Connection):
                 "DELETE FROM outbox WHERE status = 'sent' AND updated_at < ?", (cutoff,)
             )
             buffered = await db.execute("DELETE FROM group_buffer WHERE created_at < ?", (cutoff,))
-            # Expired shared state is never read again; dropped here so it cannot pile up.
-            await db.execute("DELETE FROM shared_state WHERE expires_at < ?", (cutoff,))
-            await db.execute("DELETE FROM budgets WHERE resets_at < ?", (cutoff,))
             old = "SELECT session_id FROM sessions WHERE is_current = 0 AND updated_at < ?"
             entries = await db.execute(
                 f"DELETE FROM entries WHERE session_id IN ({old})", (cutoff,)

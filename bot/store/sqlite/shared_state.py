@@ -7,6 +7,8 @@ from __future__ import annotations
 from bot.store.shared_rows import NO_LIMIT, BudgetUse
 from bot.store.sqlite.connection import Connection
 
+# A budget row is kept a while after its window ended (at most one row per sender and budget).
+_KEEP = 86_400.0
 _PUT = (
     "INSERT INTO shared_state(scope, key, value, expires_at) VALUES (?, ?, ?, ?)"
     " ON CONFLICT(scope, key) DO UPDATE SET value = excluded.value,"
@@ -26,9 +28,14 @@ _TAKE = (
 
 
 class SharedStateTables(Connection):
-    async def state_put(self, scope: str, key: str, value: str, expires_at: float) -> None:
+    async def state_put(
+        self, scope: str, key: str, value: str, expires_at: float, now: float
+    ) -> None:
         async with self.transaction() as db:
             await db.execute(_PUT, (scope, key, value, expires_at))
+            # What has expired is never read again: dropped here, so it cannot pile up.
+            await db.execute("DELETE FROM shared_state WHERE expires_at <= ?", (now,))
+            await db.execute("DELETE FROM budgets WHERE resets_at <= ?", (now - _KEEP,))
 
     async def state_get(self, scope: str, key: str, now: float) -> str | None:
         row = await self._fetchone(
