@@ -11,8 +11,8 @@ across processes too.
 
 With `agent.sender_turns_per_minute`, a person's messages wait before a turn while any of
 their senders has started that many turns in the current minute (counted in the store, so
-across replicas), and the waiting messages
-then go into that one turn: spam costs one model call per allowance, never one per message.
+across replicas), and the waiting messages then go into that one turn: spam costs one model
+call per allowance, never one per message.
 """
 
 from __future__ import annotations
