@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # `budget_take` without a limit: count the use whatever the count already is.
 NO_LIMIT = 2**62
@@ -14,3 +15,8 @@ class BudgetUse:
 
     used: int
     resets_at: float
+
+
+def budget_use_of(row: Any) -> BudgetUse | None:
+    """A `(used, resets_at)` row of either store as a `BudgetUse` (None: no row)."""
+    return BudgetUse(int(row[0]), float(row[1])) if row else None

@@ -6,7 +6,7 @@ the count the one before it left, so the replicas never hand out more than the l
 from __future__ import annotations
 
 from bot.store.postgres.connection import Connection
-from bot.store.shared_rows import NO_LIMIT, BudgetUse
+from bot.store.shared_rows import NO_LIMIT, BudgetUse, budget_use_of
 
 # A budget row is kept a while after its window ended (at most one row per sender and budget).
 _KEEP = 86_400.0
@@ -59,7 +59,7 @@ class SharedStateTables(Connection):
     ) -> BudgetUse | None:
         cap = NO_LIMIT if limit is None else limit
         row = await self._fetchone(_TAKE, budget, sender, now + window, now, cap)
-        return BudgetUse(int(row[0]), float(row[1])) if row else None
+        return budget_use_of(row)
 
     async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None:
         row = await self._fetchone(
@@ -69,4 +69,4 @@ class SharedStateTables(Connection):
             sender,
             now,
         )
-        return BudgetUse(int(row[0]), float(row[1])) if row else None
+        return budget_use_of(row)

@@ -4,7 +4,7 @@ use is one conditional upsert, so two processes can never both take the last uni
 
 from __future__ import annotations
 
-from bot.store.shared_rows import NO_LIMIT, BudgetUse
+from bot.store.shared_rows import NO_LIMIT, BudgetUse, budget_use_of
 from bot.store.sqlite.connection import Connection
 
 # A budget row is kept a while after its window ended (at most one row per sender and budget).
@@ -52,11 +52,11 @@ class SharedStateTables(Connection):
             cur = await db.execute(_TAKE, (budget, sender, now + window, now, now, now, cap))
             row = await cur.fetchone()
             await cur.close()
-        return BudgetUse(int(row[0]), float(row[1])) if row else None
+        return budget_use_of(row)
 
     async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None:
         row = await self._fetchone(
             "SELECT used, resets_at FROM budgets WHERE budget = ? AND sender = ? AND resets_at > ?",
             (budget, sender, now),
         )
-        return BudgetUse(int(row[0]), float(row[1])) if row else None
+        return budget_use_of(row)
