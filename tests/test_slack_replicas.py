@@ -162,3 +162,19 @@ async def test_a_senders_command_budget_is_one_budget_across_replicas(
     assert answers == COMMAND_REPLIES
     use = await apps[1].store.budget_use("commands", "slack:U3", now=time.time())
     assert use is not None and use.used == COMMAND_REPLIES
+
+
+async def test_a_stream_opened_by_one_replica_is_continued_and_closed_by_another(
+    replicas: Start, fake_slack: FakeSlack
+) -> None:
+    apps = await replicas(2)
+    first, second = (app.channels["slack"] for app in apps)
+    address = Address("slack", "D1", thread_id="9.000100")
+    ts = await first.deliver(OutboundMessage(address, "Draft", "t1", 0, final=False))
+    # The outbox may hand the next chunks of the reply to any replica's sender.
+    await second.deliver(OutboundMessage(address, "Draft two", "t1", 0, edit_of=ts, final=False))
+    await first.deliver(OutboundMessage(address, "Draft two three", "t1", 0, edit_of=ts))
+    assert [p["markdown_text"] for p in fake_slack.calls_to("chat.appendStream")] == [" two"]
+    assert fake_slack.calls_to("chat.stopStream")[0].get("markdown_text") == " three"
+    assert fake_slack.stream_text(ts) == "Draft two three"
+    assert fake_slack.calls_to("chat.update") == []
