@@ -6,9 +6,11 @@ Slack delivers to both counts once; a sender's budget is one budget across repli
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,19 +49,23 @@ async def replicas(
     started: list[App] = []
     (tmp_path / "workspace").mkdir()
 
-    async def start(count: int = 2) -> list[App]:
+    async def start(
+        count: int = 2, lease_seconds: float = 15.0, admins: tuple[str, ...] = ()
+    ) -> list[App]:
         for i in range(count):
             folder = tmp_path / f"replica-{i}"
             folder.mkdir()
             (folder / "krill.toml").write_text(
                 "[anthropic]\nmax_retries = 0\n"
                 f'[storage]\nurl = "sqlite:///{tmp_path}/shared/krill.db"\n'
+                f"lease_seconds = {lease_seconds}\n"
                 f'[workspace]\npath = "{tmp_path}/workspace"\n'
                 "[slack]\nenabled = true\n"
                 f'bot_token = "{fake_slack.bot_token}"\napp_token = "{fake_slack.app_token}"\n'
                 f'mode = "socket"\napi_base_url = "{fake_slack.api_url}"\n'
                 'dm_policy = "open"\nstream_interval = 0\n'
-                "[slack.pacing]\nchannel_interval = 0\n",
+                "[slack.pacing]\nchannel_interval = 0\n"
+                f"[admin]\nusers = {list(admins)!r}\n".replace("'", '"'),
                 encoding="utf-8",
             )
             env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
@@ -178,3 +184,49 @@ async def test_a_stream_opened_by_one_replica_is_continued_and_closed_by_another
     assert fake_slack.calls_to("chat.stopStream")[0].get("markdown_text") == " three"
     assert fake_slack.stream_text(ts) == "Draft two three"
     assert fake_slack.calls_to("chat.update") == []
+
+
+@contextmanager
+def log_sentinel(logger: str, needle: str) -> Iterator[asyncio.Event]:
+    """An event set when `logger` logs a line containing `needle`."""
+    seen = asyncio.Event()
+
+    class Sentinel(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if needle in record.getMessage():
+                seen.set()
+
+    target = logging.getLogger(logger)
+    handler, level = Sentinel(), target.level
+    target.addHandler(handler)
+    target.setLevel(logging.INFO)
+    try:
+        yield seen
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(level)
+
+
+async def test_a_stop_sent_to_one_replica_stops_the_turn_running_on_another(
+    replicas: Start, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+) -> None:
+    await replicas(2, lease_seconds=1.5, admins=("slack:U1",))
+    fake_anthropic.hold()
+    story = fake_slack.im_message("U1", "tell me a very long story", channel="D1")
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_event(story, to=0))
+    await fake_anthropic.wait_for_requests(1, within=10)
+    with log_sentinel("bot.gateway.leases", "/stop from elsewhere") as stopped:
+        stop = fake_slack.im_message("U1", "/stop", channel="D1")
+        await fake_slack.wait_for_ack(await fake_slack.push_socket_event(stop, to=1))
+        await asyncio.wait_for(stopped.wait(), 15)
+    fake_anthropic.release()
+    after = fake_slack.im_message("U1", "a question after the stop", channel="D1")
+    await fake_slack.wait_for_ack(await fake_slack.push_socket_event(after, to=0))
+    await fake_slack.wait_for(
+        "chat.postMessage",
+        timeout=15,
+        predicate=lambda p: "a question after the stop" in p.get("markdown_text", ""),
+    )
+    texts = [p.get("markdown_text", "") for p in fake_slack.calls_to("chat.postMessage")]
+    assert any("Stopped" in t for t in texts)
+    assert not any("echo: tell me a very long story" in t for t in texts)
