@@ -16,8 +16,9 @@ store, model client over HTTP):
             retries included, so only the identifier guard keeps them.
 
 Shortly before the cache would expire in an idle gap, the replay does what `krill run`'s
-scheduler does (`IdleWork.compact_warm`): a session past `context.warm_compaction_tokens`
-is compacted while the summary can still read the cache. `--cjk` replays the script in
+scheduler does (`IdleWork.compact_warm`): a session past `context.warm_compaction_tokens`,
+or a smaller one when that is cheaper, is compacted while the summary can still read the
+cache. `--cjk` replays the script in
 Chinese (the fake's tokenizer charges a token per CJK character, as real ones do).
 
 Prices: Sonnet, $3/M input, cache write x1.25 (5m) or x2 (1h), read x0.1, $15/M output.
@@ -48,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.context.compaction.prompts import IN_PLACE_PROMPT, SUMMARIZER_SYSTEM
 from bot.context.pipeline import ContextPipeline
+from bot.scheduler.idle import warm_compaction_considered
 from bot.tools.registry import Tool
 from bot.types import Address, ChatType, InboundMessage
 from tests.app_harness import Harness
@@ -548,7 +550,8 @@ async def before_expiry(
     h: Harness, key: str, clock: list[float], next_turn: float, ttl: float
 ) -> int:
     """What the scheduler does in an idle gap long enough for the cache to expire: at its
-    pre-expiry moment, warm-compact a session past the threshold. Returns 1 if it did."""
+    pre-expiry moment, warm-compact a session past the threshold, or a smaller one when
+    that is cheaper. Returns 1 if it compacted."""
     app = h.app
     assert app is not None
     session = await app.store.current_session(key)
@@ -556,7 +559,7 @@ async def before_expiry(
         return 0
     moment = session.last_model_call_at + ttl - IDLE_LEAD_SECONDS
     threshold = app.config.context.warm_compaction_tokens
-    if next_turn <= moment or not 0 < threshold <= session.context_tokens:
+    if next_turn <= moment or not warm_compaction_considered(session, threshold):
         return 0
     clock[0] = max(clock[0], moment)
     before = session.compaction_count

@@ -5,6 +5,7 @@ compaction, and the heartbeat."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from bot.context.pipeline import ContextPipeline
 from bot.scheduler.heartbeat import HEARTBEAT_JOB, heartbeat_checklist, heartbeat_message
-from bot.scheduler.idle import idle_compaction_due
+from bot.scheduler.idle import idle_compaction_due, pre_expiry_at, warm_compaction_due
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS, next_periodic_run
 from bot.store.base import SessionRow
 from bot.transcript import EntryKind
@@ -74,6 +75,17 @@ def test_idle_compaction_waits_for_a_cold_cache_and_a_large_context() -> None:
     small = row(context_tokens=10_000, last_model_call_at=100.0)
     assert not idle_compaction_due(small, threshold=20_000, ttl_seconds=300, now=1000)
     assert not idle_compaction_due(row(context_tokens=30_000), threshold=1, ttl_seconds=1, now=9)
+
+
+def test_warm_compaction_is_weighed_below_the_threshold_and_forced_above_it() -> None:
+    small = row(context_tokens=5_000, last_model_call_at=100.0)
+    # No flush due, but warm compaction is on: the pre-expiry moment still comes.
+    assert pre_expiry_at(small, 300, 30, flush=False, warm=30_000) == 370.0
+    assert pre_expiry_at(small, 300, 30, flush=False, warm=0) is None
+    assert pre_expiry_at(row(context_tokens=5_000), 300, 30, flush=False, warm=30_000) is None
+    assert not warm_compaction_due(small, 30_000)  # weighed by price, not forced
+    assert warm_compaction_due(row(context_tokens=30_000), 30_000)
+    assert not warm_compaction_due(row(context_tokens=90_000), 0)
 
 
 # --- end to end -------------------------------------------------------------------------------
@@ -293,3 +305,80 @@ async def test_heartbeat_reads_heartbeat_md_and_drops_ok(
     assert len(beats) >= 2 and "water the plants" in beats[0].last_user_text
     assert h.channel.finals[:2] == ["Hi!", "Time to water the plants!"]
     assert last_run is not None and last_run > time.time() - 5
+
+
+# Far above these sessions: below it, warm compaction runs only when it is the cheaper way.
+PRICED = """
+[context]
+warm_compaction_tokens = 1000000
+keep_recent_user_turns = 1
+[scheduler]
+cache_ttl_seconds = 4.0
+[memory.flush]
+idle_lead_seconds = 2.0
+"""
+SUMMARY = (
+    "## Decisions\n- deploy from commit 3f9c2a7d1e0b\n## Open TODOs\n- none\n"
+    "## Constraints/Rules\n- none\n## Pending user asks\n- the staging plan\n"
+    "## Exact identifiers\n- 3f9c2a7d1e0b"
+)
+
+
+def summary_script(fake: FakeAnthropic, arrivals: list[float], summaries: list[float]) -> None:
+    """`flush_script`, and a valid summary for every compaction request."""
+    flush_script(fake, arrivals)
+    flush_handler = fake.default_handler
+
+    def handler(body: dict[str, Any]) -> Any:
+        if COMPACTION_MARK not in str(body["messages"][-1]["content"]):
+            return flush_handler(body)
+        summaries.append(time.time())
+        return SUMMARY
+
+    fake.default_handler = handler
+
+
+async def test_a_session_under_the_threshold_is_compacted_warm_when_that_is_cheaper(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    arrivals: list[float] = []
+    summaries: list[float] = []
+    summary_script(fake_anthropic, arrivals, summaries)
+    async with Harness(tmp_path, fake_anthropic.url, PRICED) as h:
+        # A long paste, then a short question: re-writing the paste to the cache on the
+        # next burst costs far more than a summary read from the warm cache.
+        await h.send("We deploy from commit 3f9c2a7d1e0b. " + "release notes " * 8000)
+        await h.send("what is the staging plan?")
+        turn = await h.app.store.current_session(DM_KEY)
+        assert turn.context_tokens < 1_000_000
+        row = await eventually(
+            lambda: h.app.store.current_session(DM_KEY), lambda r: r.compaction_count == 1, 8
+        )
+        await h.send("and the next step?")
+    summary = next(
+        r for r in fake_anthropic.message_requests if COMPACTION_MARK in r.last_user_text
+    )
+    assert arrivals[0] <= summaries[0] < turn.last_model_call_at + 4.0  # flushed, then warm
+    assert summary.usage["cache_read_input_tokens"] >= 20_000
+    assert row.context_tokens < turn.context_tokens // 3
+    last = fake_anthropic.message_requests[-1]
+    assert "3f9c2a7d1e0b" in str(last.messages[0]) and "release notes" not in str(last.body)
+    assert len(summaries) == 1 and h.channel.finals[-1] == "ok"
+
+
+async def test_a_session_under_the_threshold_is_left_alone_when_a_summary_costs_more(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bot.scheduler.idle")
+    arrivals: list[float] = []
+    summaries: list[float] = []
+    summary_script(fake_anthropic, arrivals, summaries)
+    async with Harness(tmp_path, fake_anthropic.url, PRICED) as h:
+        # Most of the context is the turn compaction would keep anyway.
+        await h.send("We deploy from commit 3f9c2a7d1e0b.")
+        await h.send("what is the staging plan? " + "staging checklist " * 3000)
+        await wait_until(lambda: "Not compacted" in caplog.text, within=8)
+        row = await h.app.store.current_session(DM_KEY)
+    assert arrivals  # the flush ran at the pre-expiry moment; the compaction was weighed
+    assert summaries == [] and row.compaction_count == 0
+    assert not any(COMPACTION_MARK in r.last_user_text for r in fake_anthropic.message_requests)

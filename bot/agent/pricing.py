@@ -5,6 +5,7 @@ Prices are estimates for `/status`; the provider's invoice is the truth.
 
 from __future__ import annotations
 
+from bot.context.cache_cost import CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER
 from bot.types import Usage
 
 # (input, output) dollars per million tokens, matched by model-id prefix, longest first.
@@ -22,8 +23,6 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-haiku-4": (1.0, 5.0),
 }
 DEFAULT_PRICE = (3.0, 15.0)
-CACHE_READ_MULTIPLIER = 0.1
-CACHE_WRITE_MULTIPLIER = {"5m": 1.25, "1h": 2.0}
 
 
 def price_for(model: str) -> tuple[float, float]:

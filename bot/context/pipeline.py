@@ -247,13 +247,18 @@ class ContextPipeline:
         )
         return result.message
 
-    async def compact_idle(self, session_key: str, prefix: CachedPrefix | None) -> str:
+    async def compact_idle(
+        self, session_key: str, prefix: CachedPrefix | None, *, only_if_cheaper: bool = False
+    ) -> str:
         """Compact an idle session for the scheduler (the caller holds its lane): over
-        `prefix`, the request its turns send, while its prompt cache is still warm."""
+        `prefix`, the request its turns send, while its prompt cache is still warm; with
+        `only_if_cheaper`, only when that costs less than re-writing the history later."""
         session = await self.store.current_session(session_key)
         if session is None:
             return "no session"
-        result = await compact_session(self, session, reason="idle", prefix=prefix)
+        result = await compact_session(
+            self, session, reason="idle", prefix=prefix, only_if_cheaper=only_if_cheaper
+        )
         return result.message
 
 

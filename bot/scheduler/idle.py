@@ -1,7 +1,8 @@
 """Idle work on quiet sessions: shortly before a session's prompt cache expires, the memory
-flush and then warm compaction (a session past `context.warm_compaction_tokens` is
-summarized while the summary can still read the cache, so the next burst writes a small
-prompt); and compaction of a very large session once its cache has expired.
+flush and then warm compaction (a session past `context.warm_compaction_tokens`, or a
+smaller one whose summary costs less than re-writing its history, is summarized while the
+summary can still read the cache, so the next burst writes a small prompt); and compaction
+of a very large session once its cache has expired.
 
 Jobs keep no state of their own: they are derived from the session rows at start-up and
 re-derived from fresh rows whenever they fire, so a restart loses none and a stale
@@ -56,14 +57,24 @@ def cache_expires_at(session: SessionRow, ttl_seconds: float) -> float | None:
 
 
 class IdleCompactor(Protocol):
-    async def compact_idle(self, session_key: str, prefix: CachedPrefix | None) -> str:
-        """Compact the session now (the caller holds its lane); reads `prefix`'s cache."""
+    async def compact_idle(
+        self, session_key: str, prefix: CachedPrefix | None, *, only_if_cheaper: bool = False
+    ) -> str:
+        """Compact the session now (the caller holds its lane); reads `prefix`'s cache.
+        With `only_if_cheaper`, only when that costs less than re-writing the history."""
         ...
 
 
 def warm_compaction_due(session: SessionRow, threshold: int) -> bool:
-    """A session worth compacting before its cache expires (a threshold of 0 is off)."""
+    """A session compacted before its cache expires whatever it costs (0 is off)."""
     return 0 < threshold <= session.context_tokens
+
+
+def warm_compaction_considered(session: SessionRow, threshold: int) -> bool:
+    """A session whose warm compaction is weighed before its cache expires: warm compaction
+    is on and a model call warmed the cache. At the threshold it runs whatever it costs;
+    below, only when cheaper than the next burst re-writing the history."""
+    return 0 < threshold and session.last_model_call_at is not None
 
 
 def pre_expiry_at(
@@ -75,7 +86,7 @@ def pre_expiry_at(
     if session.last_model_call_at is None:
         return None
     flush_due = flush and idle_flush_at(session, ttl_seconds, lead_seconds) is not None
-    if not flush_due and not warm_compaction_due(session, warm):
+    if not flush_due and not warm_compaction_considered(session, warm):
         return None
     return session.last_model_call_at + max(0.0, ttl_seconds - lead_seconds)
 
@@ -207,7 +218,7 @@ class IdleWork:
                     return
                 if flusher is not None and self.flush_enabled and has_unflushed_conversation(fresh):
                     await flusher.flush(fresh, reason=Reason.IDLE)
-                if warm_compaction_due(fresh, self.warm_threshold):
+                if warm_compaction_considered(fresh, self.warm_threshold):
                     await self.compact_warm(fresh)
 
             await self.lanes.run_in_lane(key, work)
@@ -218,11 +229,19 @@ class IdleWork:
 
     async def compact_warm(self, session: SessionRow) -> bool:
         """Compact `session` before its cache expires (the caller holds its lane): in place
-        over its cached prefix while the cache is warm. Returns whether it was warm."""
+        over its cached prefix while the cache is warm; below the threshold only when that
+        is cheaper than the next burst re-writing it. Returns whether the cache was warm.
+        (The caller has checked that warm compaction is on.)"""
         expires = cache_expires_at(session, self.ttl)
         warm = expires is not None and self.jobs.clock() < expires
         prefix = await self.prefixes.for_session(session) if warm else None
-        result = await self.compactor.compact_idle(session.session_key, prefix)
+        result = await self.compactor.compact_idle(
+            session.session_key,
+            prefix,
+            only_if_cheaper=not warm_compaction_due(
+                session, self.config.context.warm_compaction_tokens
+            ),
+        )
         log.info("%s compaction of %s: %s", "warm" if warm else "idle", session.session_key, result)
         return warm
 

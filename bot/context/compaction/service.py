@@ -11,9 +11,11 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from bot.context.cache_cost import DEFAULT_SUMMARY_TOKENS, WarmCompaction
 from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_failures
 from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
+from bot.context.compaction.prompts import IN_PLACE_PROMPT, required_note
 from bot.context.compaction.render import render_items
 from bot.context.compaction.split import Split, choose_split
 from bot.context.compaction.summarizer import (
@@ -73,6 +75,39 @@ def overhead_chars(host: ContextHost) -> int:
     return sum(text_units(b.get("text", "")) for b in system) + len(json.dumps(tools))
 
 
+def history_tokens(history: list[Entry], tz: str, result_limit: int, overhead: int) -> int:
+    """The size of the request `history` makes, system prompt and tools included."""
+    return context_tokens(
+        history,
+        cap_tool_results(build_messages(history, tz), result_limit),
+        tz=tz,
+        overhead_chars=overhead,
+        result_limit=result_limit,
+    )
+
+
+def warm_cost(
+    host: ContextHost, history: list[Entry], split: Split, *, result_limit: int, overhead: int
+) -> WarmCompaction:
+    """The price of compacting `history` at `split` in place, over its warm cache."""
+    cfg, tz = host.config.context, host.config.agent.timezone
+    identifiers = required_identifiers(render_items(split, tz, cfg))
+    prompt = IN_PLACE_PROMPT + required_note(identifiers)
+    previous = split.previous
+    return WarmCompaction(
+        context_tokens=history_tokens(history, tz, result_limit, overhead),
+        kept_tokens=messages_tokens(
+            cap_tool_results(build_messages(split.kept, tz), result_limit), overhead
+        ),
+        # The last summary is the best guess of the next one's length.
+        summary_tokens=tokens_for_chars(text_units(previous.summary))
+        if previous is not None
+        else DEFAULT_SUMMARY_TOKENS,
+        prompt_tokens=tokens_for_chars(text_units(prompt)),
+        calls=1 + cfg.summary_retries,
+    )
+
+
 async def compact_session(
     host: ContextHost,
     session: SessionRow,
@@ -83,13 +118,15 @@ async def compact_session(
     tokens_before: int | None = None,
     max_keep_turns: int | None = None,
     prefix: CachedPrefix | None = None,
+    only_if_cheaper: bool = False,
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
     With `prefix` (the session's request as its turns send it, while its prompt cache is
     warm) and a history that fits the window, the summary is asked for at the end of that
     request in one call that reads the cache; otherwise the summarizer reads the rendered
-    transcript in chunks.
+    transcript in chunks. `only_if_cheaper` skips it unless it is warm and costs less than
+    the next burst re-writing the history (`WarmCompaction.pays`).
 
     Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
@@ -109,7 +146,8 @@ async def compact_session(
             entries, keep_turns=keep, budget_tokens=budget, tz=tz, result_limit=limit
         )
 
-    probe = split_of(history or await host.store.load_history(session.session_id))
+    loaded = history or await host.store.load_history(session.session_id)
+    probe = split_of(loaded)
     if not probe.summarize:
         return CompactionResult(
             "skipped",
@@ -117,6 +155,18 @@ async def compact_session(
             f"Nothing to compact yet: only the last {keep} turn(s) are in the history, and "
             "those are always kept as they are.",
         )
+    if only_if_cheaper:
+        cost = warm_cost(host, loaded, probe, result_limit=limit, overhead=overhead)
+        # Priced as one in-place call over the warm cache; anything else costs more.
+        kept_turn = any(is_person_turn(e) for e in probe.kept)
+        if prefix is None or not kept_turn or not cost.pays(config.anthropic.cache_ttl):
+            return CompactionResult(
+                "skipped",
+                reason,
+                f"Not compacted: re-writing ~{cost.context_tokens:,} tokens to the cache "
+                "costs less than a summary.",
+                tokens_before=cost.context_tokens,
+            )
     for hook in host.before_compaction:
         try:
             await hook.before_compaction(session)
@@ -125,13 +175,7 @@ async def compact_session(
     if history is None:  # a hook may have added entries (a flush turn)
         history = await host.store.load_history(session.session_id)
     split = split_of(history)
-    before = tokens_before or context_tokens(
-        history,
-        cap_tool_results(build_messages(history, tz), limit),
-        tz=tz,
-        overhead_chars=overhead,
-        result_limit=limit,
-    )
+    before = tokens_before or history_tokens(history, tz, limit, overhead)
     items = render_items(split, tz, cfg)
     identifiers = required_identifiers(items)
     ask = latest_ask(items)
