@@ -5,7 +5,10 @@ every memory file first, as in production).
 
 Targets: search p95 under 20 ms, one-file reindex under 100 ms.
 
-Run: python bench/memory.py [--chunks 10000] [--queries 300] [--seed 7]
+With --postgres the same runs against the PostgreSQL store (pg_trgm, BM25 in SQL) on a
+throwaway server started from the PostgreSQL binaries (tests/postgres.py).
+
+Run: python bench/memory.py [--chunks 10000] [--queries 300] [--seed 7] [--postgres]
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from bot.config import MemoryConfig
 from bot.memory.chunking import CHARS_PER_TOKEN
 from bot.memory.index import MemoryIndex
 from bot.memory.scopes import scope_of, visible_scopes
+from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
+from tests.postgres import PostgresCluster, find_bin_dir
 
 CHUNK_TOKENS = 400
 OVERLAP_TOKENS = 80
@@ -85,13 +90,15 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-async def run(chunks: int, queries: int, seed: int) -> bool:
+async def run(chunks: int, queries: int, seed: int, postgres_url: str | None) -> bool:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         workspace = root / "workspace"
         files = write_notes(workspace, chunks, rng)
-        store = SQLiteStore(root / "krill.db")
+        store: SQLiteStore | PostgresStore = (
+            PostgresStore(postgres_url) if postgres_url else SQLiteStore(root / "krill.db")
+        )
         await store.open()
         config = MemoryConfig(chunk_tokens=CHUNK_TOKENS, chunk_overlap_tokens=OVERLAP_TOKENS)
         index = MemoryIndex(store, workspace, config)
@@ -141,7 +148,8 @@ async def run(chunks: int, queries: int, seed: int) -> bool:
         ),
         ("queries with a hit", f"{hits} / {queries}", ""),
     ]
-    print(f"Memory index benchmark ({files} files generated, seed {seed})\n")
+    kind = "PostgreSQL" if postgres_url else "SQLite"
+    print(f"Memory index benchmark, {kind} ({files} files generated, seed {seed})\n")
     print(f"| {'measure':<28} | {'result':<22} | {'target':<8} |")
     print(f"|{'-' * 30}|{'-' * 24}|{'-' * 10}|")
     for name, value, target in rows:
@@ -156,8 +164,19 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--postgres", action="store_true", help="use a throwaway PostgreSQL")
     args = parser.parse_args()
-    ok = asyncio.run(run(args.chunks, args.queries, args.seed))
+    if not args.postgres:
+        ok = asyncio.run(run(args.chunks, args.queries, args.seed, None))
+        sys.exit(0 if ok else 1)
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        sys.exit("PostgreSQL server binaries not found (install Debian's postgresql package)")
+    cluster = PostgresCluster(bin_dir).start()
+    try:
+        ok = asyncio.run(run(args.chunks, args.queries, args.seed, cluster.new_database()))
+    finally:
+        cluster.stop()
     sys.exit(0 if ok else 1)
 
 

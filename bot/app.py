@@ -207,6 +207,7 @@ class App:
             leases=self.leases,
             inbound=self.store,
             budgets=self.store,
+            channels=self.channels,
             metrics=self.metrics,
         )
         jobs = Jobs(clock)

@@ -5,12 +5,10 @@ leases that keep one turn at a time per session key across processes sharing a s
 from __future__ import annotations
 
 import asyncio
-import logging
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,16 +22,19 @@ from bot.metrics import Metrics
 from bot.store.base import InboundStatus
 from bot.store.sqlite import SQLiteStore
 from tests.app_harness import message
+from tests.log_sentinel import log_sentinel
 
 WINDOW = 0.5  # stands in for the minute
 
 
 class RecordingRunner:
-    """Records each turn's messages; the first turn waits until `release` is set."""
+    """Records each turn's messages and marks them answered in `answers`, as the real
+    runner does; the first turn waits until `release` is set."""
 
-    def __init__(self, answers: SQLiteStore | None = None) -> None:
-        self.answers = answers  # where a turn marks its messages answered, if anywhere
+    def __init__(self, answers: SQLiteStore) -> None:
+        self.answers = answers
         self.turns: list[tuple[float, list[str]]] = []
+        self.resumed: list[str] = []  # turn ids run again after their process stopped
         self.release = asyncio.Event()
         self.started = asyncio.Event()
         self.running = 0
@@ -41,14 +42,15 @@ class RecordingRunner:
 
     async def run(self, job: TurnJob) -> None:
         self.turns.append((time.monotonic(), [m.text for m in job.messages]))
+        if job.resume:
+            self.resumed.append(job.turn_id)
         self.running += 1
         self.most_running = max(self.most_running, self.running)
         self.started.set()
         try:
             if len(self.turns) == 1:
                 await self.release.wait()
-            if self.answers is not None:
-                await self.answers.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
+            await self.answers.set_inbound_status(job.inbound_ids, InboundStatus.DONE)
         finally:
             self.running -= 1
 
@@ -76,6 +78,7 @@ def lanes(
         leases=leases,
         inbound=store,
         budgets=store,
+        channels={"local"},
         metrics=Metrics(),
         turn_window=WINDOW,
     )
@@ -87,27 +90,6 @@ async def accepted(store: SQLiteStore, text: str) -> MessageWork:
     row_id, _ = await store.accept_inbound("local", msg.message_id, "key:alice", msg.to_json())
     assert row_id is not None
     return MessageWork(row_id, msg)
-
-
-@contextmanager
-def log_sentinel(logger: str, needle: str) -> Iterator[asyncio.Event]:
-    """An event set when `logger` logs a line containing `needle`."""
-    seen = asyncio.Event()
-
-    class Sentinel(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if needle in record.getMessage():
-                seen.set()
-
-    target = logging.getLogger(logger)
-    handler, level = Sentinel(), target.level
-    target.addHandler(handler)
-    target.setLevel(logging.INFO)
-    try:
-        yield seen
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)
 
 
 async def submit(lane: Lanes, store: SQLiteStore, *texts: str, user: str = "alice") -> None:
@@ -124,7 +106,7 @@ async def submit(lane: Lanes, store: SQLiteStore, *texts: str, user: str = "alic
 async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
     store: SQLiteStore,
 ) -> None:
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     lane = lanes(runner, per_minute=2, store=store)
     await submit(lane, store, "m1")
     await asyncio.sleep(0)
@@ -145,7 +127,7 @@ async def test_a_senders_last_turn_of_the_window_takes_every_waiting_message(
 
 
 async def test_without_a_cap_batches_keep_the_queue_cap(store: SQLiteStore) -> None:
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     lane = lanes(runner, per_minute=0, store=store)
     await submit(lane, store, "m1")
     await asyncio.sleep(0)
@@ -163,7 +145,7 @@ async def test_two_processes_sharing_a_store_take_turns_in_one_session(
     on one database would have: the second one's turn waits for the first one's lease."""
     other_store = SQLiteStore(tmp_path / "krill.db")
     await other_store.open()
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     first = lanes(runner, per_minute=0, store=store, holder="process 1")
     second = lanes(runner, per_minute=0, store=other_store, holder="process 2")
     try:
@@ -185,17 +167,26 @@ async def test_two_processes_sharing_a_store_take_turns_in_one_session(
 async def test_a_dead_holders_session_is_taken_over_when_its_lease_expires(
     store: SQLiteStore,
 ) -> None:
+    """The dead holder had begun a turn for an older message: once its lease expired, that
+    turn is resumed here first, then this process's own message is answered."""
+    begun = await accepted(store, "begun by the process that died")
+    await store.set_inbound_status([begun.inbound_id], InboundStatus.PROCESSING, turn_id="t-1")
     now, claimed_at = time.time(), time.monotonic()
     assert await store.claim_lease("key:alice", "a process that died", now + 0.5, now)
-    runner = RecordingRunner()
+    runner = RecordingRunner(answers=store)
     runner.release.set()
     lane = lanes(runner, per_minute=0, store=store, holder="the next process")
     lane.submit("key:alice", await accepted(store, "answered after the takeover"))
     await asyncio.wait_for(lane.wait_idle(), 10)
     await lane.close()
-    assert [texts for _, texts in runner.turns] == [["answered after the takeover"]]
+    assert [texts for _, texts in runner.turns] == [
+        ["begun by the process that died"],
+        ["answered after the takeover"],
+    ]
+    assert runner.resumed == ["t-1"]
     assert runner.turns[0][0] >= claimed_at + 0.45  # not before the dead lease expired
     assert await store.lease_holder("key:alice", time.time()) is None  # released after it
+    assert await store.unfinished_in("key:alice") == []
 
 
 async def test_leases_of_a_process_gone_from_this_host_are_let_go_at_start(
@@ -239,3 +230,30 @@ async def test_a_message_another_process_answered_while_it_held_the_lease_is_not
         await second.close()
         await other_store.close()
     assert [texts for _, texts in runner.turns] == [["asked once"]]
+
+
+async def test_a_turn_takes_the_older_messages_another_process_accepted_first(
+    tmp_path: Path, store: SQLiteStore
+) -> None:
+    """A message another replica accepted (and has not answered: it died, or its lane waits
+    for the lease) goes into this lane's turn ahead of this lane's own, newer, message; a
+    newer message of the other replica is left to it."""
+    other_store = SQLiteStore(tmp_path / "krill.db")
+    await other_store.open()
+    runner = RecordingRunner(answers=store)
+    runner.release.set()
+    lane = lanes(runner, per_minute=0, store=store)
+    try:
+        await accepted(other_store, "first, via the other replica")
+        mine = await accepted(store, "second, via this one")
+        later = await accepted(other_store, "third, via the other replica")
+        lane.submit("key:alice", mine)
+        await asyncio.wait_for(lane.wait_idle(), 10)
+        (row,) = await store.unfinished_in("key:alice")
+    finally:
+        await lane.close()
+        await other_store.close()
+    assert [texts for _, texts in runner.turns] == [
+        ["first, via the other replica", "second, via this one"]
+    ]
+    assert row.id == later.inbound_id

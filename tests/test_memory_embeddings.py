@@ -1,17 +1,15 @@
 """Hybrid memory search against the fake embeddings server: paraphrases are found, and an
-unset or failing endpoint falls back to keyword search, never to nothing."""
+unset or failing endpoint falls back to keyword search, never to nothing; on both stores."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.config import MemoryConfig, MemoryEmbeddingsConfig, load_config
 from bot.memory.index import MemoryIndex
-from bot.store.base import VisiblePaths
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store, VisiblePaths
 from tests.fakes.embeddings import FakeEmbeddings
 
 ALL = VisiblePaths(everything=True)
@@ -24,16 +22,6 @@ PEOPLE = "# Alice\n\n- Drinks a double espresso every morning, no sugar.\n"
 PARAPHRASE = "which coffee does she like?"  # shares no word with the espresso note
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    s = SQLiteStore(tmp_path / "krill.db")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
 def workspace(tmp_path: Path) -> Path:
     (tmp_path / "ws" / "memory").mkdir(parents=True)
     (tmp_path / "ws" / "memory" / "2025-03-14.md").write_text(NOTES)
@@ -41,23 +29,21 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
-async def index_with(
-    store: SQLiteStore, ws: Path, embeddings: MemoryEmbeddingsConfig
-) -> MemoryIndex:
+async def index_with(store: Store, ws: Path, embeddings: MemoryEmbeddingsConfig) -> MemoryIndex:
     index = MemoryIndex(store, ws, MemoryConfig(embeddings=embeddings))
     await index.open()
     return index
 
 
 async def test_a_paraphrase_is_found_only_with_embeddings(
-    tmp_path: Path, store: SQLiteStore, fake_embeddings: FakeEmbeddings
+    tmp_path: Path, any_store: Store, fake_embeddings: FakeEmbeddings
 ) -> None:
     ws = workspace(tmp_path)
-    keyword = await index_with(store, ws, MemoryEmbeddingsConfig())
+    keyword = await index_with(any_store, ws, MemoryEmbeddingsConfig())
     assert await keyword.search(PARAPHRASE, ALL) == []
     assert fake_embeddings.requests == []  # unset: no calls at all
     config = MemoryEmbeddingsConfig(base_url=fake_embeddings.url, api_key="emb-key")
-    hybrid = await index_with(store, ws, config)
+    hybrid = await index_with(any_store, ws, config)
     hits = await hybrid.search(PARAPHRASE, ALL)
     assert hits and "double espresso" in hits[0].text
     assert fake_embeddings.requests[0]["model"] == "text-embedding-3-small"
@@ -67,27 +53,29 @@ async def test_a_paraphrase_is_found_only_with_embeddings(
 
 async def test_a_failing_or_refusing_endpoint_falls_back_to_keywords(
     tmp_path: Path,
-    store: SQLiteStore,
+    any_store: Store,
     fake_embeddings: FakeEmbeddings,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     ws = workspace(tmp_path)
     fake_embeddings.fail_with = 503
     down = await index_with(
-        store, ws, MemoryEmbeddingsConfig(base_url=fake_embeddings.url, api_key="emb-key")
+        any_store, ws, MemoryEmbeddingsConfig(base_url=fake_embeddings.url, api_key="emb-key")
     )
     hits = await down.search("staging nginx", ALL)
     assert hits and "staging box" in hits[0].text
     assert "keyword search only" in caplog.text and "HTTP 503" in caplog.text
     fake_embeddings.fail_with = None
     wrong_key = await index_with(
-        store, ws, MemoryEmbeddingsConfig(base_url=fake_embeddings.url, api_key="nope")
+        any_store, ws, MemoryEmbeddingsConfig(base_url=fake_embeddings.url, api_key="nope")
     )
     assert "staging box" in (await wrong_key.search("staging nginx", ALL))[0].text
     unreachable = MemoryEmbeddingsConfig(base_url="http://127.0.0.1:9/v1", timeout_seconds=2)
     assert (
         "staging box"
-        in (await (await index_with(store, ws, unreachable)).search("staging nginx", ALL))[0].text
+        in (await (await index_with(any_store, ws, unreachable)).search("staging nginx", ALL))[
+            0
+        ].text
     )
 
 

@@ -1,5 +1,6 @@
 """Tests for bot.memory.chunking, bot.memory.query and bot.memory.index: chunk boundaries,
-query planning, and the FTS5 index over real Markdown (CJK, edits, deletes, private files)."""
+query planning, and the index over real Markdown (CJK, edits, deletes, private files) on
+both stores (FTS5 in SQLite, pg_trgm in PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ from bot.memory.query import (
     blend_score,
     build_query,
     coverage,
-    match_expression,
     stem,
 )
 from bot.memory.scopes import scope_of, visible_scopes
-from bot.store.base import VisiblePaths
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store, VisiblePaths
+from bot.store.sqlite.memory_index import match_expression
 
 ALL = VisiblePaths(everything=True)
 GROUP = visible_scopes(scope_of(None, "agent:main:telegram:group:-100"), admin=False)
@@ -86,8 +86,7 @@ def test_blank_files_make_no_chunks() -> None:
 
 def test_query_drops_stopwords_and_stems() -> None:
     plan = build_query("What did we decide about the deployments on staging?")
-    assert plan.terms == ("decide", "deployment", "stag")
-    assert match_expression(plan.match_terms) == '"decide" OR "deployment" OR "stag"'
+    assert plan.terms == plan.match_terms == ("decide", "deployment", "stag")
     # A stem only needs to be a prefix of every form: the index matches substrings.
     assert stem("coffees") == "coffe" and stem("cat") == "cat"
 
@@ -102,6 +101,8 @@ def test_query_for_cjk_uses_trigrams_to_find_and_bigrams_to_score() -> None:
 
 def test_punctuation_never_reaches_the_match_and_chatter_plans_nothing() -> None:
     plan = build_query('say "cheese" AND (NEAR) *')
+    assert plan.match_terms == ("say", "cheese", "near")
+    # SQLite quotes each term as an FTS5 phrase, so not even a quote is query syntax.
     assert match_expression(plan.match_terms) == '"say" OR "cheese" OR "near"'
     assert match_expression(['a"b']) == '"a""b"'
     assert build_query("hi, ok?").empty
@@ -128,20 +129,16 @@ def test_best_lines_picks_the_densest_window() -> None:
 
 
 @pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[MemoryIndex]:
+async def index(tmp_path: Path, any_store: Store) -> AsyncIterator[MemoryIndex]:
     workspace = tmp_path / "workspace"
     (workspace / "memory").mkdir(parents=True)
     (workspace / "MEMORY.md").write_text(CURATED, encoding="utf-8")
     (workspace / "memory" / "2025-03-14.md").write_text(DAILY, encoding="utf-8")
     (workspace / "memory" / "2025-03-15.md").write_text(CJK, encoding="utf-8")
     (workspace / "USER.md").write_text("Alice is not indexed from here", encoding="utf-8")
-    db = tmp_path / "krill.db"
-    store = SQLiteStore(db)
-    await store.open()
-    idx = MemoryIndex(store, workspace, MemoryConfig(chunk_tokens=50, chunk_overlap_tokens=10))
+    idx = MemoryIndex(any_store, workspace, MemoryConfig(chunk_tokens=50, chunk_overlap_tokens=10))
     await idx.open()
     yield idx
-    await store.close()
 
 
 async def test_search_finds_lines_with_sources(index: MemoryIndex) -> None:
@@ -226,7 +223,10 @@ async def test_changed_chunk_size_reindexes_everything(index: MemoryIndex, tmp_p
     assert (await bigger.stats())[1] == 3  # one chunk per small file now
 
 
-def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_cli_reindex_and_search(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
     from bot.cli import SUBCOMMANDS, build_parser
     from bot.config import load_config
     from tests.krill_process import write_config
@@ -234,7 +234,8 @@ def test_cli_reindex_and_search(tmp_path: Path, capsys: pytest.CaptureFixture[st
     workspace = tmp_path / "workspace"
     (workspace / "memory").mkdir(parents=True)
     (workspace / "memory" / "2025-03-14.md").write_text(DAILY, encoding="utf-8")
-    path = str(write_config(tmp_path, {}))
+    storage = {"url": request.getfixturevalue("pg_url")} if kind == "postgres" else {}
+    path = str(write_config(tmp_path, {"storage": storage}))
     config = load_config(path, env={})
 
     def krill(*argv: str) -> int:

@@ -21,8 +21,7 @@ from bot.memory.scopes import (
     writable,
 )
 from bot.memory.tools import MemoryTools
-from bot.store.base import VisiblePaths
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store, VisiblePaths
 from bot.tools.registry import ToolContext, ToolError
 from bot.types import ChatType, SessionOrigin
 
@@ -90,17 +89,14 @@ def test_visible_scopes() -> None:
 
 
 @pytest.fixture
-async def tools(tmp_path: Path) -> AsyncIterator[MemoryTools]:
+async def tools(tmp_path: Path, any_store: Store) -> AsyncIterator[MemoryTools]:
     workspace = tmp_path / "workspace"
     for path, owner in FILES.items():
         (workspace / path).parent.mkdir(parents=True, exist_ok=True)
         (workspace / path).write_text(f"# notes\n\n- the {owner} pelican fact\n")
-    store = SQLiteStore(tmp_path / "krill.db")
-    await store.open()
-    index = MemoryIndex(store, workspace, MemoryConfig())
+    index = MemoryIndex(any_store, workspace, MemoryConfig())
     await index.open()
     yield MemoryTools(index, MemoryConfig(), "UTC")
-    await store.close()
 
 
 def ctx(tools: MemoryTools, key: str, *, admin: bool = False) -> ToolContext:

@@ -18,7 +18,7 @@ from bot.memory.notes import MemoryFull, append_entry, format_entry
 from bot.memory.paths import MemoryPathError, normalize_memory_path
 from bot.memory.scopes import OPERATOR, writable
 from bot.memory.tools import MemoryTools
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store
 from bot.tools.registry import ToolContext, ToolError, ToolRegistry
 
 # 2025-03-14 23:30 UTC is already the 15th in Tokyo.
@@ -49,13 +49,10 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def tools(workspace: Path, tmp_path: Path) -> AsyncIterator[MemoryTools]:
-    store = SQLiteStore(tmp_path / "krill.db")
-    await store.open()
-    index = MemoryIndex(store, workspace, MemoryConfig())
+async def tools(workspace: Path, any_store: Store) -> AsyncIterator[MemoryTools]:
+    index = MemoryIndex(any_store, workspace, MemoryConfig())
     await index.open()
     yield MemoryTools(index, MemoryConfig(), "Asia/Tokyo", clock=lambda: FIXED)
-    await store.close()
 
 
 def ctx(workspace: Path, *, direct: bool = True, admin: bool = False) -> ToolContext:

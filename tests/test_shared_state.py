@@ -12,7 +12,7 @@ import pytest
 from bot.store.base import Store
 from bot.store.budgets import BudgetName, SenderBudget
 from bot.store.postgres import PostgresStore
-from bot.store.shared_rows import BudgetUse
+from bot.store.shared_state import BudgetUse
 from bot.store.sqlite import SQLiteStore
 
 

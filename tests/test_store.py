@@ -103,11 +103,13 @@ async def test_inbound_dedupe_and_recovery_queue(store: SQLiteStore) -> None:
         (first, InboundStatus.PROCESSING, "turn-1"),
         (other, InboundStatus.PENDING, None),
     ]
-    await store.set_inbound_status([other], InboundStatus.DONE)
-    assert await store.unfinished_among([first, other, 999]) == {first}
+    elsewhere, _ = await store.accept_inbound("telegram", "2:1", "another key", "{}")
+    assert [r.id for r in await store.unfinished_in("k")] == [first, other]
     await store.set_inbound_status([first], InboundStatus.DONE)
+    assert [r.id for r in await store.unfinished_in("k")] == [other]
+    await store.set_inbound_status([other, elsewhere], InboundStatus.DONE)
     assert await store.unfinished_inbound() == []
-    assert await store.unfinished_among([first, other]) == set()
+    assert await store.unfinished_in("k") == []
 
 
 async def test_group_buffer_is_capped_and_handed_over_once(store: SQLiteStore) -> None:
@@ -369,6 +371,17 @@ async def test_a_session_lease_is_held_by_one_holder_until_released_or_expired(
     assert await store.claim_lease("another key", "b", until=132.0, now=122.0)
 
 
+async def test_a_due_job_run_is_claimed_once(store: SQLiteStore) -> None:
+    """Several replicas fire the same due moment: one claim wins, the next interval's too."""
+    assert await store.job_last_run("heartbeat") is None
+    assert await store.job_claim("heartbeat", due_before=40.0, at=100.0)  # never ran
+    assert not await store.job_claim("heartbeat", due_before=41.0, at=101.0)  # another replica
+    assert await store.job_last_run("heartbeat") == 100.0
+    assert await store.job_claim("heartbeat", due_before=130.0, at=160.0)  # the next interval
+    assert await store.job_claim("retention", due_before=0.0, at=160.0)  # jobs are separate
+    assert await store.job_last_run("heartbeat") == 160.0
+
+
 async def test_a_write_waits_out_another_process_lock_within_its_patience(
     tmp_path: Path,
 ) -> None:
@@ -381,8 +394,8 @@ async def test_a_write_waits_out_another_process_lock_within_its_patience(
     try:
         other.execute("BEGIN IMMEDIATE")
         with pytest.raises(StoreUnavailable):
-            await impatient.job_record_run("flush", 1.0)
-        waiting = asyncio.create_task(patient.job_record_run("flush", 2.0))
+            await impatient.job_claim("flush", 0.0, 1.0)
+        waiting = asyncio.create_task(patient.job_claim("flush", 0.0, 2.0))
         await asyncio.sleep(1.5)  # longer than SQLite's own busy timeout
         assert not waiting.done()  # still waiting, not failed
         other.execute("ROLLBACK")

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from bot.store.base import SharedStateStore
 from bot.store.budgets import BudgetName, SenderBudget
+from bot.store.shared_state import SharedStateStore
 
 COOKIE = "krill_admin"
 COOKIE_LABEL = b"krill console cookie v1"

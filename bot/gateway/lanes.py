@@ -7,7 +7,9 @@ in a session's lane, waiting for it or not.
 
 Each batch runs under the session's lease (`bot/gateway/leases.py`): the in-process queue
 orders work and merges messages, the lease makes one turn at a time per session key hold
-across processes too.
+across processes too. Under the lease a lane answers the session's unanswered messages in
+the order they were accepted, whichever process (replica) accepted them, so messages of
+one chat that reached different replicas are answered once each and in order.
 
 With `agent.sender_turns_per_minute`, a person's messages wait before a turn while any of
 their senders has started that many turns in the current minute (counted in the store, so
@@ -18,8 +20,9 @@ call per allowance, never one per message.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,6 +30,7 @@ from bot.agent.runner import TurnJob, new_turn_id
 from bot.gateway.budgets import TURN_WINDOW_SECONDS
 from bot.sessions.limits import history_limit_for
 from bot.sessions.queue import SessionQueue
+from bot.store.base import InboundRow, InboundStatus
 from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import InboundMessage, SessionOrigin
 
@@ -35,7 +39,8 @@ if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
-    from bot.store.base import InboundStore, SharedStateStore
+    from bot.store.base import InboundStore
+    from bot.store.shared_state import SharedStateStore
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +98,7 @@ class Lanes:
         leases: SessionLeases,
         inbound: InboundStore,
         budgets: SharedStateStore,
+        channels: Container[str],
         metrics: Metrics,
         turn_window: float = TURN_WINDOW_SECONDS,
     ) -> None:
@@ -100,6 +106,8 @@ class Lanes:
         self.runner = runner
         self.leases = leases
         self.inbound = inbound
+        # The channels this process runs: of other processes' messages it answers only theirs.
+        self.channels = channels
         per_minute = config.agent.sender_turns_per_minute
         self.sender_turns = (
             SenderBudget(budgets, BudgetName.TURNS, limit=per_minute, window=turn_window)
@@ -164,40 +172,103 @@ class Lanes:
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:
             async with self.leases.hold(key):
-                # Checked under the lease every time: another process may have answered some
-                # of these rows, and "we had to wait for its lease" would miss a turn it
-                # finished just before this claim.
-                todo = await self._still_unanswered(items)
-                if todo:
-                    await self._run_leased(key, todo)
+                first = items[0]
+                if isinstance(first, CallWork):
+                    await _call(key, first)
+                else:
+                    await self._answer(key, items)
         finally:
             _settle(items)  # /stop cancelled the batch before its calls finished
 
-    async def _still_unanswered(self, items: list[Work]) -> list[Work]:
-        open_ids = await self.inbound.unfinished_among(inbound_ids(items))
-        todo: list[Work] = []
-        for item in items:
-            if isinstance(item, MessageWork) and item.inbound_id not in open_ids:
-                log.info("inbound %d was answered by another process", item.inbound_id)
-            elif isinstance(item, ResumeWork) and not open_ids.intersection(item.inbound_ids):
-                log.info("turn %s was finished by another process", item.turn_id)
-            else:
-                todo.append(item)
-        return todo
-
-    async def _run_leased(self, key: str, items: list[Work]) -> None:
-        first = items[0]
-        if isinstance(first, CallWork):
-            await _call(key, first)
+    async def _answer(self, key: str, items: list[Work]) -> None:
+        """Under the lease: answer the session's unanswered messages oldest first, up to the
+        newest of `items`, whichever process took them in. Read under the lease every time,
+        so what another process answered (before this claim, or while this lane waited for
+        it) is not answered again, and no message overtakes an older one. Newer messages
+        are left to the lanes that queued them, so this process's queue keeps its order."""
+        mine = set(inbound_ids(items))
+        if not mine:
             return
-        if isinstance(first, ResumeWork):
-            job = TurnJob(key, first.turn_id, first.messages, first.inbound_ids, resume=True)
-        else:
-            messages = [item.message for item in items if isinstance(item, MessageWork)]
-            job = TurnJob(key, new_turn_id(), messages, inbound_ids(items))
-        if job.first is not None:
-            job.history_limit = self._history_limit(job.first)
-        await self.runner.run(job)
+        newest = max(mine)
+        known: dict[int, InboundMessage] = {}
+        for item in items:
+            if isinstance(item, MessageWork):
+                known[item.inbound_id] = item.message
+            elif isinstance(item, ResumeWork):
+                known.update(zip(item.inbound_ids, item.messages, strict=True))
+        # A batch the sender budget grew past the queue cap stays one turn.
+        cap = max(self.config.agent.queue_cap, len(known))
+        tried: set[int] = set()
+        while mine - tried:
+            rows = [
+                row
+                for row in await self.inbound.unfinished_in(key)
+                if row.id not in tried and (row.id in mine or row.channel in self.channels)
+            ]
+            if not mine.intersection(row.id for row in rows):
+                break
+            group = next_group(rows, cap, newest)
+            tried.update(row.id for row in group)
+            job = await self._turn_for(key, group, known)
+            if job is None:
+                continue
+            # What the turn answers for other processes counts as running here, for /stop.
+            items.extend(
+                MessageWork(i, m)
+                for i, m in zip(job.inbound_ids, job.messages, strict=True)
+                if i not in mine
+            )
+            await self.runner.run(job)
+        elsewhere = sorted(mine - tried)
+        if elsewhere:
+            log.info("inbound %s was answered by another process", elsewhere)
+
+    async def _turn_for(
+        self, key: str, group: list[InboundRow], known: dict[int, InboundMessage]
+    ) -> TurnJob | None:
+        """The turn answering `group` (None if no message of it could be read)."""
+        messages: list[InboundMessage] = []
+        ids: list[int] = []
+        for row in group:
+            msg = known.get(row.id)
+            if msg is None:
+                msg = await readable(self.inbound, row)
+            if msg is not None:
+                messages.append(msg)
+                ids.append(row.id)
+        if not ids:
+            return None
+        head = group[0]
+        resume = _interrupted(head)
+        turn_id = head.turn_id if resume and head.turn_id else new_turn_id()
+        job = TurnJob(key, turn_id, messages, ids, resume=resume)
+        job.history_limit = self._history_limit(messages[0])
+        return job
+
+
+def next_group(rows: list[InboundRow], cap: int, newest: int) -> list[InboundRow]:
+    """The oldest unanswered rows (`rows` is in id order) that go into one turn: an
+    interrupted turn's rows, to be resumed; else the waiting messages up to the next
+    interrupted turn or `newest`, `cap` at most."""
+    head = rows[0]
+    if _interrupted(head):
+        return [row for row in rows if row.turn_id == head.turn_id]
+    waiting = itertools.takewhile(lambda row: not _interrupted(row) and row.id <= newest, rows)
+    return list(itertools.islice(waiting, cap))
+
+
+def _interrupted(row: InboundRow) -> bool:
+    return row.status == InboundStatus.PROCESSING and row.turn_id is not None
+
+
+async def readable(inbound: InboundStore, row: InboundRow) -> InboundMessage | None:
+    """`row`'s message; None (and the row marked failed) when its payload does not parse."""
+    try:
+        return InboundMessage.from_json(row.payload)
+    except (ValueError, TypeError, KeyError):
+        log.error("inbound %d has an unreadable payload; marking it failed", row.id)
+        await inbound.set_inbound_status([row.id], InboundStatus.FAILED)
+        return None
 
 
 def _senders(items: list[Work]) -> set[str]:

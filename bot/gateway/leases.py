@@ -26,7 +26,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from bot.store.base import LeaseStore, SharedStateStore
+from bot.store.base import LeaseStore
+from bot.store.shared_state import SharedStateStore
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,8 @@ import logging
 import time
 from collections.abc import Callable, Container
 
-from bot.gateway.lanes import Lanes, MessageWork, ResumeWork
+from bot.gateway.lanes import Lanes, MessageWork, ResumeWork, readable
 from bot.store.base import InboundRow, InboundStatus, Store
-from bot.types import InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +28,8 @@ async def recover(
     for row in rows:
         if row.channel not in channels:
             continue  # another process (e.g. `krill run`) owns that channel
-        try:
-            msg = InboundMessage.from_json(row.payload)
-        except (ValueError, TypeError, KeyError):
-            log.error("inbound %d has an unreadable payload; marking it failed", row.id)
-            await store.set_inbound_status([row.id], InboundStatus.FAILED)
+        msg = await readable(store, row)
+        if msg is None:
             continue
         count += 1
         if row.status == InboundStatus.PROCESSING and row.turn_id:

@@ -4,8 +4,9 @@ memory/**/*.md, kept in step with the files on disk.
 The chunks live in the store (`MemoryIndexStore`), so every process using the store searches
 the same index; this module decides what to index and how to rank. `refresh()` compares
 each file's mtime and size with what was indexed, re-reads only what changed (and skips
-files whose content hash did not change), and drops the chunks of deleted files; `search()`
-runs it first, so results are never stale. With `[memory.embeddings]` set, ranking is
+files whose content hash did not change, or that another process sharing the store has
+indexed already), and drops the chunks of deleted files; `search()` runs it first, so
+results are never stale. With `[memory.embeddings]` set, ranking is
 hybrid (keyword score blended with the cosine similarity of query and chunk, over the
 keyword candidates and the newest chunks), and it falls back to keywords alone whenever the
 endpoint fails.
@@ -32,7 +33,6 @@ from bot.memory.query import (
     blend_score,
     build_query,
     coverage,
-    match_expression,
 )
 from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile, MemoryIndexStore, VisiblePaths
 
@@ -130,8 +130,10 @@ class MemoryIndex:
         async with self._lock:
             started = time.perf_counter()
             report = RefreshReport()
-            if force:
-                await self._load_known()
+            # The store, not this process, knows what is indexed: another process sharing it
+            # and the workspace (a replica, `krill memory reindex`) may have indexed a change
+            # already, or written an older version of a file after this one wrote a newer.
+            await self._load_known()
             on_disk = await asyncio.to_thread(_stat_all, self.workspace)
             for name in sorted(set(self._known) - set(on_disk)):
                 await self._remove(name)
@@ -226,17 +228,13 @@ class MemoryIndex:
 
     async def _match(self, plan: QueryPlan, limit: int, visible: VisiblePaths) -> list[ChunkMatch]:
         terms = plan.match_terms
-        counts = await self.store.memory_term_counts(
-            [match_expression([t]) for t in terms], COMMON_ROWS
-        )
+        counts = await self.store.memory_term_counts(terms, COMMON_ROWS)
         rare = [t for t, n in zip(terms, counts, strict=True) if 0 < n < COMMON_ROWS]
         if rare:
-            return await self.store.memory_match(
-                match_expression(rare), ranked=True, limit=limit, visible=visible
-            )
+            return await self.store.memory_match(rare, ranked=True, limit=limit, visible=visible)
         if any(counts):  # only common terms: the newest chunks holding them, by coverage
             return await self.store.memory_match(
-                match_expression(terms), ranked=False, limit=RECENT_CANDIDATES, visible=visible
+                terms, ranked=False, limit=RECENT_CANDIDATES, visible=visible
             )
         return []
 

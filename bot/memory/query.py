@@ -1,11 +1,11 @@
-"""Pure search logic: turn a message into an FTS5 query, score a chunk, pick its best lines.
+"""Pure search logic: turn a message into search terms, score a chunk, pick its best lines.
 
-The index uses the trigram tokenizer, which matches any substring of three or more
-characters, so it works for languages written without spaces. Words are lightly stemmed
-(a prefix matches every inflection as a substring); runs of CJK characters are searched by
-their trigrams and scored by their bigrams, since most Chinese and Japanese words are two
-characters long. Two-character runs, which no trigram can find, are looked up by plain
-substring search when the index finds nothing.
+The index matches any substring of three or more characters (trigrams: FTS5's trigram
+tokenizer in SQLite, pg_trgm in PostgreSQL), so it works for languages written without
+spaces. Words are lightly stemmed (a prefix matches every inflection as a substring); runs
+of CJK characters are searched by their trigrams and scored by their bigrams, since most
+Chinese and Japanese words are two characters long. Two-character runs, which no trigram
+can find, are looked up by plain substring search when the index finds nothing.
 """
 
 from __future__ import annotations
@@ -67,10 +67,6 @@ def _ngrams(run: str, n: int) -> list[str]:
     return [run[i : i + n] for i in range(len(run) - n + 1)]
 
 
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
 def build_query(text: str) -> QueryPlan:
     """Plan a search for `text`: its distinctive words and CJK n-grams, stopwords dropped."""
     match_terms: list[str] = []
@@ -106,12 +102,6 @@ def build_query(text: str) -> QueryPlan:
     )
 
 
-def match_expression(terms: tuple[str, ...] | list[str]) -> str:
-    """An FTS5 MATCH expression for any of `terms`, each quoted as a phrase so no query
-    syntax (AND, NEAR, *, quotes) from the message can reach FTS5."""
-    return " OR ".join(_quote(t) for t in terms)
-
-
 def coverage(text: str, terms: tuple[str, ...]) -> float:
     """Share of the query's terms found in `text`, saturating at SATURATION_TERMS hits."""
     if not terms:
@@ -122,8 +112,9 @@ def coverage(text: str, terms: tuple[str, ...]) -> float:
 
 
 def blend_score(term_coverage: float, bm25: float, best_bm25: float) -> float:
-    """Final 0..1 score. FTS5's bm25() is negative, lower is better; `best_bm25` is the
-    lowest among the candidates. Without a usable rank (substring fallback) coverage alone counts.
+    """Final 0..1 score. The store's BM25 rank is negative, lower is better (as FTS5's
+    bm25()); `best_bm25` is the lowest among the candidates. Without a usable rank (substring
+    fallback) coverage alone counts.
     """
     if best_bm25 >= 0 or bm25 >= 0:
         return term_coverage

@@ -1,6 +1,7 @@
 """The optional heartbeat: every `scheduler.heartbeat_minutes`, a silent turn works through
 the operator's HEARTBEAT.md checklist in the most recently active DM session (or the one
-`scheduler.heartbeat_session` names) and sends what needs the person's attention."""
+`scheduler.heartbeat_session` names) and sends what needs the person's attention. With
+several replicas, one of them beats each interval."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.agent.runner import TurnJob, new_turn_id
+from bot.scheduler.jobs import claim_run
 from bot.sessions.limits import history_limit_for
 from bot.transcript import PromptPurpose
 from bot.types import Address
@@ -73,7 +75,9 @@ class Heartbeat:
         await self.jobs.guarded(HEARTBEAT_JOB, self._beat)
 
     async def _beat(self) -> None:
-        await self.store.job_record_run(HEARTBEAT_JOB, self.jobs.clock())
+        interval = self.config.scheduler.heartbeat_minutes * 60
+        if not await claim_run(self.store, HEARTBEAT_JOB, interval, self.jobs.clock()):
+            return
         checklist = heartbeat_checklist(self.runner.workspace.read_text(HEARTBEAT_FILE))
         if not checklist:
             return

@@ -6,7 +6,9 @@ of a very large session once its cache has expired.
 
 Jobs keep no state of their own: they are derived from the session rows at start-up and
 re-derived from fresh rows whenever they fire, so a restart loses none and a stale
-schedule corrects itself. Both run on the session's lane, after any turn in progress.
+schedule corrects itself. Both run on the session's lane, after any turn in progress, and
+re-read the session there, under its lease: of several replicas with the same job, the
+first does the work and the others find it done.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ class IdleCompactor(Protocol):
         """Compact the session now (the caller holds its lane); reads `prefix`'s cache.
         With `only_if_cheaper`, only when that costs less than re-writing the history."""
         ...
+
+
+def flushed_since(session: SessionRow, activity: float | None) -> bool:
+    """A flush (another replica's idle flush, a turn's threshold flush) has run since
+    `activity`, the moment of the conversation an idle flush job was due for."""
+    done = session.memory_flush_at
+    return done is not None and activity is not None and done >= activity
 
 
 def warm_compaction_due(session: SessionRow, threshold: int) -> bool:
@@ -212,13 +221,22 @@ class IdleWork:
             session_id = session.session_id
 
             async def work() -> None:
-                fresh = await self.store.get_session(session_id)  # checked again in the lane
+                # Checked again in the lane, under the session's lease: another replica with
+                # the same job may have flushed or compacted meanwhile.
+                fresh = await self.store.get_session(session_id)
                 flusher = self.flusher
                 if fresh is None:
                     return
-                if flusher is not None and self.flush_enabled and has_unflushed_conversation(fresh):
+                if (
+                    flusher is not None
+                    and self.flush_enabled
+                    and has_unflushed_conversation(fresh)
+                    and not flushed_since(fresh, session.last_activity_at)
+                ):
                     await flusher.flush(fresh, reason=Reason.IDLE)
-                if warm_compaction_considered(fresh, self.warm_threshold):
+                if fresh.compaction_count == session.compaction_count and (
+                    warm_compaction_considered(fresh, self.warm_threshold)
+                ):
                     await self.compact_warm(fresh)
 
             await self.lanes.run_in_lane(key, work)
@@ -265,9 +283,15 @@ class IdleWork:
                 self._retry_later(self.idle_maintenance, "idle", key)
                 return
             self._compacted[key] = session.last_model_call_at
-            result = await self.lanes.run_in_lane(
-                key, lambda: self.compactor.compact_idle(key, None)
-            )
+
+            async def work() -> str | None:
+                # Checked again under the session's lease: another replica may have done it.
+                fresh = await self.store.current_session(key)
+                if fresh is None or fresh.compaction_count != session.compaction_count:
+                    return None
+                return await self.compactor.compact_idle(key, None)
+
+            result = await self.lanes.run_in_lane(key, work)
             log.info("idle compaction of %s: %s", key, result)
 
         await self.jobs.guarded(

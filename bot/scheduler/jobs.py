@@ -3,6 +3,9 @@ moment or at an interval, and a guard that runs each job id once at a time.
 
 Decisions use the injected clock; APScheduler fires at the matching wall-clock moments (the
 clock may run ahead of the wall clock by a fixed offset: `scheduler.clock_offset_seconds`).
+
+Every replica sharing a store runs the same timers; `claim_run` makes a periodic job's due
+run happen in one of them.
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+
+if TYPE_CHECKING:
+    from bot.store.base import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,20 @@ def next_periodic_run(last_run: float | None, interval: float, now: float) -> fl
     if last_run is None:
         return now + interval
     return max(last_run + interval, now + STARTUP_DELAY_SECONDS)
+
+
+# Replicas fire a periodic job at nearly the same moment, each on its own timer: a run is
+# claimed unless another replica's run is less than this share of an interval old.
+CLAIM_SHARE = 0.5
+
+
+async def claim_run(store: JobStore, job: str, interval: float, now: float) -> bool:
+    """Whether this process runs `job`'s run due at `now` (recorded as run if so), or
+    another process sharing the store already ran it this interval."""
+    if await store.job_claim(job, now - interval * CLAIM_SHARE, now):
+        return True
+    log.debug("%s already ran in another process this interval", job)
+    return False
 
 
 def _utc(ts: float) -> dt.datetime:

@@ -5,6 +5,10 @@ prompt, whose reply goes to the chat, thread or topic it was set in.
 A reminder missed while Krill was down fires at start-up, and its prompt says how late it is
 and when it was due. A reminder leaves "pending" only after its turn has run, so a crash
 mid-turn fires it again at the next start rather than losing it.
+
+Every replica schedules every pending reminder; the turn runs in the session's lane (under
+its lease) only while the reminder is still pending, and the conditional move to "sent"
+before the reply is queued lets one process send it.
 """
 
 from __future__ import annotations
@@ -163,37 +167,54 @@ class Reminders:
         if reminder is None or reminder.status != ReminderStatus.PENDING:
             return
         key = reminder.session_key
+
+        async def turn() -> None:
+            # Every replica has this job; in the lane (under the session's lease) only the
+            # first finds the reminder still pending.
+            fresh = await self.store.reminder_get(reminder_id)
+            if fresh is None or fresh.status != ReminderStatus.PENDING:
+                log.info("reminder %d was already fired by another process", reminder_id)
+                return
+            await self._turn(fresh)
+
+        await self.lanes.run_in_lane(key, turn)
+
+    async def _turn(self, reminder: Reminder) -> None:
+        """Run the reminder's turn (the caller holds its lane) and send what it wrote."""
+        key = reminder.session_key
         session = await self.store.current_session(key)
         address = Address.from_dict(reminder.address)
         lateness = self.jobs.clock() - reminder.due_at
         late = lateness > LATE_AFTER_SECONDS
         due = self.when(reminder)
-
-        async def turn() -> None:
-            text = ""
-            if session is not None:
-                # People's words, quoted like any chat text.
-                quoted = wrap_untrusted(
-                    reminder.text, source="reminder", marker_id=marker_id_for(new_id())
-                )
-                prompt = REMINDER_PROMPT.format(creator=reminder.creator, due=due, text=quoted)
-                if late:
-                    prompt += LATE_NOTE.format(late=describe_delay(lateness), due=due)
-                job = TurnJob(
-                    key,
-                    new_turn_id(),
-                    prompt=prompt,
-                    kind=PromptPurpose.REMINDER,
-                    history_limit=history_limit_for(self.config, session.origin),
-                )
-                outcome = await self.runner.run(job)
-                text = outcome.text if outcome.error is None else ""
-            if not text:
-                # The model failed or stayed silent: the person still gets the reminder.
-                note = f" (late: it was due {due})" if late else ""
-                text = FALLBACK.format(late=note, text=reminder.text)
-            await self.replies.send_text(address, text)
-            await self.store.reminder_finish(reminder.id, ReminderStatus.SENT, at=self.jobs.clock())
-            log.info("reminder %d fired in %s%s", reminder.id, key, " (late)" if late else "")
-
-        await self.lanes.run_in_lane(key, turn)
+        text = ""
+        if session is not None:
+            # People's words, quoted like any chat text.
+            quoted = wrap_untrusted(
+                reminder.text, source="reminder", marker_id=marker_id_for(new_id())
+            )
+            prompt = REMINDER_PROMPT.format(creator=reminder.creator, due=due, text=quoted)
+            if late:
+                prompt += LATE_NOTE.format(late=describe_delay(lateness), due=due)
+            job = TurnJob(
+                key,
+                new_turn_id(),
+                prompt=prompt,
+                kind=PromptPurpose.REMINDER,
+                history_limit=history_limit_for(self.config, session.origin),
+            )
+            outcome = await self.runner.run(job)
+            text = outcome.text if outcome.error is None else ""
+        if not text:
+            # The model failed or stayed silent: the person still gets the reminder.
+            note = f" (late: it was due {due})" if late else ""
+            text = FALLBACK.format(late=note, text=reminder.text)
+        # Claimed before it is sent: a process that lost the session's lease mid-turn (a
+        # store stalled past it) and finds the reminder sent by another sends nothing.
+        if not await self.store.reminder_finish(
+            reminder.id, ReminderStatus.SENT, at=self.jobs.clock()
+        ):
+            log.info("reminder %d was sent by another process meanwhile", reminder.id)
+            return
+        await self.replies.send_text(address, text)
+        log.info("reminder %d fired in %s%s", reminder.id, key, " (late)" if late else "")

@@ -1,6 +1,10 @@
 """The scheduler `krill run` starts: per-session idle work and reminders rebuilt from the
 store, periodic memory reindexing, the removal of expired stored tool results, the heartbeat,
-the daily retention pass, and picking up unanswered messages nobody is working on."""
+the daily retention pass, and picking up unanswered messages nobody is working on.
+
+Every replica runs it. Periodic jobs other than the pick-up claim each due run in the store
+(`claim_run`), so one replica does it; per-session work runs under the session's lease and
+re-checks under it whether another replica did it already."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.scheduler.heartbeat import HEARTBEAT_JOB
-from bot.scheduler.jobs import next_periodic_run
+from bot.scheduler.jobs import claim_run, next_periodic_run
 from bot.scheduler.retention import RETENTION_INTERVAL_SECONDS, RETENTION_JOB
 from bot.tools.results import CLEANUP_INTERVAL_SECONDS, remove_expired
 
@@ -138,8 +142,10 @@ class Scheduler:
         async def body() -> None:
             if self.index is None:
                 return
-            await self.index.refresh()
-            self.index_stats = await self.index.stats()
+            interval = self.config.memory.reindex_interval_seconds
+            if await claim_run(self.store, REINDEX_JOB, interval, self.jobs.clock()):
+                await self.index.refresh()
+            self.index_stats = await self.index.stats()  # the shared index, for /status
 
         await self.jobs.guarded(REINDEX_JOB, body)
 
@@ -151,13 +157,16 @@ class Scheduler:
 
     async def _cleanup(self) -> None:
         async def body() -> None:
-            await remove_expired(self.results)
+            now = self.jobs.clock()
+            if await claim_run(self.store, RESULTS_CLEANUP_JOB, CLEANUP_INTERVAL_SECONDS, now):
+                await remove_expired(self.results)
 
         await self.jobs.guarded(RESULTS_CLEANUP_JOB, body)
 
     async def _prune(self) -> None:
         async def body() -> None:
-            await self.retention.run()
-            await self.store.job_record_run(RETENTION_JOB, self.jobs.clock())
+            now = self.jobs.clock()
+            if await claim_run(self.store, RETENTION_JOB, RETENTION_INTERVAL_SECONDS, now):
+                await self.retention.run()
 
         await self.jobs.guarded(RETENTION_JOB, body)

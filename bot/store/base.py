@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from bot.store.memory_rows import ChunkMatch, IndexedChunk, IndexedFile, VisiblePaths
 from bot.store.outbox_rows import OutboxChunk, OutboxRow, OutboxSummary
-from bot.store.shared_rows import BudgetUse
+from bot.store.shared_state import SharedStateStore
 from bot.transcript import Entry
 from bot.types import Address, Attachment, ChatType, SessionOrigin, Usage
 
@@ -234,8 +234,9 @@ class InboundStore(Protocol):
         self, ids: list[int], status: InboundStatus, *, turn_id: str | None = None
     ) -> None: ...
     async def unfinished_inbound(self) -> list[InboundRow]: ...
-    async def unfinished_among(self, ids: list[int]) -> set[int]:
-        """Which of `ids` are still waiting for an answer."""
+    async def unfinished_in(self, session_key: str) -> list[InboundRow]:
+        """`session_key`'s messages still waiting for an answer, whichever process took
+        them in, oldest first."""
         ...
 
     async def seen_inbound(self, channel: str, external_id: str) -> bool: ...
@@ -327,7 +328,10 @@ class JobStore(Protocol):
     """When each periodic scheduler job last ran."""
 
     async def job_last_run(self, job: str) -> float | None: ...
-    async def job_record_run(self, job: str, at: float) -> None: ...
+    async def job_claim(self, job: str, due_before: float, at: float) -> bool:
+        """Record a run of `job` at `at` unless one was recorded after `due_before`; whether
+        this caller won the run (one conditional write, so one replica of many does)."""
+        ...
 
 
 class ReminderStatus(StrEnum):
@@ -390,7 +394,9 @@ class LeaseStore(Protocol):
 class MemoryIndexStore(Protocol):
     """Storage of the memory index (bot/memory/index.py decides what to index and ranks):
     chunks of memory files under a full-text index that matches substrings (trigrams), so
-    CJK text is searchable. A search returns only chunks of the files `visible` allows."""
+    CJK text is searchable. Search terms are case-folded substrings of 3+ characters (the
+    store turns them into its own query syntax); a term matches a chunk holding it in any
+    case. A search returns only chunks of the files `visible` allows."""
 
     async def memory_files(self) -> list[IndexedFile]: ...
     async def memory_stats(self) -> tuple[int, int]: ...
@@ -398,27 +404,14 @@ class MemoryIndexStore(Protocol):
         self, file: IndexedFile, chunks: list[IndexedChunk] | None
     ) -> None: ...
     async def memory_remove_file(self, path: str) -> None: ...
-    async def memory_term_counts(self, expressions: list[str], cap: int) -> list[int]: ...
+    async def memory_term_counts(self, terms: Sequence[str], cap: int) -> list[int]: ...
     async def memory_match(
-        self, expression: str, *, ranked: bool, limit: int, visible: VisiblePaths
+        self, terms: Sequence[str], *, ranked: bool, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]: ...
     async def memory_substring(
         self, terms: tuple[str, ...], *, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]: ...
     async def memory_recent(self, *, limit: int, visible: VisiblePaths) -> list[ChunkMatch]: ...
-
-
-class SharedStateStore(Protocol):
-    """Scoped values until they expire; per-sender budgets (`limit=None` always counts)."""
-
-    async def state_put(
-        self, scope: str, key: str, value: str, expires_at: float, now: float
-    ) -> None: ...
-    async def state_get(self, scope: str, key: str, now: float) -> str | None: ...
-    async def budget_take(
-        self, budget: str, sender: str, *, limit: int | None, window: float, now: float
-    ) -> BudgetUse | None: ...
-    async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None: ...
 
 
 class Store(

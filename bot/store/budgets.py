@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from enum import StrEnum
 
-from bot.store.base import SharedStateStore
+from bot.store.shared_state import SharedStateStore
 
 
 class BudgetName(StrEnum):

@@ -2,10 +2,12 @@
 connection pool, composed of a class per concern."""
 
 from bot.store.postgres.connection import Connection
+from bot.store.postgres.memory_index import MemoryIndexTables
 from bot.store.postgres.shared_state import SharedStateTables
 
 
 class PostgresStore(
+    MemoryIndexTables,
     SharedStateTables,
     Connection,
 ):

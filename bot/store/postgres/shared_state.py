@@ -6,7 +6,7 @@ the count the one before it left, so the replicas never hand out more than the l
 from __future__ import annotations
 
 from bot.store.postgres.connection import Connection
-from bot.store.shared_rows import NO_LIMIT, BudgetUse, budget_use_of
+from bot.store.shared_state import NO_LIMIT, BudgetUse, budget_use_of
 
 # A budget row is kept a while after its window ended (at most one row per sender and budget).
 _KEEP = 86_400.0

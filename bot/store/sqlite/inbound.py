@@ -126,15 +126,13 @@ class InboundTables(Connection):
         )
         return [_inbound_from_row(r) for r in rows]
 
-    async def unfinished_among(self, ids: list[int]) -> set[int]:
-        if not ids:
-            return set()
-        marks = ", ".join("?" for _ in ids)
+    async def unfinished_in(self, session_key: str) -> list[InboundRow]:
         rows = await self._fetchall(
-            f"SELECT id FROM inbound WHERE id IN ({marks}) AND status IN (?, ?)",
-            (*ids, InboundStatus.PENDING, InboundStatus.PROCESSING),
+            "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
+            " FROM inbound WHERE session_key = ? AND status IN (?, ?) ORDER BY id",
+            (session_key, InboundStatus.PENDING, InboundStatus.PROCESSING),
         )
-        return {int(r[0]) for r in rows}
+        return [_inbound_from_row(r) for r in rows]
 
     async def count_inbound(self, status: InboundStatus) -> int:
         row = await self._fetchone("SELECT COUNT(*) FROM inbound WHERE status = ?", (status,))

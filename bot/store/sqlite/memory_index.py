@@ -5,11 +5,18 @@ of each indexed file (tables from migration 2)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import aiosqlite
 
 from bot.store.base import ChunkMatch, IndexedChunk, IndexedFile, VisiblePaths
 from bot.store.sqlite.connection import Connection
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression for any of `terms`, each quoted as a phrase so no query
+    syntax (AND, NEAR, *, quotes) from the message can reach FTS5."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 async def _delete_chunks(db: aiosqlite.Connection, path: str) -> None:
@@ -76,19 +83,19 @@ class MemoryIndexTables(Connection):
             await _delete_chunks(db, path)
             await db.execute("DELETE FROM memory_files WHERE path = ?", (path,))
 
-    async def memory_term_counts(self, expressions: list[str], cap: int) -> list[int]:
-        """Chunks matching each expression, counted only up to `cap` (so cheap), in one query."""
+    async def memory_term_counts(self, terms: Sequence[str], cap: int) -> list[int]:
+        """Chunks holding each term, counted only up to `cap` (so cheap), in one query."""
         probe = "(SELECT COUNT(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
         params: list[str | int] = []
-        for expression in expressions:
-            params += [expression, cap]
-        row = await self._fetchone("SELECT " + ", ".join([probe] * len(expressions)), params)
-        return [int(n) for n in row] if row else [0] * len(expressions)
+        for term in terms:
+            params += [match_expression([term]), cap]
+        row = await self._fetchone("SELECT " + ", ".join([probe] * len(terms)), params)
+        return [int(n) for n in row] if row else [0] * len(terms)
 
     async def memory_match(
-        self, expression: str, *, ranked: bool, limit: int, visible: VisiblePaths
+        self, terms: Sequence[str], *, ranked: bool, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]:
-        """Top `limit` chunks matching `expression`, by BM25 (`ranked`) or newest first.
+        """Top `limit` chunks holding any of `terms`, by BM25 (`ranked`) or newest first.
 
         Ordering and limiting happen inside the FTS query, so only the rows returned are
         joined with their text; files `visible` leaves out are filtered there by rowid for
@@ -105,7 +112,7 @@ class MemoryIndexTables(Connection):
             f"SELECT rowid, {rank} AS rank FROM memory_fts WHERE memory_fts MATCH ?{where}"
             f" ORDER BY {by} LIMIT ?) AS m JOIN memory_chunks c ON c.id = m.rowid"
         )
-        rows = await self._fetchall(sql, (expression, *params, limit))
+        rows = await self._fetchall(sql, (match_expression(terms), *params, limit))
         found = [ChunkMatch(r[0], r[1], r[2], float(r[3])) for r in rows]
         return sorted(found, key=lambda c: c.rank) if ranked else found
 

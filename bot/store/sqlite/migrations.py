@@ -273,6 +273,14 @@ MIGRATIONS: list[tuple[int, str]] = [
     ),
     (
         11,
+        # A lane answers its session's unanswered messages, whichever process took them in.
+        """
+        CREATE INDEX inbound_unfinished_key ON inbound(session_key, id)
+            WHERE status IN ('pending', 'processing')
+        """,
+    ),
+    (
+        12,
         # What replicas share beyond sessions: small values a channel adapter keeps (the
         # threads the bot is in, slash commands' response_urls, open streams) until they
         # expire, and per-sender budget counters (a window's count and when it ends).

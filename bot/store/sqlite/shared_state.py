@@ -4,7 +4,7 @@ use is one conditional upsert, so two processes can never both take the last uni
 
 from __future__ import annotations
 
-from bot.store.shared_rows import NO_LIMIT, BudgetUse, budget_use_of
+from bot.store.shared_state import NO_LIMIT, BudgetUse, budget_use_of
 from bot.store.sqlite.connection import Connection
 
 # A budget row is kept a while after its window ended (at most one row per sender and budget).
