@@ -124,11 +124,7 @@ class SessionCommands:
         running, waiting = self.lanes.stop(key)
         here = inbound_ids(running) + inbound_ids(waiting)
         await self.lanes.leases.request_stop(key)
-        elsewhere = [
-            row
-            for row in await self.store.unfinished_inbound()
-            if row.session_key == key and row.id not in here
-        ]
+        elsewhere = [row for row in await self.store.unfinished_in(key) if row.id not in here]
         dropped = inbound_ids(waiting) + [
             row.id for row in elsewhere if row.status == InboundStatus.PENDING
         ]
