@@ -6,14 +6,13 @@ Slack delivers to both counts once; a sender's budget is one budget across repli
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bot.app import App
@@ -22,6 +21,8 @@ from bot.gateway.budgets import COMMAND_REPLIES
 from bot.types import Address, OutboundMessage
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
+from tests.log_sentinel import log_sentinel
+from tests.replica_storage import STORES, storage_lines
 
 Start = Callable[..., Any]
 
@@ -42,9 +43,30 @@ def inbound(apps: list[App], result: str) -> float:
     )
 
 
+@pytest.fixture(params=STORES)
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The replicas' `[storage]` URL line: one SQLite file, or one PostgreSQL database."""
+    return storage_lines(request) or f'url = "sqlite:///{tmp_path}/shared/krill.db"\n'
+
+
+async def count_outbox_rows(storage: str) -> int:
+    """How many reply chunks the replicas together queued on Slack (each is one answer,
+    whichever replica then delivers it)."""
+    url = storage.split('"')[1]
+    sql = "SELECT COUNT(*) FROM outbox WHERE channel = 'slack'"
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite://")) as db:
+            return int(db.execute(sql).fetchone()[0])
+    db = await asyncpg.connect(url)
+    try:
+        return int(await db.fetchval(sql))
+    finally:
+        await db.close()
+
+
 @pytest.fixture
 async def replicas(
-    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic
+    tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, storage: str
 ) -> AsyncIterator[Start]:
     started: list[App] = []
     (tmp_path / "workspace").mkdir()
@@ -57,7 +79,7 @@ async def replicas(
             folder.mkdir()
             (folder / "krill.toml").write_text(
                 "[anthropic]\nmax_retries = 0\n"
-                f'[storage]\nurl = "sqlite:///{tmp_path}/shared/krill.db"\n'
+                f"[storage]\n{storage}"
                 f"lease_seconds = {lease_seconds}\n"
                 f'[workspace]\npath = "{tmp_path}/workspace"\n'
                 "[slack]\nenabled = true\n"
@@ -104,7 +126,7 @@ async def test_a_thread_joined_through_one_replica_needs_no_mention_on_another(
 
 
 async def test_an_event_delivered_to_both_replicas_counts_once(
-    replicas: Start, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, tmp_path: Path
+    replicas: Start, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, storage: str
 ) -> None:
     apps = await replicas(2)
     event = fake_slack.im_message("U1", "hello just once", channel="D1")
@@ -123,9 +145,8 @@ async def test_an_event_delivered_to_both_replicas_counts_once(
     assert [r.last_user_text.count("hello just once") for r in fake_anthropic.message_requests] == [
         1
     ]
-    with sqlite3.connect(tmp_path / "shared" / "krill.db") as db:
-        (answers,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = 'slack'").fetchone()
-    assert answers == 2  # the DM's reply and the command's answer, each queued once
+    # The DM's reply and the command's answer, each queued once.
+    assert await count_outbox_rows(storage) == 2
 
 
 async def test_a_response_url_learned_by_one_replica_serves_a_private_answer_from_another(
@@ -147,7 +168,7 @@ async def test_a_response_url_learned_by_one_replica_serves_a_private_answer_fro
 
 
 async def test_a_senders_command_budget_is_one_budget_across_replicas(
-    replicas: Start, fake_slack: FakeSlack, tmp_path: Path
+    replicas: Start, fake_slack: FakeSlack, storage: str
 ) -> None:
     apps = await replicas(2)
     sent = COMMAND_REPLIES + 4
@@ -162,10 +183,7 @@ async def test_a_senders_command_budget_is_one_budget_across_replicas(
         return (await apps[0].store.outbox_summary()).pending == 0
 
     await until(delivered)
-    # Each answer is one outbox row (whichever replica's sender then delivers it).
-    with sqlite3.connect(tmp_path / "shared" / "krill.db") as db:
-        (answers,) = db.execute("SELECT COUNT(*) FROM outbox WHERE channel = 'slack'").fetchone()
-    assert answers == COMMAND_REPLIES
+    assert await count_outbox_rows(storage) == COMMAND_REPLIES
     use = await apps[1].store.budget_use("commands", "slack:U3", now=time.time())
     assert use is not None and use.used == COMMAND_REPLIES
 
@@ -184,27 +202,6 @@ async def test_a_stream_opened_by_one_replica_is_continued_and_closed_by_another
     assert fake_slack.calls_to("chat.stopStream")[0].get("markdown_text") == " three"
     assert fake_slack.stream_text(ts) == "Draft two three"
     assert fake_slack.calls_to("chat.update") == []
-
-
-@contextmanager
-def log_sentinel(logger: str, needle: str) -> Iterator[asyncio.Event]:
-    """An event set when `logger` logs a line containing `needle`."""
-    seen = asyncio.Event()
-
-    class Sentinel(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if needle in record.getMessage():
-                seen.set()
-
-    target = logging.getLogger(logger)
-    handler, level = Sentinel(), target.level
-    target.addHandler(handler)
-    target.setLevel(logging.INFO)
-    try:
-        yield seen
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)
 
 
 async def test_a_stop_sent_to_one_replica_stops_the_turn_running_on_another(
