@@ -25,7 +25,7 @@ from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
-from bot.channel_contract import Channel
+from bot.channel_contract import STANDBY, Channel, ChannelHealth
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
@@ -273,6 +273,7 @@ class App:
             delivered=self.sender,
             activity=self.scheduler,
             metrics=self.metrics,
+            holder=self.leases.holder,
             media=media,
         )
         self._ready: dict[str, bool] = {}
@@ -329,11 +330,14 @@ class App:
             log.info("channel %s is up", name)
         await self.sender.start()
 
-    def _health(self) -> dict[str, bool]:
-        return {
-            name: up and getattr(self.channels[name], "healthy", True)
-            for name, up in self._ready.items()
-        }
+    def _health(self) -> dict[str, ChannelHealth]:
+        return {name: self._channel_health(name, up) for name, up in self._ready.items()}
+
+    def _channel_health(self, name: str, up: bool) -> ChannelHealth:
+        channel = self.channels[name]
+        if up and getattr(channel, "standby", False):
+            return STANDBY
+        return up and getattr(channel, "healthy", True)
 
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -51,6 +51,32 @@ class SendFailure(Exception):
         self.retry_after = retry_after
 
 
+# What /healthz says of a channel that waits while another replica does its work (holds
+# its leader lock): up, so the replica stays 200.
+STANDBY: Final = "standby"
+ChannelHealth = bool | Literal["standby"]
+
+
+class Leadership(Protocol):
+    """A leader lock: at most one of the replicas sharing the store holds it, for work the
+    platform lets only one client do at a time (Telegram long polling)."""
+
+    async def try_acquire(self) -> bool:
+        """Claim the lock once; True when this replica leads now. It keeps it renewed until
+        `release`, or until a renewal fails and `lost` returns."""
+        ...
+
+    async def acquire(self) -> None:
+        """Return once this replica leads, waiting while another one does."""
+
+    async def lost(self) -> None:
+        """Return once this replica, having led, no longer does: stop the work at once,
+        another replica may take it up."""
+
+    async def release(self) -> None:
+        """Stop leading (graceful stop), so another replica takes over at once."""
+
+
 class Gateway(Protocol):
     """The core as an adapter sees it: the only part of `bot` an adapter calls."""
 
@@ -84,6 +110,10 @@ class Gateway(Protocol):
         their own messages and the replies to the turns they were in, oldest first."""
         ...
 
+    def leadership(self, name: str) -> Leadership:
+        """The leader lock `name` (e.g. "telegram:<bot id>"), for work only one replica may
+        do at a time; the adapter holds it only while doing that work."""
+
     async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
         """Keep `value` under `key` for `seconds` (0: forget it), where every replica finds
         it (e.g. a thread the bot takes part in, or where a private answer can be sent): an
@@ -109,7 +139,8 @@ class Channel(Protocol):
     async def stop(self) -> None: ...
 
     # An adapter may also offer `healthy: bool` (e.g. "the poller is still running");
-    # /healthz reports 503 while it is False.
+    # /healthz reports 503 while it is False. And `standby: bool`: True while it waits for
+    # its leader lock (another replica does its work); /healthz reports it as STANDBY, 200.
 
     def routes(self) -> list[web.RouteDef]:
         """aiohttp routes this adapter serves on the shared server (webhooks, web chat)."""

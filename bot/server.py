@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from aiohttp import web
 
@@ -16,13 +16,14 @@ log = logging.getLogger(__name__)
 def build_server(
     *,
     metrics: Metrics,
-    ready: Callable[[], dict[str, bool]],
+    ready: Callable[[], Mapping[str, bool | str]],
     routes: list[web.RouteDef],
     max_body_bytes: int,
     allowed_hosts: Collection[str] = (),
 ) -> web.Application:
-    """`ready()` maps each enabled channel to whether it is up; /healthz is 200 while all are,
-    else 503 naming the channels that are down (not started yet, or stopped working).
+    """`ready()` maps each enabled channel to whether it is up (or "standby": up, while
+    another replica does its work); /healthz is 200 while all are, else 503 naming the
+    channels that are down (not started yet, or stopped working).
     Browser-facing paths accept only loopback names and `allowed_hosts` in `Host`."""
     app = web.Application(
         client_max_size=max_body_bytes, middlewares=[browser_guard(allowed_hosts)]
@@ -31,9 +32,10 @@ def build_server(
     async def healthz(request: web.Request) -> web.Response:
         channels = ready()
         if all(channels.values()):
-            return web.json_response({"status": "ok", "channels": channels})
+            return web.json_response({"status": "ok", "channels": dict(channels)})
         down = sorted(name for name, up in channels.items() if not up)
-        return web.json_response({"status": "down", "down": down, "channels": channels}, status=503)
+        body = {"status": "down", "down": down, "channels": dict(channels)}
+        return web.json_response(body, status=503)
 
     async def metrics_view(request: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")

@@ -13,6 +13,22 @@ from bot.sessions.limits import requires_mention
 from bot.types import HistoryLine, InboundMessage
 
 
+class SoleLeader:
+    """A leader lock nobody else wants: this process always leads."""
+
+    async def try_acquire(self) -> bool:
+        return True
+
+    async def acquire(self) -> None:
+        return None
+
+    async def lost(self) -> None:
+        await asyncio.Event().wait()  # never
+
+    async def release(self) -> None:
+        return None
+
+
 class StubGateway:
     def __init__(self, policy: ChannelPolicyConfig | None = None) -> None:
         self.policy = policy  # the adapter's config section: decides mention gating
@@ -55,6 +71,9 @@ class StubGateway:
 
     async def recent_history(self, msg: InboundMessage, limit: int) -> list[HistoryLine]:
         return []
+
+    def leadership(self, name: str) -> SoleLeader:
+        return SoleLeader()
 
     async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
         if seconds > 0:

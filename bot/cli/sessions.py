@@ -7,12 +7,14 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from bot import __version__
 from bot.cli.store_access import with_store
 from bot.config import Config
+from bot.gateway.leader import leader_key
 from bot.store.base import InboundStatus, Store
 from bot.transcript_export import entry_line, entry_record
 
@@ -44,6 +46,30 @@ def session_dict(s: Any) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class TelegramPoller:
+    """Which replica polls Telegram: the holder of the polling lock, the others stand by."""
+
+    leader: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mode": "polling", "leader": self.leader}
+
+    def line(self) -> str:
+        if self.leader is None:
+            return "telegram: no replica polls right now (none runs, or the lock changes hands)"
+        return f"telegram: polled by replica {self.leader}; any other replica stands by"
+
+
+async def telegram_poller(config: Config, store: Store) -> TelegramPoller | None:
+    """Who holds the Telegram polling lock, when Telegram is polled at all."""
+    telegram = config.telegram
+    if not (telegram.enabled and telegram.mode == "polling"):
+        return None
+    key = leader_key(telegram.polling_lock)
+    return TelegramPoller(await store.lease_holder(key, time.time()))
+
+
 def status_command(config: Config, args: argparse.Namespace) -> int:
     async def run(store: Store) -> int:
         sessions = await store.list_sessions(current_only=True)
@@ -51,6 +77,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
             InboundStatus.PROCESSING
         )
         outbox = await store.outbox_summary()
+        poller = await telegram_poller(config, store)
         if args.json:
             print(
                 json.dumps(
@@ -65,6 +92,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                             "dead_chunks": [asdict(chunk) for chunk in outbox.dead_chunks],
                         },
                         "sessions": [session_dict(s) for s in sessions],
+                        **({"telegram": poller.as_dict()} if poller else {}),
                     },
                     indent=2,
                 )
@@ -73,6 +101,8 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
         print(f"Krill {__version__} · model {config.agent.model} · db {config.sqlite_path}")
         print(f"{len(sessions)} session(s), {pending} unanswered message(s)")
         print(f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good")
+        if poller:
+            print(poller.line())
         for chunk in outbox.dead_chunks:
             print(
                 f"  dead: {chunk.channel}:{chunk.chat_id} part {chunk.chunk_index + 1} of "

@@ -94,6 +94,12 @@ class TelegramConfig(ChannelPolicyConfig):
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         return self.groups
 
+    @property
+    def polling_lock(self) -> str:
+        """The leader lock long polling runs under: one per bot (its id is the token's part
+        before ':'), so of the replicas sharing a store only one polls that bot."""
+        return f"telegram:{self.token.partition(':')[0]}"
+
 
 class SlackConfig(ChannelPolicyConfig):
     bot_token: str = ""

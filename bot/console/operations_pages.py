@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
@@ -21,7 +21,7 @@ class OperationsPages:
         self,
         *,
         pairings: PairingStore,
-        health: Callable[[], dict[str, bool]],
+        health: Callable[[], Mapping[str, bool | str]],
         outbox: OutboxStore,
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
@@ -83,7 +83,8 @@ class OperationsPages:
         channels = self.health()
         rows = "".join(
             f'<tr><td>{esc(name)}</td><td class="{"ok" if up else "bad"}">'
-            f"{'up' if up else 'down'}</td></tr>"
+            # A string is a state that counts as up, e.g. "standby" for another replica's work.
+            f"{esc(up) if isinstance(up, str) else 'up' if up else 'down'}</td></tr>"
             for name, up in sorted(channels.items())
         )
         overall = "ok" if all(channels.values()) else "down"

@@ -5,7 +5,7 @@ that says how to turn the console on."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from zoneinfo import ZoneInfo
 
@@ -148,7 +148,7 @@ def console_routes(
     workspace: PromptShares,
     index: MemoryIndex | None,
     control: SessionControl,
-    health: Callable[[], dict[str, bool]],
+    health: Callable[[], Mapping[str, bool | str]],
     wake_sender: Callable[[], None],
     media: MediaReader,
 ) -> list[web.RouteDef]:

@@ -25,6 +25,7 @@ from bot.commands import (
 from bot.gateway.budgets import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
+from bot.gateway.leader import Leader
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.media.prepare import problem_notice
@@ -34,6 +35,7 @@ from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
 
 if TYPE_CHECKING:
+    from bot.channel_contract import Leadership
     from bot.config import Config
     from bot.gateway.admission import Admission
     from bot.gateway.lanes import Lanes
@@ -70,6 +72,7 @@ class GatewayService:
         delivered: DeliveryWatch,
         activity: ActivityObserver,
         metrics: Metrics,
+        holder: str,
         media: MediaPreparer | None = None,
     ) -> None:
         self.config = config
@@ -82,6 +85,7 @@ class GatewayService:
         self.activity = activity
         self.metrics = metrics
         self.media = media
+        self.holder = holder  # this replica's name on the leases it holds
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         self.command_replies = SenderBudget(
             store, BudgetName.COMMANDS, limit=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS
@@ -190,6 +194,9 @@ class GatewayService:
             return []
         entries = await self.store.transcript(session.session_id)
         return person_history(entries, msg.channel, msg.user_id)[-limit:]
+
+    def leadership(self, name: str) -> Leadership:
+        return Leader(self.store, name, holder=self.holder)
 
     async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
         now = time.time()

@@ -56,6 +56,9 @@ def create(config: Config, gateway: Gateway) -> TelegramChannel:
     return TelegramChannel(
         telegram,
         gateway,
+        # Telegram answers a second poller with 409 Conflict: only the replica holding this
+        # lock polls. Webhook updates reach every replica, so they need none.
+        leader=gateway.leadership(telegram.polling_lock) if telegram.mode == "polling" else None,
         names=(name,) if name else (),
         stale_after=config.server.health_stale_after,
         media_max_bytes=config.media.max_bytes if config.media.enabled else None,

@@ -21,7 +21,7 @@ from telegram.error import BadRequest, ChatMigrated, InvalidToken, NetworkError,
 from telegram.ext import Application, ApplicationBuilder, ExtBot
 
 from bot.backoff import Backoff
-from bot.channel_contract import AcceptResult, Gateway
+from bot.channel_contract import AcceptResult, Gateway, Leadership
 from bot.commands import COMMANDS
 from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
@@ -35,6 +35,7 @@ from channels.telegram.calls import (
     is_parse_error,
 )
 from channels.telegram.format import plain_fallback, split_markdown, to_telegram
+from channels.telegram.leading import LeadPolling
 from channels.telegram.mapping import (
     ALLOWED_UPDATES,
     CHANNEL,
@@ -43,7 +44,7 @@ from channels.telegram.mapping import (
     update_to_inbound,
 )
 from channels.telegram.pacing import PREVIEW, FloodPacer
-from channels.telegram.polling import STALE_AFTER, Poller
+from channels.telegram.polling import STALE_AFTER
 from channels.telegram.reactions import Reactions
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class TelegramChannel:
         config: TelegramConfig,
         core: Gateway,
         *,
+        leader: Leadership | None = None,
         names: tuple[str, ...] = (),
         stale_after: float = STALE_AFTER,
         media_max_bytes: int | None = None,
@@ -95,7 +97,6 @@ class TelegramChannel:
     ):
         self.config = config
         self._media_max_bytes = media_max_bytes  # None: files stay `[photo]` stand-ins
-        self._stale_after = stale_after
         self.stream_interval = config.stream_interval
         self._core = core
         self._albums = Albums(core.accept, album_wait)
@@ -103,7 +104,18 @@ class TelegramChannel:
         self._app = build_application(config)
         self._reactions = Reactions(self._app.bot, config.ack_reaction, config.done_reaction)
         self.identity: BotIdentity | None = None
-        self._poller: Poller | None = None
+        # Polling mode: polls while holding `leader` (no lock: always), else stands by.
+        self._polling = (
+            LeadPolling(
+                self._app.bot,
+                self.handle_update,
+                leader,
+                stale_after=stale_after,
+                redact=self._redact,
+            )
+            if config.mode == "polling"
+            else None
+        )
         self._connected = False
         # Groups upgraded to supergroups: old chat id -> new one, learned from ChatMigrated.
         self._migrated: dict[int, int] = {}
@@ -117,32 +129,26 @@ class TelegramChannel:
     @property
     def healthy(self) -> bool:
         """For /healthz: in polling mode, whether getUpdates succeeded lately."""
-        return self._poller is None or self._poller.healthy
+        return self._polling is None or self._polling.healthy
+
+    @property
+    def standby(self) -> bool:
+        """For /healthz: polling mode, and another replica holds the polling lock."""
+        return self._polling is not None and self._polling.standby
 
     async def start(self) -> None:
         await self._connect()
         await self._register_commands()
-        if self.config.mode == "webhook":
+        if self._polling is None:
             await self._set_webhook()
         else:
-            # A webhook left over from an earlier webhook run would make every poll fail.
-            try:
-                await self.bot.delete_webhook()
-            except TelegramError as exc:  # polling then logs the 409 it causes, and retries
-                log.warning("Telegram: could not delete the webhook: %s", self._redact(exc))
-            self._poller = Poller(
-                self.bot,
-                self.handle_update,
-                allowed_updates=ALLOWED_UPDATES,
-                stale_after=self._stale_after,
-            )
-            self._poller.start()
-            log.info("Telegram: polling for updates as @%s", self.bot.username)
+            await self._polling.start()
+            if self._polling.standby:
+                log.info("Telegram: another replica polls for @%s; standing by", self.bot.username)
 
     async def stop(self) -> None:
-        if self._poller is not None:
-            await self._poller.stop()
-            self._poller = None
+        if self._polling is not None:
+            await self._polling.stop()
         await self._albums.drain()
         await self._reactions.stop()
         if self._connected:  # start() may have failed before connecting

@@ -91,6 +91,7 @@ class Poller:
         self._task: asyncio.Task[None] | None = None
         self._backoff = Backoff(FIRST_BACKOFF, MAX_BACKOFF)
         self._handle_failures: dict[int, int] = {}
+        self._conflicts = 0  # 409s in a row, logged only the first time
 
     def start(self) -> None:
         self._last_ok = time.monotonic()
@@ -115,13 +116,14 @@ class Poller:
                 exc_info=task.exception(),
             )
 
-    async def stop(self) -> None:
-        """Stop polling; an update being handled is finished first, never cut off."""
+    async def stop(self, *, confirm: bool = True) -> None:
+        """Stop polling; an update being handled is finished first, never cut off. Without
+        `confirm` no last getUpdates is sent (another replica may be polling already)."""
         self._stopping.set()
         if self._task is not None:
             await self._task
             self._task = None
-        if self._offset is not None:
+        if confirm and self._offset is not None:
             # Confirm what was handled, so a restart does not fetch it again (dedupe would
             # catch it, but there is no need to make Telegram resend it).
             with contextlib.suppress(TelegramError):
@@ -203,10 +205,15 @@ class Poller:
             await self._failed(f"flood control: {exc}", retry_after_seconds(exc))
             return None
         except Conflict as exc:
+            # Said once, not at every retry: it lasts as long as the other poller does.
             await self._failed(
                 f"409 Conflict ({exc.message}). Another process is polling this bot token, or "
-                "a webhook is set for it; only one Krill (or other client) may use a token"
+                "a webhook is set for it; only one Krill (or other client) may use a token "
+                "(replicas sharing one store take turns by themselves); until it ends, the "
+                "next 409s are logged at debug level only",
+                quiet=self._conflicts > 0,
             )
+            self._conflicts += 1
             return None
         except InvalidToken as exc:
             log.error(
@@ -228,6 +235,7 @@ class Poller:
                 "Telegram polling recovered after %d failed attempt(s)", self._backoff.failures
             )
         self._backoff.reset()
+        self._conflicts = 0
         return updates
 
     async def _fetch_leniently(self) -> list[Update] | None:
@@ -256,10 +264,11 @@ class Poller:
                 updates.append(Update(update_id))
         return updates
 
-    async def _failed(self, reason: str, wait: float | None = None) -> None:
+    async def _failed(self, reason: str, wait: float | None = None, *, quiet: bool = False) -> None:
         backoff = self._backoff.next()
         delay = backoff if wait is None else wait
-        log.warning("Telegram polling failed: %s; retrying in %.1fs", reason, delay)
+        level = logging.DEBUG if quiet else logging.WARNING
+        log.log(level, "Telegram polling failed: %s; retrying in %.1fs", reason, delay)
         await self._pause(delay)
 
     async def _pause(self, seconds: float) -> None:

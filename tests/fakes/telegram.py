@@ -471,11 +471,13 @@ class Call(tuple[str, JSONDict]):
 
     status: int | None
     response: JSONDict | None
+    client: str  # the client's connection (host:port), to tell pollers apart
 
-    def __new__(cls, method: str, params: JSONDict) -> Call:
+    def __new__(cls, method: str, params: JSONDict, client: str = "") -> Call:
         self = super().__new__(cls, (method, params))
         self.status = None
         self.response = None
+        self.client = client
         return self
 
     @property
@@ -601,6 +603,8 @@ class FakeTelegram:
         self._file_seq = itertools.count(1)
         self._callback_seq = itertools.count(1)
         self._poll_generation = 0
+        # 409 "terminated by other getUpdates request" answers a client was still waiting for.
+        self.poll_conflicts = 0
         self._call_signal = _Signal()
         self._update_signal = _Signal()
         self._closing = False
@@ -704,6 +708,11 @@ class FakeTelegram:
             and c.ok
             and (chat_id is None or c.params.get("chat_id") == chat_id)
         ]
+
+    def pollers(self, since_call: int = 0) -> set[str]:
+        """The clients (connections) that called getUpdates, from call number `since_call`
+        on (take `len(fake.calls)` as a mark). A poller keeps its connection between polls."""
+        return {c.client for c in self.calls[since_call:] if c.method.lower() == "getupdates"}
 
     def bot_messages(self, chat_id: int | None = None) -> list[JSONDict]:
         """Current state (after edits, minus deletions) of messages the bot sent, in order."""
@@ -854,12 +863,16 @@ class FakeTelegram:
             return self._error_response(_ApiError(401, "Unauthorized"))
 
         params = await self._read_params(request)
-        call = Call(method, params)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        call = Call(method, params, f"{peer[0]}:{peer[1]}" if peer else "")
         self.calls.append(call)
         try:
             result = await self._handle(method, params)
         except _ApiError as exc:
             call.status, call.response = exc.status, exc.response()
+            if exc.description == GETUPDATES_CONFLICT and request.transport is not None:
+                # A poll whose client is gone (it gave up, or was killed) tells nobody.
+                self.poll_conflicts += 1
         else:
             call.status, call.response = 200, {"ok": True, "result": result}
         # Notify only once the outcome is recorded, so waiters can trust Call.status.
@@ -1082,6 +1095,9 @@ class FakeTelegram:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
+            if generation != self._poll_generation:
+                # Cut off, even with updates waiting: those go to the newer request.
+                raise _ApiError(409, GETUPDATES_CONFLICT)
             if self.allowed_updates:
                 # Updates of types nobody asked for are dropped, not kept for later.
                 self._updates = [
@@ -1089,8 +1105,6 @@ class FakeTelegram:
                 ]
             if self._updates:
                 return [dict(u) for u in self._updates[:limit]]
-            if generation != self._poll_generation:
-                raise _ApiError(409, GETUPDATES_CONFLICT)
             remaining = deadline - loop.time()
             if remaining <= 0 or self._closing:
                 return []

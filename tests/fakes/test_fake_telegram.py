@@ -322,3 +322,29 @@ async def test_flood_limits_per_chat(fake_telegram: FakeTelegram, bot: Bot) -> N
         await bot.send_message(1, "second, in the same second")
     await bot.send_message(2, "another chat has its own second")
     assert flood.refused == 1
+
+
+async def test_a_newer_getupdates_cuts_off_an_older_one_like_the_real_server(
+    fake_telegram: FakeTelegram,
+) -> None:
+    async with fake_telegram.make_bot() as first, fake_telegram.make_bot() as second:
+        older = asyncio.create_task(first.get_updates(timeout=5))
+        # Answered only when cut off, so there is no call outcome to wait for.
+        while not fake_telegram.calls_to("getUpdates"):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        newer = asyncio.create_task(second.get_updates(timeout=5))
+        with pytest.raises(Conflict, match="terminated by other getUpdates request"):
+            await older
+        fake_telegram.push_update(fake_telegram.private_message(1, "for the newer poller"))
+        updates = await newer
+    assert [u.message.text for u in updates] == ["for the newer poller"]
+    assert fake_telegram.poll_conflicts == 1
+    assert len(fake_telegram.pollers()) == 2
+
+
+async def test_one_client_polling_in_a_row_is_one_poller_without_conflicts(
+    fake_telegram: FakeTelegram, bot: Bot
+) -> None:
+    for _ in range(3):
+        await bot.get_updates(timeout=0)
+    assert len(fake_telegram.pollers()) == 1 and fake_telegram.poll_conflicts == 0
