@@ -22,7 +22,7 @@ from bot.types import Address, OutboundMessage
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.log_sentinel import log_sentinel
-from tests.replica_storage import STORES, storage_lines
+from tests.replica_storage import STORES, storage_url
 
 Start = Callable[..., Any]
 
@@ -45,14 +45,13 @@ def inbound(apps: list[App], result: str) -> float:
 
 @pytest.fixture(params=STORES)
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The replicas' `[storage]` URL line: one SQLite file, or one PostgreSQL database."""
-    return storage_lines(request) or f'url = "sqlite:///{tmp_path}/shared/krill.db"\n'
+    """The replicas' `storage.url`: one SQLite file, or one PostgreSQL database."""
+    return storage_url(request, tmp_path)
 
 
-async def count_outbox_rows(storage: str) -> int:
+async def count_outbox_rows(url: str) -> int:
     """How many reply chunks the replicas together queued on Slack (each is one answer,
     whichever replica then delivers it)."""
-    url = storage.split('"')[1]
     sql = "SELECT COUNT(*) FROM outbox WHERE channel = 'slack'"
     if url.startswith("sqlite:///"):
         with sqlite3.connect(url.removeprefix("sqlite://")) as db:
@@ -79,7 +78,7 @@ async def replicas(
             folder.mkdir()
             (folder / "krill.toml").write_text(
                 "[anthropic]\nmax_retries = 0\n"
-                f"[storage]\n{storage}"
+                f'[storage]\nurl = "{storage}"\n'
                 f"lease_seconds = {lease_seconds}\n"
                 f'[workspace]\npath = "{tmp_path}/workspace"\n'
                 "[slack]\nenabled = true\n"
