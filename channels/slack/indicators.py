@@ -67,8 +67,10 @@ class Indicators:
         key = reaction_key(address.chat_id, address.reply_to)
         if await self.gateway.recall(CHANNEL, key) is not None:
             return
-        await self._react(address.chat_id, address.reply_to, self.ack_reaction)
+        # Recorded first: a pulse cancelled as the turn ends must not leave the reaction
+        # behind without the record done_typing clears it by.
         await self.gateway.remember(CHANNEL, key, self.ack_reaction, REACTION_SECONDS)
+        await self._react(address.chat_id, address.reply_to, self.ack_reaction)
 
     async def done_typing(self, address: Address) -> None:
         if address.thread_id and self._statuses.pop((address.chat_id, address.thread_id), None):
@@ -80,9 +82,13 @@ class Indicators:
         key = reaction_key(address.chat_id, address.reply_to)
         if await self.gateway.recall(CHANNEL, key) is not None:
             await self.gateway.remember(CHANNEL, key, "", 0.0)
-            await self.client.reactions_remove(
-                channel=address.chat_id, timestamp=address.reply_to, name=self.ack_reaction
-            )
+            try:
+                await self.client.reactions_remove(
+                    channel=address.chat_id, timestamp=address.reply_to, name=self.ack_reaction
+                )
+            except SlackApiError as exc:
+                if api_error(exc) != "no_reaction":  # the pulse was cut off before it
+                    raise
             if self.done_reaction:
                 await self._react(address.chat_id, address.reply_to, self.done_reaction)
 
