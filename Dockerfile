@@ -1,5 +1,7 @@
 # Krill's container image: `krill run` as an unprivileged user, state in two volumes
-# (/var/lib/krill/data: the SQLite store; /var/lib/krill/workspace: the markdown workspace).
+# (/var/lib/krill/data: the SQLite store and received media; /var/lib/krill/workspace: the
+# markdown workspace). KRILL_STORAGE__URL=postgresql://… puts the store in PostgreSQL instead
+# (deploy/compose.yaml runs three replicas that way).
 # Build from the repository root: docker build -t krill .   (deploy/compose.yaml does this)
 
 FROM python:3.12-slim AS build

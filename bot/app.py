@@ -31,7 +31,7 @@ from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
-from bot.gateway.leases import SessionLeases, new_holder_id
+from bot.gateway.leases import SessionLeases, gone_from_this_host, new_holder_id
 from bot.gateway.recovery import Unattended
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
@@ -94,11 +94,17 @@ class App:
         # Every reply is written to the outbox; the sender delivers it (and what an earlier
         # run left there) on whichever of these channels is up.
         self.outbox = Outbox(store=self.store, channels=self.channels, clock=clock)
+        # This process's name on the session leases and outbox claims it holds.
+        holder = new_holder_id()
         self.sender = Sender(
             store=self.store,
             channels=self.channels,
             wakeup=self.outbox.wakeup,
             metrics=self.metrics,
+            holder=holder,
+            claim_seconds=config.storage.lease_seconds,
+            poll_seconds=config.storage.outbox_poll_seconds,
+            gone=gone_from_this_host,
             retry_first=config.storage.outbox_retry_first_seconds,
             retry_cap=config.storage.outbox_retry_max_seconds,
             clock=clock,
@@ -198,9 +204,7 @@ class App:
             notify=self.replies.send_now,
             clock=clock,
         )
-        self.leases = SessionLeases(
-            self.store, holder=new_holder_id(), seconds=config.storage.lease_seconds
-        )
+        self.leases = SessionLeases(self.store, holder=holder, seconds=config.storage.lease_seconds)
         self.lanes = Lanes(
             config=config,
             runner=self.runner,

@@ -89,6 +89,8 @@ def check_port(config: Config) -> list[Check]:
 
 async def check_store(config: Config) -> list[Check]:
     """Read-only: doctor must not create or migrate the database it is checking."""
+    if config.uses_postgres:
+        return await _check_postgres(config)
     import sqlite3
 
     from bot.store.sqlite.migrations import MIGRATIONS
@@ -100,7 +102,6 @@ async def check_store(config: Config) -> list[Check]:
         return [Check("store", FAIL, f"cannot write {path}: {problem}; fix it or change {where}")]
     if not path.exists():
         return [Check("store", OK, f"{path} does not exist yet; `krill run` will create it")]
-    latest = MIGRATIONS[-1][0]
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
         try:
@@ -112,16 +113,55 @@ async def check_store(config: Config) -> list[Check]:
         return [Check("store", FAIL, f"{path}: {type(exc).__name__}: {exc}")]
     if result != "ok":
         return [Check("store", FAIL, f"{path}: integrity check says {result}")]
-    if version > latest:
+    return [_schema_check(str(path), version, MIGRATIONS[-1][0], "integrity ok")]
+
+
+async def _check_postgres(config: Config) -> list[Check]:
+    """Connect once (no pool, no migration) and read the schema version."""
+    import asyncpg
+
+    from bot.store.postgres.connection import masked_url
+    from bot.store.postgres.migrations import MIGRATIONS
+
+    url = masked_url(config.storage.url)
+    try:
+        db = await asyncpg.connect(config.storage.url, timeout=NETWORK_TIMEOUT)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        where = origin(config, "storage", "url")
         return [
             Check(
                 "store",
                 FAIL,
-                f"{path} has schema v{version}, newer than this Krill (v{latest}); upgrade Krill",
+                f"cannot reach the database at {url} ({type(exc).__name__}: {exc}); start "
+                f"the PostgreSQL server, or fix {where}",
             )
         ]
+    try:
+        server = ".".join(str(n) for n in db.get_server_version()[:2])
+        migrated = await db.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        version = (
+            await db.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+            if migrated
+            else 0
+        )
+    except asyncpg.PostgresError as exc:
+        return [Check("store", FAIL, f"{url}: {type(exc).__name__}: {exc}")]
+    finally:
+        await db.close()
+    return [_schema_check(url, version, MIGRATIONS[-1][0], f"PostgreSQL {server}")]
+
+
+def _schema_check(store: str, version: int, latest: int, note: str) -> Check:
+    if version > latest:
+        return Check(
+            "store",
+            FAIL,
+            f"{store} has schema v{version}, newer than this Krill (v{latest}); upgrade Krill",
+        )
+    if version == 0:
+        return Check("store", OK, f"{store} ({note}) is empty; `krill run` will create the schema")
     pending = f", will migrate to v{latest} on start" if version < latest else ""
-    return [Check("store", OK, f"{path} (schema v{version}{pending}, integrity ok)")]
+    return Check("store", OK, f"{store} (schema v{version}{pending}, {note})")
 
 
 async def check_anthropic(config: Config) -> list[Check]:

@@ -48,6 +48,7 @@ class KrillProcess:
         *,
         args: list[str] | None = None,
         wait_healthy: bool = True,
+        log_name: str | None = None,
     ):
         self.directory = directory
         self.config_path = write_config(directory, config or {})
@@ -60,7 +61,9 @@ class KrillProcess:
         self.env = env or {}
         self.args = args or ["run"]
         self.wait_healthy = wait_healthy
-        self.log_path = directory / f"krill-{len(list(directory.glob('krill-*.log')))}.log"
+        # Processes sharing a folder (replicas) name their logs; otherwise one per start.
+        log_name = log_name or f"krill-{len(list(directory.glob('krill-*.log')))}"
+        self.log_path = directory / f"{log_name}.log"
         self.proc: asyncio.subprocess.Process | None = None
 
     def command_env(self) -> dict[str, str]:

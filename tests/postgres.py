@@ -154,7 +154,7 @@ async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         store = SQLiteStore(tmp_path / "db" / "krill.db")
     else:
         url = request.getfixturevalue("pg_url")
-        store = PostgresStore(url, busy_wait=5.0, connect_wait=5.0)  # type: ignore[assignment]
+        store = PostgresStore(url, busy_wait=5.0, connect_wait=5.0)
     await store.open()
     yield store
     await store.close()

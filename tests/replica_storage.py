@@ -13,9 +13,7 @@ from bot.store.base import Store
 from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
 
-# The PostgreSQL store is assembled from several branches; "postgres" joins this list when
-# they are merged (the lead's merge), so these tests run on both stores from then on.
-STORES = ["sqlite"]
+STORES = ["sqlite", "postgres"]
 
 
 def storage_lines(request: pytest.FixtureRequest) -> str:
@@ -39,7 +37,7 @@ async def opened_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
     store: Store
     if request.param == "postgres":
         url = request.getfixturevalue("pg_url")
-        store = PostgresStore(url, busy_wait=5.0, connect_wait=5.0)  # type: ignore[assignment]
+        store = PostgresStore(url, busy_wait=5.0, connect_wait=5.0)
     else:
         store = SQLiteStore(tmp_path / "krill.db")
     await store.open()

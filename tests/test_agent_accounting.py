@@ -10,7 +10,7 @@ from bot.agent.accounting import UsageAccountant
 from bot.agent.cache_breaks import CacheWatch
 from bot.metrics import Metrics
 from bot.sessions.keys import conversation_of_key
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store
 from bot.types import Usage
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic
@@ -26,26 +26,22 @@ def metric(metrics: Metrics, kind: str) -> float:
     return 0.0
 
 
-async def test_concurrent_charges_are_all_counted(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "krill.db")
-    await store.open()
-    try:
-        session = await store.get_or_create_session(KEY, conversation_of_key(KEY))
-        metrics = Metrics()
-        watch = CacheWatch(metrics=metrics, ttl_seconds=300, clock=lambda: 1000.0)
-        accountant = UsageAccountant(
-            store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0, cache_watch=watch
+async def test_concurrent_charges_are_all_counted(any_store: Store) -> None:
+    store = any_store
+    session = await store.get_or_create_session(KEY, conversation_of_key(KEY))
+    metrics = Metrics()
+    watch = CacheWatch(metrics=metrics, ttl_seconds=300, clock=lambda: 1000.0)
+    accountant = UsageAccountant(
+        store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0, cache_watch=watch
+    )
+    usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
+    await asyncio.gather(
+        *(
+            accountant.charge(session.session_id, usage, "claude-x", read_cache=i % 2 == 0)
+            for i in range(40)
         )
-        usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
-        await asyncio.gather(
-            *(
-                accountant.charge(session.session_id, usage, "claude-x", read_cache=i % 2 == 0)
-                for i in range(40)
-            )
-        )
-        row = await store.get_session(session.session_id)
-    finally:
-        await store.close()
+    )
+    row = await store.get_session(session.session_id)
     assert row is not None
     assert (row.input_tokens, row.output_tokens) == (120, 200)
     assert (row.cache_read_tokens, row.cache_write_tokens) == (280, 440)

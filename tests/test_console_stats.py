@@ -5,13 +5,11 @@ charts scale to their container."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bot.agent.pricing import estimate_cost
 from bot.console import charts, stats
-from bot.store.base import UsagePoint
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Store, UsagePoint
 from bot.transcript import AssistantReply, Entry, PersonTurn
 from bot.types import ChatType, SessionOrigin, Usage
 
@@ -68,26 +66,22 @@ def test_charts_scale_through_their_viewbox_and_escape_labels() -> None:
 
 
 async def test_the_store_returns_usage_since_a_moment_with_channel_and_model(
-    tmp_path: Path,
+    any_store: Store,
 ) -> None:
-    store = SQLiteStore(tmp_path / "krill.db")
-    await store.open()
-    try:
-        origin = SessionOrigin("telegram", ChatType.DIRECT, "42", peer_id="42")
-        session = await store.get_or_create_session("agent:main:telegram:direct:42", origin)
-        await store.append_entries(
-            [
-                Entry(session.session_id, PersonTurn(messages=[]), created_at=100.0),
-                Entry(
-                    session.session_id,
-                    AssistantReply(content=[], model="claude-haiku-4-5"),
-                    usage=USAGE,
-                    created_at=101.0,
-                ),
-                Entry(session.session_id, AssistantReply(content=[]), usage=USAGE, created_at=50.0),
-            ]
-        )
-        points = await store.usage_since(100.0)
-    finally:
-        await store.close()
+    store = any_store
+    origin = SessionOrigin("telegram", ChatType.DIRECT, "42", peer_id="42")
+    session = await store.get_or_create_session("agent:main:telegram:direct:42", origin)
+    await store.append_entries(
+        [
+            Entry(session.session_id, PersonTurn(messages=[]), created_at=100.0),
+            Entry(
+                session.session_id,
+                AssistantReply(content=[], model="claude-haiku-4-5"),
+                usage=USAGE,
+                created_at=101.0,
+            ),
+            Entry(session.session_id, AssistantReply(content=[]), usage=USAGE, created_at=50.0),
+        ]
+    )
+    points = await store.usage_since(100.0)
     assert points == [UsagePoint(session.session_id, "telegram", "claude-haiku-4-5", 101.0, USAGE)]

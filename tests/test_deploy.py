@@ -1,16 +1,31 @@
 """The deployment config, set up as the Dockerfile does it: deploy/krill.toml in a folder,
 `krill init` beside it, then `krill run`: healthy, listening on every interface, store and
-workspace in the two folders the container and the systemd unit let it write, web chat off."""
+workspace in the two folders the container and the systemd unit let it write, web chat off.
+And deploy/compose.yaml's shape (docker is not available here to run it): PostgreSQL, three
+replicas of one config on it sharing workspace and data, a proxy that checks /healthz."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
+
+from bot.config import load_config
 from tests.krill_process import KrillProcess, free_port, run_cli
+from tests.replica_storage import STORES, storage_url
 
-DEPLOY_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "krill.toml"
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY_CONFIG = ROOT / "deploy" / "krill.toml"
+COMPOSE = ROOT / "deploy" / "compose.yaml"
+CADDYFILE = ROOT / "deploy" / "Caddyfile"
+REPLICAS = ["krill-1", "krill-2", "krill-3"]
+# ${NAME}, ${NAME:-default}, ${NAME:?error}, as Compose interpolates them.
+VARIABLE = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
 
 
 def reachable_address() -> str:
@@ -23,11 +38,23 @@ def reachable_address() -> str:
         return str(s.getsockname()[0])
 
 
-async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> None:
+@pytest.fixture(params=STORES)
+def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """SQLite as the config has it, or PostgreSQL named by KRILL_STORAGE__URL, as each
+    replica of deploy/compose.yaml runs."""
+    if request.param == "sqlite":
+        return {}
+    return {"KRILL_STORAGE__URL": storage_url(request, tmp_path)}
+
+
+async def test_deploy_config_runs_as_the_image_sets_it_up(
+    tmp_path: Path, store_env: dict[str, str]
+) -> None:
     port = free_port()
     # KrillProcess writes its own krill.toml; the deploy file replaces it, the port (which
     # must not clash with other tests) comes from the environment as an operator's would.
-    krill = KrillProcess(tmp_path, {"server": {"port": port}}, {"KRILL_SERVER__PORT": str(port)})
+    env = {"KRILL_SERVER__PORT": str(port)} | store_env
+    krill = KrillProcess(tmp_path, {"server": {"port": port}}, env)
     shutil.copyfile(DEPLOY_CONFIG, krill.config_path)
     code, out, err = await run_cli(tmp_path, "init", str(tmp_path))
     assert code == 0, err
@@ -35,7 +62,8 @@ async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> Non
     assert (tmp_path / "workspace" / "SOUL.md").is_file()
     await krill.start()
     try:
-        assert (tmp_path / "data" / "krill.db").is_file()
+        # The SQLite store in data/, or none there when PostgreSQL holds it.
+        assert (tmp_path / "data" / "krill.db").is_file() == (not store_env)
         status, _ = await krill.get("/healthz")
         assert status == 200
         address = reachable_address()
@@ -46,3 +74,84 @@ async def test_deploy_config_runs_as_the_image_sets_it_up(tmp_path: Path) -> Non
         assert "local.token is not set" in krill.log()
     finally:
         assert await krill.stop() == 0
+
+
+def interpolated(text: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution; a required variable missing is a ValueError, as
+    `docker compose` refuses to start without it."""
+
+    def value(m: re.Match[str]) -> str:
+        name, kind, default = m.group(1), m.group(2), m.group(3) or ""
+        if env.get(name):
+            return env[name]
+        if kind == "?":
+            raise ValueError(f"compose.yaml requires {name}: {default}")
+        return default
+
+    return VARIABLE.sub(value, text)
+
+
+def compose(env: dict[str, str]) -> dict[str, Any]:
+    return dict(yaml.safe_load(interpolated(COMPOSE.read_text(), env)))
+
+
+def test_compose_runs_three_replicas_of_one_config_on_postgres() -> None:
+    doc = compose({"POSTGRES_PASSWORD": "s3cret"})
+    services = doc["services"]
+    assert set(services) == {"postgres", "proxy", *REPLICAS}
+    db = services["postgres"]
+    assert db["image"].startswith("postgres:15")
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in db["volumes"])
+    first = services[REPLICAS[0]]
+    for name in REPLICAS:
+        replica = services[name]
+        assert replica == first  # same image, config, environment and volumes everywhere
+        assert (ROOT / "deploy" / replica["build"]["context"] / "Dockerfile").is_file()
+        assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+        # Shared named volumes: what one replica writes (memory notes, media) all see.
+        assert set(replica["volumes"]) == {
+            "data:/var/lib/krill/data",
+            "workspace:/var/lib/krill/workspace",
+        }
+        assert "ports" not in replica  # reached through the proxy only
+    assert set(doc["volumes"]) >= {"pgdata", "data", "workspace"}
+
+
+def test_compose_environment_is_a_valid_krill_config_on_postgres(tmp_path: Path) -> None:
+    env = {
+        "POSTGRES_PASSWORD": "s3cret",
+        "KRILL_TELEGRAM__ENABLED": "true",
+        "TELEGRAM_BOT_TOKEN": "123:abc",
+        "KRILL_TELEGRAM__WEBHOOK_URL": "https://bot.example.com/telegram/webhook",
+        "KRILL_TELEGRAM__WEBHOOK_SECRET": "hook-secret",
+    }
+    environment = compose(env)["services"][REPLICAS[0]]["environment"]
+    # Compose hands YAML booleans to the container as "true"/"false".
+    replica_env = {
+        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in environment.items()
+    }
+    # The image's config file with the replica's environment on top, as `krill run` reads it.
+    shutil.copyfile(DEPLOY_CONFIG, tmp_path / "krill.toml")
+    config = load_config(str(tmp_path / "krill.toml"), replica_env)
+    assert config.storage.url == "postgresql://krill:s3cret@postgres:5432/krill"
+    assert config.telegram.enabled and config.telegram.mode == "webhook"
+    assert config.telegram.webhook_secret == "hook-secret"
+    assert (config.server.host, config.server.port) == ("0.0.0.0", 8787)
+
+
+def test_compose_needs_a_database_password() -> None:
+    with pytest.raises(ValueError, match="POSTGRES_PASSWORD"):
+        compose({})
+
+
+def test_the_proxy_spreads_requests_round_robin_over_healthy_replicas() -> None:
+    proxy = compose({"POSTGRES_PASSWORD": "s3cret"})["services"]["proxy"]
+    assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
+    assert set(proxy["depends_on"]) == set(REPLICAS)
+    caddy = CADDYFILE.read_text()
+    upstreams = re.search(r"reverse_proxy ([^{]+)\{", caddy)
+    assert upstreams is not None
+    assert upstreams.group(1).split() == [f"{name}:8787" for name in REPLICAS]
+    assert re.search(r"^\s*lb_policy round_robin$", caddy, re.M)
+    assert re.search(r"^\s*health_uri /healthz$", caddy, re.M)

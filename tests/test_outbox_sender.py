@@ -1,20 +1,23 @@
-"""The outbox sender on a test clock: rows written before sending, per-chat order, flood
-control's delay honoured whatever its length, backoff with jitter, dead chunks and the
-notice in the next part, and rows that survive a restart (unknown outcomes included)."""
+"""The outbox sender on a test clock, on both stores: rows written before sending, per-chat
+order, flood control's delay honoured whatever its length, backoff with jitter, dead chunks
+and the notice in the next part, and rows that survive a restart (unknown outcomes
+included)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from bot.channel_contract import SendFailure, SendFailureKind
 from bot.metrics import Metrics
 from bot.outbox.sender import Sender, chunk_id
 from bot.outbox.writer import Outbox
+from bot.store.base import Store
+from bot.store.outbox_rows import OutboxRow
+from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
 from bot.types import Address, OutboundFile, OutboundMessage
 from tests.app_harness import RecordingChannel
@@ -32,23 +35,34 @@ class Clock:
 
 
 class FlakyChannel(RecordingChannel):
-    """A recording channel whose next sends fail as scripted (one failure per send)."""
+    """A recording channel whose next sends fail as scripted (one failure per send), and
+    whose first send of a given text fails as `fail_once` says (chats send in parallel)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.failures: list[SendFailure | None] = []
+        self.fail_once: dict[str, SendFailure] = {}
         self.attempts: list[str] = []
 
     async def deliver(self, out: OutboundMessage) -> str:
         self.attempts.append(out.text)
-        failure = self.failures.pop(0) if self.failures else None
+        failure = self.fail_once.pop(out.text, None)
+        if failure is None and self.failures:
+            failure = self.failures.pop(0)
         if failure is not None:
             raise failure
         return await super().deliver(out)
 
 
 class Rig:
-    def __init__(self, store: SQLiteStore, channel: FlakyChannel, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        channel: FlakyChannel,
+        clock: Clock,
+        holder: str = "here",
+        gone: Callable[[str], bool] = lambda _holder: False,
+    ) -> None:
         self.store = store
         self.channel = channel
         self.clock = clock
@@ -60,6 +74,8 @@ class Rig:
             channels=channels,
             wakeup=self.outbox.wakeup,
             metrics=self.metrics,
+            holder=holder,
+            gone=gone,
             clock=clock,
             jitter=lambda: 1.0,  # the full backoff, so the schedule is exact
         )
@@ -71,12 +87,27 @@ class Rig:
         return due
 
 
-@pytest_asyncio.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    store = SQLiteStore(tmp_path / "krill.db")
-    await store.open()
-    yield Rig(store, FlakyChannel(), Clock())
-    await store.close()
+@pytest.fixture
+def rig(any_store: Store) -> Rig:
+    return Rig(any_store, FlakyChannel(), Clock())
+
+
+def reopened(store: Store) -> Store:
+    """The same database as a restarted process opens it."""
+    if isinstance(store, SQLiteStore):
+        return SQLiteStore(store.path)
+    assert isinstance(store, PostgresStore)
+    return PostgresStore(store.url)  # type: ignore[return-value]
+
+
+async def start_sending_then_die(rig: Rig) -> OutboxRow:
+    """Claim the first head and mark it in flight, as a sender does before its platform call;
+    then that sender is gone (its outcome never recorded)."""
+    (head, *_) = await rig.store.outbox_claim(
+        ["local"], "dead sender", rig.clock(), rig.clock() + rig.sender.claim_seconds, 1
+    )
+    assert await rig.store.outbox_mark_sending(head.id, "dead sender", rig.clock())
+    return head
 
 
 def retry_after(seconds: float) -> SendFailure:
@@ -96,7 +127,7 @@ async def test_a_long_retry_after_is_waited_out_then_the_reply_arrives(rig: Rig)
 
 
 async def test_a_chats_later_rows_wait_behind_a_failing_one_other_chats_do_not(rig: Rig) -> None:
-    rig.channel.failures = [SendFailure(SendFailureKind.TRANSIENT, "502 Bad Gateway")]
+    rig.channel.fail_once["a1"] = SendFailure(SendFailureKind.TRANSIENT, "502 Bad Gateway")
     await rig.outbox.put(A, "t1", ["a1", "a2"])
     await rig.outbox.put(B, "t2", ["b1"])
     await rig.step()
@@ -165,17 +196,17 @@ async def test_a_chunk_too_long_for_the_platform_is_split_until_it_fits(rig: Rig
     assert (await rig.store.outbox_summary()).dead == 1  # too short to cut: refused for good
 
 
-async def test_rows_survive_a_restart_and_one_in_flight_is_sent_again(
-    rig: Rig, tmp_path: Path
-) -> None:
+async def test_rows_survive_a_restart_and_one_in_flight_is_sent_again(rig: Rig) -> None:
     await rig.outbox.put(A, "t1", ["one", "two"])
-    heads = await rig.store.outbox_heads(["local"])
-    await rig.store.outbox_mark_sending(heads[0].id, rig.clock())  # then the process died
+    await start_sending_then_die(rig)
     await rig.store.close()
-    store = SQLiteStore(tmp_path / "krill.db")
+    store = reopened(rig.store)
     await store.open()
     try:
-        restarted = Rig(store, FlakyChannel(), rig.clock)
+        gone = {"dead sender"}.__contains__
+        restarted = Rig(store, FlakyChannel(), rig.clock, holder="restarted", gone=gone)
+        await restarted.sender.start()  # lets go of the dead sender's claim
+        await restarted.sender.stop()
         assert (await store.outbox_summary()).pending == 2
         await restarted.step()
         await restarted.step()
@@ -199,10 +230,12 @@ class LookupChannel(FlakyChannel):
 
 async def test_an_unknown_send_found_on_the_platform_is_not_sent_again(rig: Rig) -> None:
     await rig.outbox.put(A, "t1", ["one", "two"])
-    heads = await rig.store.outbox_heads(["local"])
-    await rig.store.outbox_mark_sending(heads[0].id, rig.clock())
-    channel = LookupChannel({chunk_id(heads[0], "one"): "m1"})
-    restarted = Rig(rig.store, channel, rig.clock)
+    head = await start_sending_then_die(rig)
+    channel = LookupChannel({chunk_id(head, "one"): "m1"})
+    restarted = Rig(rig.store, channel, rig.clock, holder="other replica")
+    assert await restarted.step(1.0) is None  # the dead sender's claim still holds
+    assert channel.attempts == []
+    await restarted.step(rig.sender.claim_seconds)  # expired: looked up, not sent again
     await restarted.step()
     await restarted.step()
     assert channel.finals == ["two"]

@@ -1,4 +1,5 @@
-"""The SQLite store: migrations, transcript loading, dedupe, outbox, buffers."""
+"""The store contract (sessions, transcript, usage) on SQLite and PostgreSQL; dedupe,
+outbox and buffers; SQLite's own migrations and locking."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import StoreUnavailable
-from bot.store.base import BufferedLine, InboundStatus
+from bot.store.base import BufferedLine, InboundStatus, Store
 from bot.store.outbox_rows import OutboxChunk
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import Compaction, Entry, EntryKind, PersonTurn, Reset
@@ -52,41 +53,43 @@ async def test_migrations_are_idempotent_and_wal(tmp_path: Path, store: SQLiteSt
     await again.close()
 
 
-async def test_entries_chain_and_history_turn_limit(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", LOCAL)
+async def test_entries_chain_and_history_turn_limit(any_store: Store) -> None:
+    s = await any_store.get_or_create_session("k", LOCAL)
     for i in range(5):
-        await store.append_entries([user(s.session_id, f"u{i}"), assistant(s.session_id, f"a{i}")])
-    everything = await store.transcript(s.session_id)
+        await any_store.append_entries(
+            [user(s.session_id, f"u{i}"), assistant(s.session_id, f"a{i}")]
+        )
+    everything = await any_store.transcript(s.session_id)
     assert [e.parent_id for e in everything[1:]] == [e.id for e in everything[:-1]]
-    last_two = await store.load_history(s.session_id, max_user_turns=2)
+    last_two = await any_store.load_history(s.session_id, max_user_turns=2)
     assert person_texts(last_two) == ["u3", "u4"]
     assert last_two[0].kind == EntryKind.PERSON_TURN
-    assert len(await store.load_history(s.session_id)) == 10
-    assert len(await store.load_history(s.session_id, max_user_turns=50)) == 10
+    assert len(await any_store.load_history(s.session_id)) == 10
+    assert len(await any_store.load_history(s.session_id, max_user_turns=50)) == 10
 
 
-async def test_history_starts_at_the_latest_compaction(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", LOCAL)
+async def test_history_starts_at_the_latest_compaction(any_store: Store) -> None:
+    s = await any_store.get_or_create_session("k", LOCAL)
     old = [user(s.session_id, "old"), assistant(s.session_id, "old reply")]
     kept = [user(s.session_id, "kept"), assistant(s.session_id, "kept reply")]
-    await store.append_entries(old + kept)
+    await any_store.append_entries(old + kept)
     summary = entries.summary("## Decisions\n- none", kept[0].id, s.session_id)
-    await store.append_entries([summary, user(s.session_id, "new")])
-    history = await store.load_history(s.session_id)
+    await any_store.append_entries([summary, user(s.session_id, "new")])
+    history = await any_store.load_history(s.session_id)
     assert history[0].kind == EntryKind.COMPACTION
     assert person_texts(history[1:]) == ["kept", "new"]
 
 
-async def test_new_session_keeps_the_old_transcript(store: SQLiteStore) -> None:
-    first = await store.get_or_create_session("k", LOCAL)
-    await store.append_entries([user(first.session_id, "hello")])
-    second = await store.start_new_session("k", LOCAL, "/reset")
+async def test_new_session_keeps_the_old_transcript(any_store: Store) -> None:
+    first = await any_store.get_or_create_session("k", LOCAL)
+    await any_store.append_entries([user(first.session_id, "hello")])
+    second = await any_store.start_new_session("k", LOCAL, "/reset")
     assert second.session_id != first.session_id
-    assert (await store.current_session("k")).session_id == second.session_id
-    old = await store.transcript(first.session_id)
+    assert (await any_store.current_session("k")).session_id == second.session_id
+    old = await any_store.transcript(first.session_id)
     assert old[-1].payload == Reset("/reset", second.session_id)
-    assert len(await store.sessions_for_key("k")) == 2
-    assert await store.load_history(second.session_id) == []
+    assert len(await any_store.sessions_for_key("k")) == 2
+    assert await any_store.load_history(second.session_id) == []
 
 
 async def test_inbound_dedupe_and_recovery_queue(store: SQLiteStore) -> None:
@@ -151,7 +154,8 @@ async def test_outbox_rows_keep_order_and_a_rewritten_reply_changes_nothing(
         ("t1", 0, "part 0"),
         ("t2", 0, "other"),
     ]
-    await store.outbox_mark_sending(heads[0].id, 3.0)
+    assert await store.outbox_claim(["local"], "me", 3.0, 10.0, 1) == heads[:1]
+    assert await store.outbox_mark_sending(heads[0].id, "me", 3.0)
     await store.outbox_mark_dead(heads[0].id, "blocked", "Part 1 of 2 failed. ", 3.0)
     (nxt,) = [r for r in await store.outbox_heads(["local"]) if r.turn_id == "t1"]
     assert (nxt.chunk_index, nxt.notice) == (1, "Part 1 of 2 failed. ")
@@ -162,32 +166,34 @@ async def test_outbox_rows_keep_order_and_a_rewritten_reply_changes_nothing(
     assert await store.outbox_heads(["telegram"]) == []
 
 
-async def test_usage(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", LOCAL)
+async def test_usage(any_store: Store) -> None:
+    s = await any_store.get_or_create_session("k", LOCAL)
     usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=90)
-    await store.add_usage(s.session_id, usage, context_tokens=105, cost_usd=0.01, at=time.time())
-    row = await store.get_session(s.session_id)
+    await any_store.add_usage(
+        s.session_id, usage, context_tokens=105, cost_usd=0.01, at=time.time()
+    )
+    row = await any_store.get_session(s.session_id)
     assert row.cache_hit_ratio == pytest.approx(0.9)
     assert row.context_tokens == 105
     with pytest.raises(ValueError):
-        await store.update_session(s.session_id, session_key="hijack")
+        await any_store.update_session(s.session_id, session_key="hijack")
 
 
-async def test_a_cancelled_write_does_not_jam_the_store(store: SQLiteStore) -> None:
+async def test_a_cancelled_write_does_not_jam_the_store(any_store: Store) -> None:
     """/stop, shutdown and timeouts cancel tasks mid-write; later writes must still work."""
     import asyncio
 
-    session = await store.get_or_create_session("k", LOCAL)
+    session = await any_store.get_or_create_session("k", LOCAL)
     for _ in range(20):
-        task = asyncio.create_task(store.append_entries([user(session.session_id, "x")]))
+        task = asyncio.create_task(any_store.append_entries([user(session.session_id, "x")]))
         await asyncio.sleep(0)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    await store.append_entries([user(session.session_id, "after")])
-    await store.update_session(session.session_id, turns=1)
-    history = await store.load_history(session.session_id)
+    await any_store.append_entries([user(session.session_id, "after")])
+    await any_store.update_session(session.session_id, turns=1)
+    history = await any_store.load_history(session.session_id)
     assert person_texts(history[-1:]) == ["after"]
-    assert await store.integrity_check() == "ok"
+    assert await any_store.integrity_check() == "ok"
 
 
 def test_sqlite_store_implements_the_whole_store_interface() -> None:
@@ -201,13 +207,13 @@ def test_sqlite_store_implements_the_whole_store_interface() -> None:
     assert not missing
 
 
-async def test_internal_prompts_do_not_use_up_the_turn_limit(store: SQLiteStore) -> None:
-    s = await store.get_or_create_session("k", LOCAL)
+async def test_internal_prompts_do_not_use_up_the_turn_limit(any_store: Store) -> None:
+    s = await any_store.get_or_create_session("k", LOCAL)
     heartbeat = entries.prompt("check the list", s.session_id)
-    await store.append_entries([user(s.session_id, "u0"), assistant(s.session_id, "a0")])
-    await store.append_entries([heartbeat, assistant(s.session_id, "HEARTBEAT_OK")])
-    await store.append_entries([user(s.session_id, "u1"), assistant(s.session_id, "a1")])
-    history = await store.load_history(s.session_id, max_user_turns=2)
+    await any_store.append_entries([user(s.session_id, "u0"), assistant(s.session_id, "a0")])
+    await any_store.append_entries([heartbeat, assistant(s.session_id, "HEARTBEAT_OK")])
+    await any_store.append_entries([user(s.session_id, "u1"), assistant(s.session_id, "a1")])
+    history = await any_store.load_history(s.session_id, max_user_turns=2)
     assert person_texts(history[:1]) == ["u0"]
     assert len(history) == 6
 
@@ -318,10 +324,10 @@ async def test_migration_types_the_entries_of_an_older_database(tmp_path: Path) 
     ]
 
 
-async def test_every_payload_kind_round_trips(store: SQLiteStore) -> None:
+async def test_every_payload_kind_round_trips(any_store: Store) -> None:
     from bot.transcript import Command, MemoryFlushRecord
 
-    s = await store.get_or_create_session("k", LOCAL)
+    s = await any_store.get_or_create_session("k", LOCAL)
     written = [
         user(s.session_id, "hi"),
         entries.prompt("beat", s.session_id),
@@ -332,23 +338,25 @@ async def test_every_payload_kind_round_trips(store: SQLiteStore) -> None:
         Entry(s.session_id, Command("status", "", "local:alice")),
     ]
     written[3].session_id = s.session_id
-    await store.append_entries(written)
-    read = await store.transcript(s.session_id)
+    await any_store.append_entries(written)
+    read = await any_store.transcript(s.session_id)
     assert [(e.id, e.kind, e.payload, e.usage) for e in read] == [
         (e.id, e.kind, e.payload, e.usage) for e in written
     ]
 
 
-async def test_a_session_records_the_conversation_it_belongs_to(store: SQLiteStore) -> None:
+async def test_a_session_records_the_conversation_it_belongs_to(any_store: Store) -> None:
     topic = SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="7")
-    first = await store.get_or_create_session("agent:main:telegram:group:-100:topic:7", topic)
+    first = await any_store.get_or_create_session("agent:main:telegram:group:-100:topic:7", topic)
     assert first.origin == topic and first.channel == "telegram"
-    again = await store.get_or_create_session("agent:main:telegram:group:-100:topic:7", LOCAL)
+    again = await any_store.get_or_create_session("agent:main:telegram:group:-100:topic:7", LOCAL)
     assert again.session_id == first.session_id and again.origin == topic
-    fresh = await store.start_new_session("agent:main:telegram:group:-100:topic:7", topic, "/new")
+    fresh = await any_store.start_new_session(
+        "agent:main:telegram:group:-100:topic:7", topic, "/new"
+    )
     assert fresh.origin == topic
     with pytest.raises(ValueError):  # the conversation is fixed at creation
-        await store.update_session(fresh.session_id, chat_id="-200")
+        await any_store.update_session(fresh.session_id, chat_id="-200")
 
 
 async def test_a_session_lease_is_held_by_one_holder_until_released_or_expired(
@@ -371,15 +379,15 @@ async def test_a_session_lease_is_held_by_one_holder_until_released_or_expired(
     assert await store.claim_lease("another key", "b", until=132.0, now=122.0)
 
 
-async def test_a_due_job_run_is_claimed_once(store: SQLiteStore) -> None:
+async def test_a_due_job_run_is_claimed_once(any_store: Store) -> None:
     """Several replicas fire the same due moment: one claim wins, the next interval's too."""
-    assert await store.job_last_run("heartbeat") is None
-    assert await store.job_claim("heartbeat", due_before=40.0, at=100.0)  # never ran
-    assert not await store.job_claim("heartbeat", due_before=41.0, at=101.0)  # another replica
-    assert await store.job_last_run("heartbeat") == 100.0
-    assert await store.job_claim("heartbeat", due_before=130.0, at=160.0)  # the next interval
-    assert await store.job_claim("retention", due_before=0.0, at=160.0)  # jobs are separate
-    assert await store.job_last_run("heartbeat") == 160.0
+    assert await any_store.job_last_run("heartbeat") is None
+    assert await any_store.job_claim("heartbeat", due_before=40.0, at=100.0)  # never ran
+    assert not await any_store.job_claim("heartbeat", due_before=41.0, at=101.0)  # another replica
+    assert await any_store.job_last_run("heartbeat") == 100.0
+    assert await any_store.job_claim("heartbeat", due_before=130.0, at=160.0)  # the next interval
+    assert await any_store.job_claim("retention", due_before=0.0, at=160.0)  # jobs are separate
+    assert await any_store.job_last_run("heartbeat") == 160.0
 
 
 async def test_a_write_waits_out_another_process_lock_within_its_patience(

@@ -1,4 +1,5 @@
 """`krill backup PATH` and `krill restore PATH`: the store and the workspace in one archive.
+With PostgreSQL both refuse and say which PostgreSQL tools to use instead.
 
 The archive is a gzipped tar holding `krill.db` (a consistent copy made with SQLite's online
 backup API while Krill may be running) and `workspace/`. Restoring refuses while any Krill
@@ -29,6 +30,8 @@ EXIT_REFUSED = 2
 
 
 def backup_command(config: Config, args: argparse.Namespace) -> int:
+    if config.uses_postgres:
+        return _use_postgres_tools("backup", config)
     target = Path(args.path).expanduser().resolve()
     if target.exists() and not args.force:
         print(f"krill backup: {target} already exists (use --force to replace it)", file=sys.stderr)
@@ -62,6 +65,8 @@ def _backup(config: Config, target: Path, workspace: Path) -> int:
 
 
 def restore_command(config: Config, args: argparse.Namespace) -> int:
+    if config.uses_postgres:
+        return _use_postgres_tools("restore", config)
     source = Path(args.path).expanduser().resolve()
     database = config.sqlite_path
     workspace = config.workspace_dir
@@ -89,6 +94,22 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
             files = _replace_workspace(unpacked / WORKSPACE, workspace)
     print(f"restored the store to {database} and {files} workspace file(s) to {workspace}")
     return 0
+
+
+def _use_postgres_tools(command: str, config: Config) -> int:
+    """The archive holds a SQLite file; a PostgreSQL database has its own tools, which also
+    work while every replica keeps running."""
+    from bot.store.postgres.connection import masked_url
+
+    print(
+        f"krill {command}: the store is the PostgreSQL database {masked_url(config.storage.url)};"
+        " back it up with `pg_dump --format=custom --file=krill.dump URL` and restore it with"
+        " `pg_restore --clean --dbname=URL krill.dump` (stop every replica first), and copy"
+        f" the workspace ({config.workspace_dir}) and media ({config.media_dir}) folders"
+        " with any file backup",
+        file=sys.stderr,
+    )
+    return EXIT_REFUSED
 
 
 def _pack(archive: Path, database: Path, workspace: Path) -> int:

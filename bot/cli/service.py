@@ -32,6 +32,7 @@ path = "workspace"
 
 [storage]
 url = "sqlite:///data/krill.db"
+# url = "postgresql://krill:secret@db.internal:5432/krill"   # several replicas share one PostgreSQL
 
 [server]
 host = "127.0.0.1"

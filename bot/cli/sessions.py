@@ -16,6 +16,7 @@ from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.gateway.leader import leader_key
 from bot.store.base import InboundStatus, Store
+from bot.store.factory import store_location
 from bot.transcript_export import entry_line, entry_record
 
 
@@ -84,7 +85,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                     {
                         "version": __version__,
                         "model": config.agent.model,
-                        "database": str(config.sqlite_path),
+                        "database": store_location(config),
                         "unanswered_messages": pending,
                         "outbox": {
                             "pending": outbox.pending,
@@ -98,7 +99,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                 )
             )
             return 0
-        print(f"Krill {__version__} · model {config.agent.model} · db {config.sqlite_path}")
+        print(f"Krill {__version__} · model {config.agent.model} · db {store_location(config)}")
         print(f"{len(sessions)} session(s), {pending} unanswered message(s)")
         print(f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good")
         if poller:

@@ -86,6 +86,9 @@ class StorageConfig(Section):
     # honoured as the platform names it.
     outbox_retry_first_seconds: float = Field(1.0, gt=0)
     outbox_retry_max_seconds: float = Field(300.0, gt=0)
+    # How often the outbox sender looks for rows other processes sharing the store wrote
+    # (its own rows wake it at once).
+    outbox_poll_seconds: float = Field(1.0, gt=0)
     # How long start-up keeps trying a PostgreSQL server that does not answer.
     connect_wait_seconds: float = Field(30.0, gt=0)
 

@@ -1,12 +1,17 @@
 """The sender: one task that delivers outbox rows until the platform accepts them.
 
 Each chat's rows go out one at a time in order (a later row waits behind an earlier one),
-chats in parallel. Flood control's delay is honoured whatever its length; server, timeout
-and network failures back off exponentially with jitter; a permanent refusal marks the row
-dead and tells the person in the reply's next chunk. State lives in the rows, so a restart
-picks up where the last run stopped. A row found `sending` was in flight when the process
-died: where the channel can look its chunk id up (Slack), it is checked before resending.
-File rows (tool `send_file`) go through the channel's `send_file`, with the same retries.
+chats in parallel. Several processes may share one outbox: a row is claimed before it is
+sent (a chat whose head another sender is sending is left alone), the claim is renewed while
+the send lasts, and a sender that dies leaves its rows to the others once its claims
+expire. Rows another process wrote are found by polling.
+
+Flood control's delay is honoured whatever its length; server, timeout and network failures
+back off exponentially with jitter; a permanent refusal marks the row dead and tells the
+person in the reply's next chunk. State lives in the rows, so a restart picks up where the
+last run stopped. A row found `sending` was in flight when its sender died: where the
+channel can look its chunk id up (Slack), it is checked before resending. File rows (tool
+`send_file`) go through the channel's `send_file`, with the same retries.
 """
 
 from __future__ import annotations
@@ -85,6 +90,10 @@ class Sender:
         channels: Mapping[str, Channel],
         wakeup: asyncio.Event,
         metrics: Metrics,
+        holder: str,
+        claim_seconds: float = 15.0,
+        poll_seconds: float = 1.0,
+        gone: Callable[[str], bool] = lambda _holder: False,
         retry_first: float = 1.0,
         retry_cap: float = 300.0,
         clock: Callable[[], float] = time.time,
@@ -94,31 +103,55 @@ class Sender:
         self.channels = channels
         self.wakeup = wakeup
         self.metrics = metrics
+        self.holder = holder  # this process's name on the rows it claims
+        self.claim_seconds = claim_seconds
+        self.poll_seconds = poll_seconds  # how often rows other processes wrote are looked for
+        self.gone = gone  # whether a claimant is a process known to be gone
         self.retry_first = retry_first
         self.retry_cap = retry_cap
         self.clock = clock
         self.jitter = jitter
         self._in_flight: dict[str, asyncio.Task[None]] = {}
+        # chat key -> the id of its row in flight, until its outcome is recorded
+        self._claimed: dict[str, int] = {}
+        self._renewed_at = float("-inf")
         self._progress = asyncio.Event()  # set (and replaced) each time a send ends
         self._task: asyncio.Task[None] | None = None
         self._summary = OutboxSummary(0, 0, [])
         self._summary_at = float("-inf")
 
     async def start(self) -> None:
+        await self._release_gone()
         self._task = asyncio.create_task(self._run(), name="outbox-sender")
 
+    async def _release_gone(self) -> None:
+        """Let go of the claims of senders known to be gone (a restart after kill -9 on this
+        host), so their rows need not wait for the claims to expire."""
+        try:
+            for claimant in await self.store.outbox_claimants():
+                if claimant != self.holder and self.gone(claimant):
+                    log.info("releasing the outbox claims of %s, which is gone", claimant)
+                    await self.store.outbox_release_claims(claimant)
+        except Exception:  # they expire on their own
+            log.warning("could not release the outbox claims of stopped processes", exc_info=True)
+
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        if self._task is None:
+            return  # never started (start-up failed before it)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
         if self._in_flight:
             # A send cut off mid-call leaves its outcome unknown: let it finish if it can.
             _, late = await asyncio.wait(self._in_flight.values(), timeout=STOP_GRACE_SECONDS)
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+        try:  # what was cut off is left to the next sender (checked first where it can be)
+            await self.store.outbox_release_claims(self.holder)
+        except Exception:  # the claims expire on their own
+            log.warning("could not release the outbox claims at shutdown", exc_info=True)
 
     async def _run(self) -> None:
         while True:
@@ -128,29 +161,50 @@ class Sender:
             except Exception:  # e.g. the store is locked: look again shortly
                 log.exception("the outbox sender could not read the outbox")
                 due = self.clock() + 1.0
-            timeout = None if due is None else max(0.0, due - self.clock())
+            # Woken at once by rows this process writes; others' rows are found by polling,
+            # often enough to renew the claims of sends in flight.
+            timeout = min(self.poll_seconds, self.claim_seconds / 3)
+            if due is not None:
+                timeout = min(timeout, max(0.0, due - self.clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wakeup.wait(), timeout)
 
     async def step(self) -> float | None:
-        """Start sending every chat's due head row; returns when the next row is due (None:
-        nothing waits but what is in flight, whose end wakes the sender)."""
-        heads = await self.store.outbox_heads(list(self.channels))
+        """Claim and start sending every chat's due head row (as many as there is room for:
+        the end of any send wakes the sender for the rest); returns when the next row not
+        yet due will be (None: nothing waits but what is in flight here or elsewhere)."""
+        channels = list(self.channels)
         now = self.clock()
-        next_due: float | None = None
-        for row in heads:
-            if row.chat_key in self._in_flight:
-                continue
-            if row.next_attempt_at > now:
-                next_due = min(next_due or row.next_attempt_at, row.next_attempt_at)
-                continue
-            if len(self._in_flight) >= MAX_PARALLEL_CHATS:
-                break  # the end of any send wakes the sender for the rest
+        await self._renew(now)
+        room = MAX_PARALLEL_CHATS - len(self._in_flight)
+        claimed = await self.store.outbox_claim(
+            channels, self.holder, now, now + self.claim_seconds, room
+        )
+        if claimed and not self._claimed:
+            self._renewed_at = now  # nothing to renew before these claims need it
+        for row in claimed:
+            if row.chat_key in self._claimed:
+                continue  # a claim that lapsed while its send went on: that send ends it
             task = asyncio.create_task(self._deliver(row), name=f"outbox:{row.id}")
             self._in_flight[row.chat_key] = task
+            self._claimed[row.chat_key] = row.id
             task.add_done_callback(functools.partial(self._done, row.chat_key))
+        next_due = await self.store.outbox_next_due(channels, now)
         await self._refresh_summary(settled=not self._in_flight)
         return next_due
+
+    async def _renew(self, now: float) -> None:
+        """Extend the claims of the sends in flight, a third of a claim's time at most after
+        the last renewal."""
+        if not self._claimed or now - self._renewed_at < self.claim_seconds / 3:
+            return
+        try:
+            await self.store.outbox_extend_claims(
+                self.holder, list(self._claimed.values()), now + self.claim_seconds
+            )
+            self._renewed_at = now
+        except Exception:  # tried again at the next step
+            log.warning("could not renew the outbox claims", exc_info=True)
 
     async def settle(self) -> None:
         """Wait for every send in flight (tests step the sender by hand)."""
@@ -168,10 +222,14 @@ class Sender:
             if head is None or (key not in self._in_flight and head.next_attempt_at > self.clock()):
                 return
             self.wakeup.set()
-            await progress.wait()
+            # Another process may be the one sending it: look again after a poll.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(progress.wait(), self.poll_seconds)
 
-    def _done(self, chat_key: str, _task: asyncio.Task[None]) -> None:
-        self._in_flight.pop(chat_key, None)
+    def _done(self, chat_key: str, task: asyncio.Task[None]) -> None:
+        if self._in_flight.get(chat_key) is task:
+            del self._in_flight[chat_key]
+            self._claimed.pop(chat_key, None)
         self.wakeup.set()
         self._progress.set()
         self._progress = asyncio.Event()
@@ -182,6 +240,13 @@ class Sender:
         except Exception:  # the store failed recording an outcome: the row is tried again
             log.exception("could not record the delivery of outbox row %d", row.id)
             await asyncio.sleep(STORE_RETRY_SECONDS)
+
+    def _ending(self, row: OutboxRow) -> None:
+        """Called before recording `row`'s outcome, which ends its claim: from then on the
+        chat's next row (or this one, split) may be claimed and sent, also before this
+        task has wound down."""
+        if self._claimed.get(row.chat_key) == row.id:
+            del self._claimed[row.chat_key]
 
     async def _attempt(self, row: OutboxRow) -> None:
         channel = self.channels[row.address.channel]
@@ -200,7 +265,10 @@ class Sender:
             return
         else:
             send = functools.partial(channel.deliver, out)
-        await self.store.outbox_mark_sending(row.id, self.clock())
+        if not await self.store.outbox_mark_sending(row.id, self.holder, self.clock()):
+            log.warning("outbox row %d: another sender took it over; leaving it", row.id)
+            self._ending(row)
+            return
         try:
             platform_id = await send()
         except SendFailure as exc:
@@ -213,6 +281,7 @@ class Sender:
             log.warning("outbox row %d: unexpected send failure", row.id, exc_info=True)
             await self._failed(row, kind, f"{type(exc).__name__}: {exc}", 0.0)
             return
+        self._ending(row)
         await self.store.outbox_mark_sent(row.id, platform_id, self.clock())
         self.metrics.messages_out.labels(row.address.channel).inc()
 
@@ -236,17 +305,20 @@ class Sender:
             delay = self._backoff(row)
             log.warning("outbox row %d: could not check whether it went out (%s)", row.id, exc)
             now = self.clock()
+            self._ending(row)
             await self.store.outbox_retry_at(row.id, now + delay, str(exc), now, unknown=True)
             return True
         if found is None:
             return False
         log.info("outbox row %d was delivered before the restart (%s)", row.id, found)
+        self._ending(row)
         await self.store.outbox_mark_sent(row.id, found, self.clock())
         return True
 
     async def _failed(
         self, row: OutboxRow, kind: SendFailureKind, reason: str, retry_after: float
     ) -> None:
+        self._ending(row)
         now = self.clock()
         text = row.notice + row.text
         if kind is SendFailureKind.TOO_LONG:

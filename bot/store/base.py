@@ -7,16 +7,17 @@ server database can take its place for several replicas sharing one store.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.store.inbound_rows import BufferedLine, InboundRow, InboundStatus
 from bot.store.memory_rows import ChunkMatch, IndexedChunk, IndexedFile, VisiblePaths
 from bot.store.outbox_rows import OutboxChunk, OutboxRow, OutboxSummary
 from bot.store.shared_state import SharedStateStore
 from bot.transcript import Entry
-from bot.types import Address, Attachment, ChatType, SessionOrigin, Usage
+from bot.types import Address, ChatType, SessionOrigin, Usage
 
 
 @dataclass(slots=True)
@@ -77,41 +78,6 @@ class SessionRow:
     def cache_hit_ratio(self) -> float:
         prompt = self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
         return self.cache_read_tokens / prompt if prompt else 0.0
-
-
-class InboundStatus(StrEnum):
-    """Where an accepted (or merely seen) inbound message stands."""
-
-    PENDING = "pending"  # accepted, waiting for its turn
-    PROCESSING = "processing"  # its turn has begun
-    DONE = "done"
-    CANCELLED = "cancelled"  # /stop dropped it
-    FAILED = "failed"
-    # Seen only for dedupe; no turn runs for these.
-    COMMAND = "command"  # a chat command, answered without the model
-    REFUSED = "refused"  # access policy said no
-    BUFFERED = "buffered"  # unaddressed group chatter kept as context
-
-
-@dataclass(slots=True)
-class InboundRow:
-    id: int
-    channel: str
-    external_id: str
-    session_key: str
-    status: InboundStatus
-    payload: str  # InboundMessage JSON
-    received_at: float
-    turn_id: str | None = None
-
-
-@dataclass(slots=True)
-class BufferedLine:
-    sender: str
-    text: str
-    created_at: float
-    # Photos sent with the line, already stored by hash: they ride along with the next mention.
-    attachments: list[Attachment] = field(default_factory=list)
 
 
 class PairingStatus(StrEnum):
@@ -273,7 +239,27 @@ class OutboxStore(Protocol):
         """The first unfinished row of each chat on `channels`: what may be sent next."""
         ...
 
-    async def outbox_mark_sending(self, row_id: int, now: float) -> None: ...
+    async def outbox_claim(
+        self, channels: Sequence[str], holder: str, now: float, until: float, limit: int
+    ) -> list[OutboxRow]:
+        """Claim for `holder` until `until` (at most `limit`) the heads due at `now` of chats
+        on `channels` with no row under a live claim; atomic across processes. Any outcome
+        recorded for a row ends its claim."""
+        ...
+
+    async def outbox_next_due(self, channels: Sequence[str], now: float) -> float | None:
+        """When the earliest head on `channels` not due at `now` will be."""
+        ...
+
+    async def outbox_extend_claims(
+        self, holder: str, row_ids: Sequence[int], until: float
+    ) -> None: ...
+    async def outbox_claimants(self) -> list[str]: ...
+    async def outbox_release_claims(self, holder: str) -> None: ...
+    async def outbox_mark_sending(self, row_id: int, holder: str, now: float) -> bool:
+        """Count an attempt and mark it in flight, if `holder` still holds the claim."""
+        ...
+
     async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None:
         """Record the send; a row re-split because it was too long goes on with the rest."""
 

@@ -1,12 +1,27 @@
 """The outbox's typed rows: a chunk to write, a row as stored, its status, and the summary
-`krill status` and `/status` show (dead chunks included)."""
+`krill status` and `/status` show (dead chunks included); and their mapping to and from the
+columns both stores keep."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+from bot.store.stored_row import StoredRow
 from bot.types import Address, OutboundFile
+
+# The columns `outbox_row` reads, in its order.
+OUTBOX_COLUMNS = (
+    "id, turn_id, chunk_index, chunk_count, kind, address, text, notice, edit_of, status,"
+    " attempts, next_attempt_at, payload"
+)
+# The columns `dead_chunk` reads.
+DEAD_COLUMNS = "id, turn_id, chunk_index, chunk_count, address, dead_reason, updated_at"
+PREVIEW_INDEX = -1  # a turn's preview row sits before its chunk 0
 
 
 class OutboxStatus(StrEnum):
@@ -14,6 +29,9 @@ class OutboxStatus(StrEnum):
     SENDING = "sending"  # handed to the platform; the outcome is not recorded yet
     SENT = "sent"
     DEAD = "dead"  # refused for good; `dead_reason` says why
+
+
+UNFINISHED_OUTBOX = (OutboxStatus.PENDING, OutboxStatus.SENDING)
 
 
 class OutboxKind(StrEnum):
@@ -81,3 +99,100 @@ class OutboxSummary:
     pending: int
     dead: int
     dead_chunks: list[DeadChunk]  # the most recent ones
+
+
+def outbox_row(r: StoredRow) -> OutboxRow:
+    """An OutboxRow from the OUTBOX_COLUMNS of a stored row."""
+    return OutboxRow(
+        id=int(r[0]),
+        turn_id=str(r[1]),
+        chunk_index=int(r[2]),
+        chunk_count=int(r[3]),
+        kind=OutboxKind(r[4]),
+        address=Address.from_dict(json.loads(r[5])),
+        text=str(r[6]),
+        notice=str(r[7]),
+        edit_of=r[8],
+        status=OutboxStatus(r[9]),
+        attempts=int(r[10]),
+        next_attempt_at=float(r[11]),
+        file=OutboundFile(**json.loads(r[12])) if r[12] else None,
+    )
+
+
+# The columns `chunk_values` fills.
+CHUNK_COLUMNS = (
+    "turn_id, chunk_index, chunk_count, kind, channel, chat_key, address, text, edit_of,"
+    " payload, status, next_attempt_at, created_at, updated_at"
+)
+
+
+def chunk_values(chunk: OutboxChunk, now: float) -> tuple[Any, ...]:
+    """A new row's values for CHUNK_COLUMNS."""
+    payload = json.dumps(dataclasses.asdict(chunk.file)) if chunk.file is not None else ""
+    return (
+        chunk.turn_id,
+        chunk.chunk_index,
+        chunk.chunk_count,
+        str(chunk.kind),
+        chunk.address.channel,
+        outbox_chat_key(chunk.address),
+        json.dumps(chunk.address.to_dict()),
+        chunk.text,
+        chunk.edit_of,
+        payload,
+        str(OutboxStatus.PENDING),
+        now,
+        now,
+        now,
+    )
+
+
+# The columns `preview_values` fills.
+PREVIEW_COLUMNS = (
+    "turn_id, chunk_index, chunk_count, kind, channel, chat_key, address, text, status,"
+    " next_attempt_at, platform_id, created_at, updated_at"
+)
+
+
+def preview_values(turn_id: str, address: Address, platform_id: str, now: float) -> tuple[Any, ...]:
+    """A turn's preview row (already sent) for PREVIEW_COLUMNS."""
+    return (
+        turn_id,
+        PREVIEW_INDEX,
+        0,
+        str(OutboxKind.PREVIEW),
+        address.channel,
+        outbox_chat_key(address),
+        json.dumps(address.to_dict()),
+        "",
+        str(OutboxStatus.SENT),
+        now,
+        platform_id,
+        now,
+        now,
+    )
+
+
+def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[StoredRow]) -> OutboxSummary:
+    """The summary from row counts by status and the DEAD_COLUMNS of the latest dead rows."""
+    chunks = []
+    for row_id, turn_id, index, count, address, reason, at in dead:
+        where = Address.from_dict(json.loads(address))
+        chunks.append(
+            DeadChunk(
+                id=int(row_id),
+                turn_id=str(turn_id),
+                chunk_index=int(index),
+                chunk_count=int(count),
+                channel=where.channel,
+                chat_id=where.chat_id,
+                reason=str(reason or ""),
+                at=float(at),
+            )
+        )
+    return OutboxSummary(
+        pending=counts.get(OutboxStatus.PENDING, 0) + counts.get(OutboxStatus.SENDING, 0),
+        dead=counts.get(OutboxStatus.DEAD, 0),
+        dead_chunks=chunks,
+    )

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
+from asyncpg.transaction import Transaction
 
 from bot.backoff import Backoff
 from bot.errors import StoreUnavailable
@@ -150,13 +151,31 @@ class Connection:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Db]:
-        """One transaction on one pooled connection. A connection that breaks on the way
-        is `StoreUnavailable`: the caller's work is not half-done, it was rolled back."""
+        """One transaction on one pooled connection. BEGIN is retried like a single
+        statement: after a server restart every idle pooled connection is dead, and nothing
+        has run yet. A connection that breaks later is `StoreUnavailable`: the caller's work
+        is not half-done, it was rolled back."""
+        db, transaction = await self._retrying(self._begin)
         try:
-            async with self.pool.acquire() as db, db.transaction():
-                yield db
+            yield db
+            await transaction.commit()
         except _CONNECTION_ERRORS as exc:
             raise StoreUnavailable(f"the database connection failed ({_describe(exc)})") from exc
+        except BaseException:
+            await _rollback_quietly(transaction)
+            raise
+        finally:
+            await self.pool.release(db)
+
+    async def _begin(self) -> tuple[Db, Transaction]:
+        db = await self.pool.acquire()
+        transaction = db.transaction()
+        try:
+            await transaction.start()
+        except BaseException:
+            await self.pool.release(db)
+            raise
+        return db, transaction
 
     async def _fetchone(self, sql: str, *args: Any) -> asyncpg.Record | None:
         return await self._retrying(lambda: self.pool.fetchrow(sql, *args))
@@ -187,6 +206,13 @@ class Connection:
                 if backoff.failures == 0:
                     log.warning("store: database connection lost (%s); retrying", _describe(exc))
                 await asyncio.sleep(min(backoff.next(), left))
+
+
+async def _rollback_quietly(transaction: Transaction) -> None:
+    try:
+        await transaction.rollback()
+    except _CONNECTION_ERRORS:
+        pass  # the connection is gone, and the transaction with it
 
 
 def _describe(exc: BaseException) -> str:

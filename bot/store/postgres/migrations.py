@@ -154,11 +154,16 @@ MIGRATIONS: list[tuple[int, str]] = [
             dead_reason TEXT,
             created_at DOUBLE PRECISION NOT NULL,
             updated_at DOUBLE PRECISION NOT NULL,
+            -- The sender (a replica's holder id) sending the row, and until when its claim
+            -- holds unless renewed.
+            claimed_by TEXT,
+            claimed_until DOUBLE PRECISION,
             UNIQUE (turn_id, chunk_index)
         );
         CREATE INDEX outbox_unfinished ON outbox(chat_key, id)
             WHERE status IN ('pending', 'sending');
         CREATE INDEX outbox_dead ON outbox(status) WHERE status = 'dead';
+        CREATE INDEX outbox_claimed ON outbox(claimed_by) WHERE claimed_by IS NOT NULL;
 
         CREATE TABLE session_leases (
             session_key TEXT PRIMARY KEY,

@@ -3,37 +3,28 @@ the group buffers of unaddressed chatter that a later mention takes as context."
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
 import aiosqlite
 
-from bot.store.base import BufferedLine, InboundRow, InboundStatus
+from bot.store.inbound_rows import (
+    BUFFER_COLUMNS,
+    INBOUND_COLUMNS,
+    UNFINISHED_INBOUND,
+    BufferedLine,
+    InboundRow,
+    InboundStatus,
+    attachments_json,
+    buffered_line,
+    inbound_row,
+)
 from bot.store.sqlite.connection import Connection
-from bot.types import Attachment
 
 _INSERT = (
     "INSERT OR IGNORE INTO inbound(channel, external_id, session_key, status, payload,"
     " received_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-def _attachments_json(attachments: list[Attachment]) -> str:
-    return json.dumps([a.to_dict() for a in attachments], ensure_ascii=False) if attachments else ""
-
-
-def _buffered_from_row(row: aiosqlite.Row) -> BufferedLine:
-    sender, text, created_at, attachments = row
-    files = [Attachment.from_dict(a) for a in json.loads(attachments)] if attachments else []
-    return BufferedLine(sender, text, created_at, files)
-
-
-def _inbound_from_row(row: aiosqlite.Row) -> InboundRow:
-    id_, channel, external_id, session_key, status, payload, received_at, turn_id = row
-    return InboundRow(
-        id_, channel, external_id, session_key, InboundStatus(status), payload, received_at, turn_id
-    )
 
 
 async def set_inbound_rows(
@@ -79,11 +70,10 @@ class InboundTables(Connection):
             if take_buffer:
                 source = buffer_key or session_key
                 rows = await self._fetchall(
-                    "SELECT sender, text, created_at, attachments FROM group_buffer"
-                    " WHERE session_key = ? ORDER BY id",
+                    f"SELECT {BUFFER_COLUMNS} FROM group_buffer WHERE session_key = ? ORDER BY id",
                     (source,),
                 )
-                lines = [_buffered_from_row(r) for r in rows]
+                lines = [buffered_line(r) for r in rows]
                 if lines:
                     await db.execute("DELETE FROM group_buffer WHERE session_key = ?", (source,))
                     if merge is not None:
@@ -120,19 +110,18 @@ class InboundTables(Connection):
 
     async def unfinished_inbound(self) -> list[InboundRow]:
         rows = await self._fetchall(
-            "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
-            " FROM inbound WHERE status IN (?, ?) ORDER BY id",
-            (InboundStatus.PENDING, InboundStatus.PROCESSING),
+            f"SELECT {INBOUND_COLUMNS} FROM inbound WHERE status IN (?, ?) ORDER BY id",
+            UNFINISHED_INBOUND,
         )
-        return [_inbound_from_row(r) for r in rows]
+        return [inbound_row(r) for r in rows]
 
     async def unfinished_in(self, session_key: str) -> list[InboundRow]:
         rows = await self._fetchall(
-            "SELECT id, channel, external_id, session_key, status, payload, received_at, turn_id"
-            " FROM inbound WHERE session_key = ? AND status IN (?, ?) ORDER BY id",
-            (session_key, InboundStatus.PENDING, InboundStatus.PROCESSING),
+            f"SELECT {INBOUND_COLUMNS} FROM inbound WHERE session_key = ? AND status IN (?, ?)"
+            " ORDER BY id",
+            (session_key, *UNFINISHED_INBOUND),
         )
-        return [_inbound_from_row(r) for r in rows]
+        return [inbound_row(r) for r in rows]
 
     async def count_inbound(self, status: InboundStatus) -> int:
         row = await self._fetchone("SELECT COUNT(*) FROM inbound WHERE status = ?", (status,))
@@ -168,7 +157,7 @@ class InboundTables(Connection):
                     line.sender,
                     line.text,
                     line.created_at,
-                    _attachments_json(line.attachments),
+                    attachments_json(line.attachments),
                 ),
             )
             await db.execute(

@@ -281,6 +281,16 @@ MIGRATIONS: list[tuple[int, str]] = [
     ),
     (
         12,
+        # Which sender (a process's holder id) is sending an outbox row, and until when its
+        # claim holds unless renewed: several processes can share one outbox.
+        """
+        ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
+        ALTER TABLE outbox ADD COLUMN claimed_until REAL;
+        CREATE INDEX outbox_claimed ON outbox(claimed_by) WHERE claimed_by IS NOT NULL
+        """,
+    ),
+    (
+        13,
         # What replicas share beyond sessions: small values a channel adapter keeps (the
         # threads the bot is in, slash commands' response_urls, open streams) until they
         # expire, and per-sender budget counters (a window's count and when it ends).

@@ -1,88 +1,60 @@
 """The outbox in SQLite: every reply chunk as a row before it is sent, its status (pending,
 sending, sent, dead), its attempts and when the next one is due. Rows of one chat go out in
-`id` order; a chat's first unfinished row is its head."""
+`id` order; a chat's first unfinished row is its head. A sender claims a head (one
+conditional UPDATE … RETURNING in the write transaction) before it sends it, so senders of
+several processes sharing the file never send one row twice."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from bot.store.outbox_rows import (
-    DeadChunk,
+    CHUNK_COLUMNS,
+    DEAD_COLUMNS,
+    OUTBOX_COLUMNS,
+    PREVIEW_COLUMNS,
+    PREVIEW_INDEX,
+    UNFINISHED_OUTBOX,
     OutboxChunk,
-    OutboxKind,
     OutboxRow,
     OutboxStatus,
     OutboxSummary,
-    outbox_chat_key,
+    chunk_values,
+    outbox_row,
+    outbox_summary_of,
+    preview_values,
 )
 from bot.store.sqlite.connection import Connection
-from bot.types import Address, OutboundFile
-
-_PREVIEW_INDEX = -1  # a turn's preview row sits before its chunk 0
-_UNFINISHED = (OutboxStatus.PENDING, OutboxStatus.SENDING)
-_ROW = (
-    "id, turn_id, chunk_index, chunk_count, kind, address, text, notice, edit_of, status,"
-    " attempts, next_attempt_at, payload"
-)
+from bot.types import Address
 
 
-def _row(r: Any) -> OutboxRow:
-    return OutboxRow(
-        id=int(r[0]),
-        turn_id=str(r[1]),
-        chunk_index=int(r[2]),
-        chunk_count=int(r[3]),
-        kind=OutboxKind(r[4]),
-        address=Address.from_dict(json.loads(r[5])),
-        text=str(r[6]),
-        notice=str(r[7]),
-        edit_of=r[8],
-        status=OutboxStatus(r[9]),
-        attempts=int(r[10]),
-        next_attempt_at=float(r[11]),
-        file=OutboundFile(**json.loads(r[12])) if r[12] else None,
+def _heads(channels: Sequence[str]) -> str:
+    """The heads of the chats on `channels`; `?` for the statuses, then the channels."""
+    marks = ", ".join("?" for _ in channels)
+    return (
+        "SELECT MIN(id) FROM outbox WHERE status IN (?, ?)"
+        f" AND channel IN ({marks}) GROUP BY chat_key"
     )
 
 
-def _payload(chunk: OutboxChunk) -> str:
-    return json.dumps(dataclasses.asdict(chunk.file)) if chunk.file is not None else ""
+# An outcome ends the claim: the chat's next row (or this one again) may be claimed.
+_UNCLAIM = "claimed_by = NULL, claimed_until = NULL"
 
 
 class OutboxTables(Connection):
     async def outbox_add(self, chunks: Sequence[OutboxChunk], now: float) -> None:
         async with self.transaction() as db:
             await db.executemany(
-                "INSERT OR IGNORE INTO outbox(turn_id, chunk_index, chunk_count, kind, channel,"
-                " chat_key, address, text, edit_of, payload, status, next_attempt_at,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        c.turn_id,
-                        c.chunk_index,
-                        c.chunk_count,
-                        c.kind,
-                        c.address.channel,
-                        outbox_chat_key(c.address),
-                        json.dumps(c.address.to_dict()),
-                        c.text,
-                        c.edit_of,
-                        _payload(c),
-                        OutboxStatus.PENDING,
-                        now,
-                        now,
-                        now,
-                    )
-                    for c in chunks
-                ],
+                f"INSERT OR IGNORE INTO outbox({CHUNK_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [chunk_values(c, now) for c in chunks],
             )
 
     async def outbox_preview(self, turn_id: str) -> str | None:
         row = await self._fetchone(
             "SELECT platform_id FROM outbox WHERE turn_id = ? AND chunk_index = ?",
-            (turn_id, _PREVIEW_INDEX),
+            (turn_id, PREVIEW_INDEX),
         )
         return str(row[0]) if row is not None and row[0] is not None else None
 
@@ -91,39 +63,83 @@ class OutboxTables(Connection):
     ) -> None:
         async with self.transaction() as db:
             await db.execute(
-                "INSERT OR REPLACE INTO outbox(turn_id, chunk_index, chunk_count, kind, channel,"
-                " chat_key, address, text, status, next_attempt_at, platform_id, created_at,"
-                " updated_at) VALUES (?, ?, 0, ?, ?, ?, ?, '', ?, ?, ?, ?, ?)",
-                (
-                    turn_id,
-                    _PREVIEW_INDEX,
-                    OutboxKind.PREVIEW,
-                    address.channel,
-                    outbox_chat_key(address),
-                    json.dumps(address.to_dict()),
-                    OutboxStatus.SENT,
-                    now,
-                    platform_id,
-                    now,
-                    now,
-                ),
+                f"INSERT OR REPLACE INTO outbox({PREVIEW_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                preview_values(turn_id, address, platform_id, now),
             )
 
     async def outbox_heads(self, channels: Sequence[str]) -> list[OutboxRow]:
         if not channels:
             return []
-        marks = ", ".join("?" for _ in channels)
         rows = await self._fetchall(
-            f"SELECT {_ROW} FROM outbox WHERE id IN (SELECT MIN(id) FROM outbox"
-            f" WHERE status IN (?, ?) AND channel IN ({marks}) GROUP BY chat_key) ORDER BY id",
-            (*_UNFINISHED, *channels),
+            f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE id IN ({_heads(channels)}) ORDER BY id",
+            (*UNFINISHED_OUTBOX, *channels),
         )
-        return [_row(r) for r in rows]
+        return [outbox_row(r) for r in rows]
 
-    async def outbox_mark_sending(self, row_id: int, now: float) -> None:
-        await self._update(
-            "status = ?, attempts = attempts + 1", (OutboxStatus.SENDING,), row_id, now
+    async def outbox_claim(
+        self, channels: Sequence[str], holder: str, now: float, until: float, limit: int
+    ) -> list[OutboxRow]:
+        if not channels or limit <= 0:
+            return []
+        free = (
+            f"SELECT id FROM outbox WHERE id IN ({_heads(channels)}"
+            " HAVING COALESCE(MAX(claimed_until), 0) <= ?) AND next_attempt_at <= ?"
+            " ORDER BY id LIMIT ?"
         )
+        params = (*UNFINISHED_OUTBOX, *channels, now, now, limit)
+        # A read first, so an idle poll never takes the write lock.
+        if not await self._fetchone(free, params):
+            return []
+        # Choosing and claiming are one statement in the write transaction, so no other
+        # process can claim a head between the two.
+        async with self.transaction() as db:
+            cursor = await db.execute(
+                f"UPDATE outbox SET claimed_by = ?, claimed_until = ? WHERE id IN ({free})"
+                f" RETURNING {OUTBOX_COLUMNS}",
+                (holder, until, *params),
+            )
+            rows = await cursor.fetchall()
+        return sorted((outbox_row(r) for r in rows), key=lambda row: row.id)
+
+    async def outbox_next_due(self, channels: Sequence[str], now: float) -> float | None:
+        if not channels:
+            return None
+        row = await self._fetchone(
+            f"SELECT MIN(next_attempt_at) FROM outbox WHERE id IN ({_heads(channels)})"
+            " AND next_attempt_at > ?",
+            (*UNFINISHED_OUTBOX, *channels, now),
+        )
+        return float(row[0]) if row is not None and row[0] is not None else None
+
+    async def outbox_extend_claims(self, holder: str, row_ids: Sequence[int], until: float) -> None:
+        if not row_ids:
+            return
+        marks = ", ".join("?" for _ in row_ids)
+        async with self.transaction() as db:
+            await db.execute(
+                f"UPDATE outbox SET claimed_until = ? WHERE claimed_by = ? AND id IN ({marks})",
+                (until, holder, *row_ids),
+            )
+
+    async def outbox_claimants(self) -> list[str]:
+        rows = await self._fetchall(
+            "SELECT DISTINCT claimed_by FROM outbox WHERE claimed_by IS NOT NULL"
+        )
+        return [str(r[0]) for r in rows]
+
+    async def outbox_release_claims(self, holder: str) -> None:
+        async with self.transaction() as db:
+            await db.execute(f"UPDATE outbox SET {_UNCLAIM} WHERE claimed_by = ?", (holder,))
+
+    async def outbox_mark_sending(self, row_id: int, holder: str, now: float) -> bool:
+        async with self.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE outbox SET status = ?, attempts = attempts + 1, updated_at = ?"
+                " WHERE id = ? AND claimed_by = ?",
+                (OutboxStatus.SENDING, now, row_id, holder),
+            )
+            return cursor.rowcount == 1
 
     async def outbox_mark_sent(self, row_id: int, platform_id: str, now: float) -> None:
         # A re-split row stays first in its chat until its overflow went out too; the rest
@@ -165,7 +181,8 @@ class OutboxTables(Connection):
             )
             found = await cursor.fetchone()
             await db.execute(
-                "UPDATE outbox SET status = ?, dead_reason = ?, updated_at = ? WHERE id = ?",
+                f"UPDATE outbox SET status = ?, dead_reason = ?, updated_at = ?, {_UNCLAIM}"
+                " WHERE id = ?",
                 (OutboxStatus.DEAD, reason, now, row_id),
             )
             if found is None:
@@ -176,7 +193,7 @@ class OutboxTables(Connection):
             await db.execute(
                 "UPDATE outbox SET notice = ? || notice, updated_at = ? WHERE id = (SELECT MIN(id)"
                 " FROM outbox WHERE turn_id = ? AND chunk_index > ? AND status IN (?, ?))",
-                (earlier + notice, now, turn_id, index, *_UNFINISHED),
+                (earlier + notice, now, turn_id, index, *UNFINISHED_OUTBOX),
             )
 
     async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
@@ -189,41 +206,22 @@ class OutboxTables(Connection):
             return cursor.rowcount == 1
 
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary:
-        counts = dict(
-            (str(status), int(n))
+        counts = {
+            str(status): int(n)
             for status, n in await self._fetchall(
                 "SELECT status, COUNT(*) FROM outbox WHERE status IN (?, ?, ?) GROUP BY status",
-                (*_UNFINISHED, OutboxStatus.DEAD),
+                (*UNFINISHED_OUTBOX, OutboxStatus.DEAD),
             )
-        )
+        }
         dead = await self._fetchall(
-            "SELECT id, turn_id, chunk_index, chunk_count, address, dead_reason, updated_at"
-            " FROM outbox WHERE status = ? ORDER BY id DESC LIMIT ?",
+            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE status = ? ORDER BY id DESC LIMIT ?",
             (OutboxStatus.DEAD, dead_limit),
         )
-        chunks = []
-        for row_id, turn_id, index, count, address, reason, at in dead:
-            where = Address.from_dict(json.loads(address))
-            chunks.append(
-                DeadChunk(
-                    id=int(row_id),
-                    turn_id=str(turn_id),
-                    chunk_index=int(index),
-                    chunk_count=int(count),
-                    channel=where.channel,
-                    chat_id=where.chat_id,
-                    reason=str(reason or ""),
-                    at=float(at),
-                )
-            )
-        return OutboxSummary(
-            pending=counts.get(OutboxStatus.PENDING, 0) + counts.get(OutboxStatus.SENDING, 0),
-            dead=counts.get(OutboxStatus.DEAD, 0),
-            dead_chunks=chunks,
-        )
+        return outbox_summary_of(counts, dead)
 
     async def _update(self, fields: str, params: tuple[Any, ...], row_id: int, now: float) -> None:
         async with self.transaction() as db:
             await db.execute(
-                f"UPDATE outbox SET {fields}, updated_at = ? WHERE id = ?", (*params, now, row_id)
+                f"UPDATE outbox SET {fields}, {_UNCLAIM}, updated_at = ? WHERE id = ?",
+                (*params, now, row_id),
             )

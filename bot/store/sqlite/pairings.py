@@ -3,17 +3,11 @@ or denied."""
 
 from __future__ import annotations
 
-import aiosqlite
-
 from bot.store.base import Pairing, PairingStatus
+from bot.store.mapping import PAIRING_COLUMNS, pairing_from_row, pairing_values
 from bot.store.sqlite.connection import Connection
 
-_SELECT = "SELECT channel, user_id, code, status, created_at, user_name FROM pairings"
-
-
-def _pairing_from_row(row: aiosqlite.Row) -> Pairing:
-    channel, user_id, code, status, created_at, user_name = row
-    return Pairing(channel, user_id, code, PairingStatus(status), created_at, user_name)
+_SELECT = f"SELECT {PAIRING_COLUMNS} FROM pairings"
 
 
 class PairingTables(Connection):
@@ -21,21 +15,13 @@ class PairingTables(Connection):
         row = await self._fetchone(
             f"{_SELECT} WHERE channel = ? AND user_id = ?", (channel, user_id)
         )
-        return _pairing_from_row(row) if row else None
+        return pairing_from_row(row) if row else None
 
     async def pairing_put(self, pairing: Pairing) -> None:
         async with self.transaction() as db:
             await db.execute(
-                "INSERT OR REPLACE INTO pairings(channel, user_id, code, status, created_at,"
-                " user_name) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    pairing.channel,
-                    pairing.user_id,
-                    pairing.code,
-                    pairing.status,
-                    pairing.created_at,
-                    pairing.user_name,
-                ),
+                f"INSERT OR REPLACE INTO pairings({PAIRING_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                pairing_values(pairing),
             )
 
     async def pairing_pending(self, channel: str) -> list[Pairing]:
@@ -43,7 +29,7 @@ class PairingTables(Connection):
             f"{_SELECT} WHERE channel = ? AND status = ? ORDER BY created_at",
             (channel, PairingStatus.PENDING),
         )
-        return [_pairing_from_row(r) for r in rows]
+        return [pairing_from_row(r) for r in rows]
 
     async def pairing_delete(self, channel: str, user_id: str) -> None:
         async with self.transaction() as db:

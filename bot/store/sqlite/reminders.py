@@ -6,27 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiosqlite
-
 from bot.store.base import Reminder, ReminderStatus
+from bot.store.mapping import REMINDER_COLUMNS, reminder_from_row
 from bot.store.sqlite.connection import Connection
-
-_COLUMNS = "id, session_key, address, creator, due_at, text, status, created_at, fired_at"
-
-
-def _reminder(row: aiosqlite.Row) -> Reminder:
-    rid, key, address, creator, due_at, text, status, created_at, fired_at = row
-    return Reminder(
-        id=int(rid),
-        session_key=key,
-        address=json.loads(address),
-        creator=creator,
-        due_at=float(due_at),
-        text=text,
-        status=ReminderStatus(status),
-        created_at=float(created_at),
-        fired_at=fired_at,
-    )
+from bot.store.statements import FINISH_REMINDER
 
 
 class ReminderTables(Connection):
@@ -60,8 +43,10 @@ class ReminderTables(Connection):
         return added
 
     async def reminder_get(self, reminder_id: int) -> Reminder | None:
-        row = await self._fetchone(f"SELECT {_COLUMNS} FROM reminders WHERE id = ?", (reminder_id,))
-        return _reminder(row) if row else None
+        row = await self._fetchone(
+            f"SELECT {REMINDER_COLUMNS} FROM reminders WHERE id = ?", (reminder_id,)
+        )
+        return reminder_from_row(row) if row else None
 
     async def reminders(
         self, *, status: ReminderStatus | None = None, creator: str | None = None
@@ -75,14 +60,14 @@ class ReminderTables(Connection):
             params.append(creator)
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         rows = await self._fetchall(
-            f"SELECT {_COLUMNS} FROM reminders{clause} ORDER BY due_at, id", tuple(params)
+            f"SELECT {REMINDER_COLUMNS} FROM reminders{clause} ORDER BY due_at, id", tuple(params)
         )
-        return [_reminder(r) for r in rows]
+        return [reminder_from_row(r) for r in rows]
 
     async def reminder_finish(self, reminder_id: int, status: ReminderStatus, *, at: float) -> bool:
         async with self.transaction() as db:
             cur = await db.execute(
-                "UPDATE reminders SET status = ?, fired_at = ? WHERE id = ? AND status = ?",
+                FINISH_REMINDER,
                 (str(status), at, reminder_id, ReminderStatus.PENDING),
             )
             return cur.rowcount == 1

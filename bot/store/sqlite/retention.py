@@ -3,35 +3,15 @@ buffers and old sessions' transcripts once they are older than `storage.retentio
 
 from __future__ import annotations
 
-from bot.store.base import InboundStatus, Pruned
+from bot.store.base import Pruned
 from bot.store.sqlite.connection import Connection
-
-# Rows still needed to answer someone: recovery after a restart reads them.
-_UNFINISHED = (InboundStatus.PENDING, InboundStatus.PROCESSING)
+from bot.store.statements import PRUNE_STEPS
 
 
 class RetentionTables(Connection):
     async def prune_before(self, cutoff: float) -> Pruned:
         async with self.transaction() as db:
-            inbound = await db.execute(
-                "DELETE FROM inbound WHERE updated_at < ? AND status NOT IN (?, ?)",
-                (cutoff, *_UNFINISHED),
-            )
-            outbox = await db.execute(
-                "DELETE FROM outbox WHERE status = 'sent' AND updated_at < ?", (cutoff,)
-            )
-            buffered = await db.execute("DELETE FROM group_buffer WHERE created_at < ?", (cutoff,))
-            old = "SELECT session_id FROM sessions WHERE is_current = 0 AND updated_at < ?"
-            entries = await db.execute(
-                f"DELETE FROM entries WHERE session_id IN ({old})", (cutoff,)
-            )
-            sessions = await db.execute(
-                "DELETE FROM sessions WHERE is_current = 0 AND updated_at < ?", (cutoff,)
-            )
-            return Pruned(
-                inbound=inbound.rowcount,
-                outbox=outbox.rowcount,
-                buffered=buffered.rowcount,
-                sessions=sessions.rowcount,
-                entries=entries.rowcount,
-            )
+            removed = {
+                name: (await db.execute(sql, (cutoff,))).rowcount for name, sql in PRUNE_STEPS
+            }
+        return Pruned(**removed)

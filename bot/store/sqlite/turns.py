@@ -3,14 +3,14 @@ and the session counters, so a crash leaves either untouched work or a resumable
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from bot.store.base import InboundStatus
 from bot.store.sqlite.connection import Connection
 from bot.store.sqlite.inbound import set_inbound_rows
-from bot.store.sqlite.sessions import add_usage_row, update_session_row
+from bot.store.sqlite.sessions import update_session_row
 from bot.store.sqlite.transcript import append_rows
+from bot.store.statements import ADD_USAGE, COUNT_TURN, SET_MODEL, count_turn_args, usage_args
 from bot.transcript import Entry
 from bot.types import Usage
 
@@ -45,13 +45,11 @@ class TurnTables(Connection):
         """Append an assistant entry and add its usage to the session in one transaction."""
         async with self.transaction() as db:
             await append_rows(db, [entry])
-            await add_usage_row(
-                db, entry.session_id, usage, context_tokens, cost_usd, entry.created_at
-            )
             await db.execute(
-                "UPDATE sessions SET model = ? WHERE session_id = ? AND model != ?",
-                (model, entry.session_id, model),
+                ADD_USAGE,
+                usage_args(entry.session_id, usage, context_tokens, cost_usd, entry.created_at),
             )
+            await db.execute(SET_MODEL, (model, entry.session_id, model))
 
     async def finish_turn(
         self,
@@ -65,8 +63,4 @@ class TurnTables(Connection):
         """Mark a turn's inbound messages done (or failed) and count it, in one transaction."""
         async with self.transaction() as db:
             await set_inbound_rows(db, inbound_ids, status)
-            await db.execute(
-                "UPDATE sessions SET turns = turns + ?, errors = errors + ?, updated_at = ?"
-                " WHERE session_id = ?",
-                (turns, errors, time.time(), session_id),
-            )
+            await db.execute(COUNT_TURN, count_turn_args(session_id, turns, errors))

@@ -1,0 +1,256 @@
+"""Benchmark: 1 and 3 `krill run` replicas on one throwaway PostgreSQL, Telegram webhooks
+spread over them round-robin, and a kill -9 of one replica halfway.
+
+`--chats` private chats each send `--messages` messages; round n posts every chat's message
+n (over at most `--connections` connections, to the replicas in turn) and waits for all of
+them to be acknowledged before round n+1, as Telegram delivers one chat's updates in order.
+Halfway, one replica is killed with SIGKILL; with a single replica it is restarted at once
+(as a supervisor would), with three the other two take its sessions over once their leases
+expire, and an update it never acknowledged goes to the next replica. The fake model answers
+at once and repeats each message's token (`c<chat>m<n>`), so the fake Bot API sees which
+message every reply answers.
+
+Reported per run: answered messages/s, latency from posting an update to the sendMessage
+that answers it (p50, p99), lost (never answered), duplicated (answered more than once),
+out of order (chats whose answers came in another order), takeover time (kill -> the last
+message the dead replica had acknowledged but not answered is answered), and the share of
+the CPU time spent that PostgreSQL took; then the throughput ratio of 3 replicas to 1.
+
+Run: python bench/replicas.py [--chats 200] [--messages 20] [--connections 40]
+                              [--lease-seconds 5] [--store postgres|sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.telegram_webhook import percentile
+from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.telegram import FakeTelegram
+from tests.postgres import MISSING, PostgresCluster, find_bin_dir
+from tests.replica_set import TOKEN_RE, ReplicaSet, replica_config, token
+
+FIRST_CHAT = 20_000
+ANSWER_WAIT_SECONDS = 300.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class TimedTelegram(FakeTelegram):
+    """The fake Bot API, noting when each sent message arrived and which tokens it carries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: dict[tuple[int, int], list[float]] = {}
+        self.order: dict[int, list[int]] = {}
+
+    def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        result = super()._send_message(params)
+        at = time.perf_counter()
+        for chat, n in TOKEN_RE.findall(str(params.get("text", ""))):
+            self.answers.setdefault((int(chat), int(n)), []).append(at)
+            self.order.setdefault(int(chat), []).append(int(n))
+        return result
+
+
+@dataclass
+class Result:
+    replicas: int
+    messages: int
+    seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    lost: int = 0
+    duplicated: int = 0
+    out_of_order: int = 0
+    stranded: int = 0
+    takeover_seconds: float | None = None
+    postgres_cpu: float | None = None  # None: the run used SQLite
+    krill_cpu: float = 0.0
+    bench_cpu: float = 0.0
+
+    @property
+    def answered_per_second(self) -> float:
+        return (self.messages - self.lost) / self.seconds if self.seconds else 0.0
+
+    @property
+    def postgres_share(self) -> str:
+        if self.postgres_cpu is None:
+            return "n/a"
+        total = self.postgres_cpu + self.krill_cpu + self.bench_cpu
+        return f"{self.postgres_cpu / total:.0%}" if total else "0%"
+
+
+def _cpu_of(pid: int) -> tuple[float, int]:
+    """(utime + stime + cutime + cstime in seconds, parent pid) from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / CLOCK_TICKS, int(fields[1])
+
+
+def postgres_cpu(data_dir: Path) -> float:
+    """CPU seconds the cluster in `data_dir` has used: the postmaster, its exited children
+    (counted in its cutime), and the backends alive now."""
+    postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    total, _ = _cpu_of(postmaster)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                cpu, parent = _cpu_of(int(entry))
+                if parent == postmaster:
+                    total += cpu
+    return total
+
+
+@contextlib.contextmanager
+def database_server(kind: str) -> Iterator[PostgresCluster | None]:
+    """The throwaway PostgreSQL both runs share (a fresh database each), or None for SQLite."""
+    if kind == "sqlite":
+        yield None
+        return
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit(MISSING)
+    cluster = PostgresCluster(bin_dir).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def run(count: int, args: argparse.Namespace, cluster: PostgresCluster | None) -> Result:
+    result = Result(count, args.chats * args.messages)
+    chats = [FIRST_CHAT + i for i in range(args.chats)]
+    url = cluster.new_database() if cluster else "sqlite:///data/krill.db"
+    pg_dir = cluster.data if cluster else None
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        async with TimedTelegram() as tg, FakeAnthropic() as model:
+            model.cache_enabled = False  # 4,000 sessions' cache entries are not the point here
+            config = replica_config(tg, url, lease_seconds=args.lease_seconds)
+            replicas = ReplicaSet(
+                directory, tg, model, config, count, {"KRILL_LOG_LEVEL": "WARNING"}
+            )
+            await replicas.start()
+            pg_before = postgres_cpu(pg_dir) if pg_dir else 0.0
+            before = os.times()
+            try:
+                await drive(replicas, tg, chats, args, result)
+            finally:
+                await replicas.stop()
+            after = os.times()
+            if pg_dir is not None:
+                result.postgres_cpu = postgres_cpu(pg_dir) - pg_before
+            result.krill_cpu = (after.children_user + after.children_system) - (
+                before.children_user + before.children_system
+            )
+            result.bench_cpu = (after.user + after.system) - (before.user + before.system)
+    return result
+
+
+async def drive(
+    replicas: ReplicaSet,
+    tg: TimedTelegram,
+    chats: list[int],
+    args: argparse.Namespace,
+    result: Result,
+) -> None:
+    posted: dict[tuple[int, int], float] = {}
+    acked_by: dict[tuple[int, int], int] = {}
+    killed = len(replicas.replicas) // 2  # the middle one: 0 of 1, 1 of 3
+    stranded: list[tuple[int, int]] = []
+    kill_at = 0.0
+    limit = asyncio.Semaphore(args.connections)
+
+    async def post(http: aiohttp.ClientSession, chat: int, n: int) -> None:
+        async with limit:
+            posted[(chat, n)] = time.perf_counter()
+            update = tg.private_message(chat, f"say {token(chat, n)}")
+            acked_by[(chat, n)] = await replicas.post_update(http, update)
+
+    started = time.perf_counter()
+    connector = aiohttp.TCPConnector(limit=args.connections)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        for n in range(args.messages):
+            if n == args.messages // 2:
+                stranded = [k for k, r in acked_by.items() if r == killed and k not in tg.answers]
+                kill_at = time.perf_counter()
+                await replicas.kill(killed)
+                if len(replicas.replicas) == 1:
+                    await replicas.restart(killed)
+            await asyncio.gather(*(post(http, chat, n) for chat in chats))
+    wanted = set(posted)
+    deadline = time.monotonic() + ANSWER_WAIT_SECONDS
+    while not wanted <= tg.answers.keys() and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    # Anything sent after this would be a duplicate; the benchmark has no sentinel to wait for.
+    await asyncio.sleep(1.0)
+    answers = tg.answers
+    finished = max((times[0] for times in answers.values()), default=time.perf_counter())
+    result.seconds = finished - started
+    result.latencies_ms = [(answers[k][0] - posted[k]) * 1000 for k in wanted if k in answers]
+    result.lost = len(wanted - answers.keys())
+    result.duplicated = sum(len(answers[k]) > 1 for k in wanted if k in answers)
+    result.out_of_order = sum(tg.order.get(c, []) != sorted(tg.order.get(c, [])) for c in chats)
+    result.stranded = len(stranded)
+    done = [answers[k][0] for k in stranded if k in answers]
+    if stranded and len(done) == len(stranded):
+        result.takeover_seconds = max(done) - kill_at
+
+
+def report(results: list[Result]) -> None:
+    header = (
+        "replicas | answered/s | p50 ms | p99 ms | lost | duplicated | out of order"
+        " | stranded | takeover s | PostgreSQL CPU"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        lat = r.latencies_ms or [float("nan")]
+        takeover = "n/a" if r.takeover_seconds is None else f"{r.takeover_seconds:.1f}"
+        print(
+            f"{r.replicas:>8} | {r.answered_per_second:>10.1f} | {statistics.median(lat):>6.0f}"
+            f" | {percentile(lat, 99):>6.0f} | {r.lost:>4} | {r.duplicated:>10}"
+            f" | {r.out_of_order:>12} | {r.stranded:>8} | {takeover:>10}"
+            f" | {r.postgres_share:>14}"
+        )
+    if len(results) == 2 and results[0].answered_per_second:
+        ratio = results[1].answered_per_second / results[0].answered_per_second
+        print(f"\nthroughput 3 replicas / 1 replica: {ratio:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chats", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=20)
+    parser.add_argument("--connections", type=int, default=40)
+    parser.add_argument("--lease-seconds", type=float, default=5.0)
+    parser.add_argument("--store", choices=["postgres", "sqlite"], default="postgres")
+    args = parser.parse_args()
+    # A replica killed while the fake Bot API answers it makes aiohttp log the lost
+    # connection with a traceback; that is the point of the run, not an error.
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    with database_server(args.store) as cluster:
+        results = [asyncio.run(run(count, args, cluster)) for count in (1, 3)]
+    report(results)
+    for r in results:
+        assert r.lost == 0, f"{r.replicas} replica(s): {r.lost} message(s) never answered"
+        assert r.duplicated == 0, f"{r.replicas} replica(s): {r.duplicated} answered twice"
+
+
+if __name__ == "__main__":
+    main()
