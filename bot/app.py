@@ -210,6 +210,7 @@ class App:
             runner=self.runner,
             leases=self.leases,
             inbound=self.store,
+            budgets=self.store,
             channels=self.channels,
             metrics=self.metrics,
         )

@@ -113,6 +113,14 @@ class Gateway(Protocol):
     def leadership(self, name: str) -> Leadership:
         """The leader lock `name` (e.g. "telegram:<bot id>"), for work only one replica may
         do at a time; the adapter holds it only while doing that work."""
+
+    async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
+        """Keep `value` under `key` for `seconds` (0: forget it), where every replica finds
+        it (e.g. a thread the bot takes part in, or where a private answer can be sent): an
+        adapter keeps in memory only what it can rebuild."""
+
+    async def recall(self, channel: str, key: str) -> str | None:
+        """What `remember` kept under `key`, on any replica; None when unknown or expired."""
         ...
 
 

@@ -42,6 +42,7 @@ class StubGateway:
         self.sessions: set[str] = set()  # session keys that have history
         self.bot_usernames: dict[str, str] = {}
         self.arrived = asyncio.Event()
+        self.state: dict[tuple[str, str], str] = {}  # what the adapter asked to remember
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         if self.gate is not None and msg.text not in self.passes:
@@ -73,6 +74,15 @@ class StubGateway:
 
     def leadership(self, name: str) -> SoleLeader:
         return SoleLeader()
+
+    async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
+        if seconds > 0:
+            self.state[(channel, key)] = value
+        else:
+            self.state.pop((channel, key), None)
+
+    async def recall(self, channel: str, key: str) -> str | None:
+        return self.state.get((channel, key))
 
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""

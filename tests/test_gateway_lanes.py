@@ -77,6 +77,7 @@ def lanes(
         runner=runner,  # type: ignore[arg-type]
         leases=leases,
         inbound=store,
+        budgets=store,
         channels={"local"},
         metrics=Metrics(),
         turn_window=WINDOW,

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from bot.sessions.throttle import COMMAND_REPLIES
+from bot.gateway.budgets import COMMAND_REPLIES
 from tests.channel_env import ChannelKrill, channel_config, start_channel_krill
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from bot.gateway.budgets import REFUSAL_REPLIES
 from bot.logs import RedactingFilter
-from bot.sessions.throttle import REFUSAL_REPLIES
 from tests.channel_env import ChannelKrill, channel_config, start_channel_krill
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack

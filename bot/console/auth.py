@@ -1,6 +1,7 @@
 """Who may use the console: the operator's token, as a Bearer header or as the cookie the
-login form sets, with wrong tokens rate-limited per client address, and a same-origin check
-on every request that changes something.
+login form sets, with wrong tokens rate-limited per client address (counted in the store,
+so several replicas behind one proxy allow them once in total), and a same-origin check on
+every request that changes something.
 
 The cookie holds an HMAC of the token, never the token itself, so nothing the browser keeps
 or the page shows can be replayed as the token elsewhere (the log redacts the token too).
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from cachetools import TTLCache
+
+from bot.store.budgets import BudgetName, SenderBudget
+from bot.store.shared_state import SharedStateStore
 
 COOKIE = "krill_admin"
 COOKIE_LABEL = b"krill console cookie v1"
@@ -23,7 +25,6 @@ LOGIN_PATH = "/admin/login"
 # Wrong tokens allowed per client address in each window before it gets 429.
 MAX_FAILURES = 5
 FAILURE_WINDOW_SECONDS = 60.0
-TRACKED_CLIENTS = 4096
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -48,12 +49,11 @@ def same_origin(request: web.Request) -> bool:
 
 
 class ConsoleAuth:
-    def __init__(self, token: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, token: str, store: SharedStateStore) -> None:
         self._token = token.encode()
         self._cookie = hmac.new(self._token, COOKIE_LABEL, hashlib.sha256).hexdigest()
-        self._clock = clock
-        self._failures: TTLCache[str, int] = TTLCache(
-            TRACKED_CLIENTS, FAILURE_WINDOW_SECONDS, timer=clock
+        self._failures = SenderBudget(
+            store, BudgetName.CONSOLE_LOGINS, limit=MAX_FAILURES, window=FAILURE_WINDOW_SECONDS
         )
 
     def token_matches(self, candidate: str) -> bool:
@@ -65,27 +65,26 @@ class ConsoleAuth:
     def _client(self, request: web.Request) -> str:
         return request.remote or "unknown"
 
-    def check_rate(self, request: web.Request) -> None:
+    async def check_rate(self, request: web.Request) -> None:
         """Refuse (429) a client that sent too many wrong tokens lately."""
-        if self._failures.get(self._client(request), 0) >= MAX_FAILURES:
+        if await self._failures.left(self._client(request)) == 0:
             raise Refused(
                 429, "too many wrong tokens; wait a minute", retry_after=FAILURE_WINDOW_SECONDS
             )
 
-    def record_failure(self, request: web.Request) -> None:
-        client = self._client(request)
-        self._failures[client] = self._failures.get(client, 0) + 1
+    async def record_failure(self, request: web.Request) -> None:
+        await self._failures.record([self._client(request)])
 
-    def authenticate(self, request: web.Request) -> None:
+    async def authenticate(self, request: web.Request) -> None:
         """Raise Refused unless the request carries the token (Bearer) or the login cookie,
         and, when a cookie-carrying request changes something, comes from this server's own
         pages."""
-        self.check_rate(request)
+        await self.check_rate(request)
         header = request.headers.get("Authorization", "")
         if header:
             scheme, _, value = header.partition(" ")
             if scheme.lower() != "bearer" or not self.token_matches(value.strip()):
-                self.record_failure(request)
+                await self.record_failure(request)
                 raise Refused(401, "wrong token")
             # A page on another site cannot send this header without a CORS preflight we
             # never grant, and the browser guard already refuses a foreign Origin.
@@ -94,7 +93,7 @@ class ConsoleAuth:
         if not cookie:
             raise Refused(401, "log in with the console token")
         if not hmac.compare_digest(cookie.encode(), self._cookie.encode()):
-            self.record_failure(request)
+            await self.record_failure(request)
             raise Refused(401, "the login has expired; log in again")
         if request.method not in SAFE_METHODS and not same_origin(request):
             raise Refused(403, "cross-origin requests are not allowed")

@@ -90,7 +90,7 @@ class Console:
     def _guard(self, handler: Handler) -> Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
             try:
-                self.auth.authenticate(request)
+                await self.auth.authenticate(request)
             except Refused as refused:
                 return self._refusal(request, refused)
             return await handler(request)
@@ -113,13 +113,13 @@ class Console:
         form = await request.post()
         next_path = str(form.get("next", "/admin"))
         try:
-            self.auth.check_rate(request)
+            await self.auth.check_rate(request)
         except Refused as refused:
             return login_page(str(refused), next_path=next_path, status=429)
         if not same_origin(request):
             return web.Response(status=403, text="cross-origin requests are not allowed")
         if not self.auth.token_matches(str(form.get("token", ""))):
-            self.auth.record_failure(request)
+            await self.auth.record_failure(request)
             log.warning("console: a wrong token from %s", request.remote)
             return login_page("That is not the console token.", next_path=next_path, status=401)
         response = web.HTTPSeeOther(_next_path(next_path))
@@ -170,4 +170,4 @@ def console_routes(
             zone=ZoneInfo(config.agent.timezone),
         ).routes(),
     ]
-    return Console(ConsoleAuth(token), pages).routes()
+    return Console(ConsoleAuth(token, store), pages).routes()

@@ -15,11 +15,12 @@ import time
 from typing import TYPE_CHECKING
 
 from bot.channel_contract import AcceptResult
+from bot.gateway.budgets import REFUSAL_REPLIES, REFUSAL_WINDOW_SECONDS
 from bot.sessions import access
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
-from bot.sessions.throttle import ReplyBudget
 from bot.store.base import BufferedLine, InboundStatus, Pairing, PairingStatus
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Attachment, ChatType, InboundMessage, MediaKind
 
 if TYPE_CHECKING:
@@ -52,7 +53,9 @@ class Admission:
         self.replies = replies
         self.media = media
         # Refusals and pairing codes each sender gets, so DM spam cannot make Krill spam back.
-        self.refusal_replies = ReplyBudget()
+        self.refusal_replies = SenderBudget(
+            store, BudgetName.REFUSALS, limit=REFUSAL_REPLIES, window=REFUSAL_WINDOW_SECONDS
+        )
 
     def is_admin(self, msg: InboundMessage) -> bool:
         return access.is_admin(msg.principal, self.config.admin)
@@ -73,7 +76,7 @@ class Admission:
         log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
         if decision.action == "ignore":
             return AcceptResult.IGNORED
-        if not self.refusal_replies.take(msg.principal):
+        if not await self.refusal_replies.take(msg.principal):
             log.info("not answering %s: its replies to refused messages are used up", msg.principal)
             return AcceptResult.REFUSED
         if decision.action == "pair":

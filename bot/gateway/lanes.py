@@ -12,8 +12,9 @@ the order they were accepted, whichever process (replica) accepted them, so mess
 one chat that reached different replicas are answered once each and in order.
 
 With `agent.sender_turns_per_minute`, a person's messages wait before a turn while any of
-their senders has started that many turns in the last minute, and the waiting messages
-then go into that one turn: spam costs one model call per allowance, never one per message.
+their senders has started that many turns in the current minute (counted in the store, so
+across replicas), and the waiting messages then go into that one turn: spam costs one model
+call per allowance, never one per message.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.agent.runner import TurnJob, new_turn_id
+from bot.gateway.budgets import TURN_WINDOW_SECONDS
 from bot.sessions.limits import history_limit_for
 from bot.sessions.queue import SessionQueue
-from bot.sessions.throttle import TURN_WINDOW_SECONDS, ReplyBudget
 from bot.store.base import InboundRow, InboundStatus
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
     from bot.store.base import InboundStore
+    from bot.store.shared_state import SharedStateStore
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,7 @@ class Lanes:
         runner: AgentRunner,
         leases: SessionLeases,
         inbound: InboundStore,
+        budgets: SharedStateStore,
         channels: Container[str],
         metrics: Metrics,
         turn_window: float = TURN_WINDOW_SECONDS,
@@ -106,7 +110,9 @@ class Lanes:
         self.channels = channels
         per_minute = config.agent.sender_turns_per_minute
         self.sender_turns = (
-            ReplyBudget(replies=per_minute, window=turn_window) if per_minute > 0 else None
+            SenderBudget(budgets, BudgetName.TURNS, limit=per_minute, window=turn_window)
+            if per_minute > 0
+            else None
         )
         self.queue: SessionQueue[Work] = SessionQueue(
             self._run_batch,
@@ -155,13 +161,13 @@ class Lanes:
         if budget is None or not isinstance(items[0], MessageWork):
             return
         senders = _senders(items)
-        delay = budget.wait(senders)
+        delay = await budget.wait(senders)
         if delay > 0:
             log.info("%s: %s over the turn budget; next turn in %.0fs", key, senders, delay)
             await asyncio.sleep(delay)
-        if delay > 0 or any(budget.left(s) <= 1 for s in senders):
+        if delay > 0 or any([await budget.left(s) <= 1 for s in senders]):
             items.extend(self.queue.take_waiting(key))
-        budget.record(_senders(items))
+        await budget.record(_senders(items))
 
     async def _run_batch(self, key: str, items: list[Work]) -> None:
         try:

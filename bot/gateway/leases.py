@@ -8,6 +8,10 @@ and its lease is taken over once it expires (`storage.lease_seconds`). A process
 on the same host as a dead holder (a restart after kill -9) need not wait that long: the
 holder id names the host and process, so leases of a process that is gone are let go at
 start-up.
+
+A /stop may reach another process than the one running the session's turn: it leaves a stop
+request in the store's shared state (`request_stop`), and the holder, checking at each
+renewal, cancels a turn that began before the request, as a /stop of its own would.
 """
 
 from __future__ import annotations
@@ -20,15 +24,21 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from bot.store.base import LeaseStore
+from bot.store.base import LeaseStore
+from bot.store.shared_state import SharedStateStore
 
 log = logging.getLogger(__name__)
 
 # How often a waiting claim is tried again, at most; shorter leases are polled faster.
 MAX_POLL_SECONDS = 1.0
+STOP_REQUESTS = "stop"  # the shared-state scope of /stop requests, by session key
+STOP_REQUEST_SECONDS = 300.0
+
+
+class LeaseStateStore(LeaseStore, SharedStateStore, Protocol):
+    """The leases and the shared state (where stop requests wait for the holder)."""
 
 
 def new_holder_id() -> str:
@@ -58,7 +68,7 @@ def gone_from_this_host(holder: str) -> bool:
 class SessionLeases:
     def __init__(
         self,
-        store: LeaseStore,
+        store: LeaseStateStore,
         *,
         holder: str,
         seconds: float,
@@ -80,7 +90,8 @@ class SessionLeases:
     async def hold(self, key: str) -> AsyncIterator[None]:
         """Run the body while holding `key`'s lease."""
         await self._claim(key)
-        renewing = asyncio.create_task(self._renew(key), name=f"lease:{key}")
+        work = asyncio.current_task()
+        renewing = asyncio.create_task(self._renew(key, self.clock(), work), name=f"lease:{key}")
         try:
             yield
         finally:
@@ -109,7 +120,7 @@ class SessionLeases:
         if waited:
             log.info("session %s: lease taken", key)
 
-    async def _renew(self, key: str) -> None:
+    async def _renew(self, key: str, began: float, work: asyncio.Task[Any] | None) -> None:
         while True:
             await asyncio.sleep(self.seconds / 3)
             try:
@@ -117,5 +128,17 @@ class SessionLeases:
                     # Stalled past the lease (a store locked for longer than it) and another
                     # process took the session over; the next claim waits for it.
                     log.warning("the lease of %s was taken over while its turn ran", key)
+                asked = await self.store.state_get(STOP_REQUESTS, key, self.clock())
+                if asked is not None and float(asked) >= began and work is not None:
+                    log.info("session %s: stopping its running turn (/stop from elsewhere)", key)
+                    work.cancel()
+                    return
             except Exception:  # a renewal that fails is retried at the next interval
                 log.warning("could not renew the lease of %s", key, exc_info=True)
+
+    async def request_stop(self, key: str) -> None:
+        """Ask whichever process runs `key`'s turn now to stop it."""
+        now = self.clock()
+        await self.store.state_put(
+            STOP_REQUESTS, key, repr(now), expires_at=now + STOP_REQUEST_SECONDS, now=now
+        )

@@ -2,13 +2,14 @@
 `accept` an inbound message, decide what it is (duplicate, refused, command, buffered group
 chatter, or a message for the agent), record it durably, and queue it on its session's lane.
 
-Each sender gets a small budget of command answers (refusals included) per minute; commands
-beyond it are recorded and logged but neither run nor answered.
+Each sender gets a small budget of command answers (refusals included) per minute, counted
+across replicas; commands beyond it are recorded and logged but neither run nor answered.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Protocol
 
 from bot.channel_contract import AcceptResult
@@ -21,6 +22,7 @@ from bot.commands import (
     parse_command,
     refusal,
 )
+from bot.gateway.budgets import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.leader import Leader
@@ -28,8 +30,8 @@ from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
-from bot.sessions.throttle import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS, ReplyBudget
 from bot.store.base import InboundStatus
+from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
 
 if TYPE_CHECKING:
@@ -85,7 +87,9 @@ class GatewayService:
         self.media = media
         self.holder = holder  # this replica's name on the leases it holds
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
-        self.command_replies = ReplyBudget(replies=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS)
+        self.command_replies = SenderBudget(
+            store, BudgetName.COMMANDS, limit=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS
+        )
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         result = await self._accept(sanitize_inbound(msg))
@@ -132,7 +136,7 @@ class GatewayService:
     async def _command(self, command: Command, msg: InboundMessage, key: str) -> AcceptResult:
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.COMMAND):
             return AcceptResult.DUPLICATE
-        if not self.command_replies.take(msg.principal):
+        if not await self.command_replies.take(msg.principal):
             log.info(
                 "ignoring /%s from %s in %s: over its command budget",
                 command.name,
@@ -193,6 +197,13 @@ class GatewayService:
 
     def leadership(self, name: str) -> Leadership:
         return Leader(self.store, name, holder=self.holder)
+
+    async def remember(self, channel: str, key: str, value: str, seconds: float) -> None:
+        now = time.time()
+        await self.store.state_put(channel, key, value, expires_at=now + seconds, now=now)
+
+    async def recall(self, channel: str, key: str) -> str | None:
+        return await self.store.state_get(channel, key, now=time.time())
 
     async def close(self) -> None:
         await self.lanes.close()

@@ -118,10 +118,19 @@ class SessionCommands:
         return earlier[-1] if earlier else None
 
     async def stop(self, key: str) -> int:
-        """Cancel the running turn and drop queued messages; returns how many were dropped."""
+        """Cancel the running turn and drop queued messages; returns how many were dropped.
+        The turn and the queue may be in another process too: it is asked to stop, and the
+        messages it holds are cancelled in the store, so it skips them."""
         running, waiting = self.lanes.stop(key)
-        dropped = inbound_ids(waiting)
-        await self.store.set_inbound_status(inbound_ids(running) + dropped, InboundStatus.CANCELLED)
+        here = inbound_ids(running) + inbound_ids(waiting)
+        await self.lanes.leases.request_stop(key)
+        elsewhere = [row for row in await self.store.unfinished_in(key) if row.id not in here]
+        dropped = inbound_ids(waiting) + [
+            row.id for row in elsewhere if row.status == InboundStatus.PENDING
+        ]
+        await self.store.set_inbound_status(
+            here + [row.id for row in elsewhere], InboundStatus.CANCELLED
+        )
         return len(dropped)
 
     async def compact(self, key: str, focus: str) -> str:

@@ -14,11 +14,8 @@ from typing import Any, Protocol
 
 from bot.store.inbound_rows import BufferedLine, InboundRow, InboundStatus
 from bot.store.memory_rows import ChunkMatch, IndexedChunk, IndexedFile, VisiblePaths
-from bot.store.outbox_rows import (
-    OutboxChunk,
-    OutboxRow,
-    OutboxSummary,
-)
+from bot.store.outbox_rows import OutboxChunk, OutboxRow, OutboxSummary
+from bot.store.shared_state import SharedStateStore
 from bot.transcript import Entry
 from bot.types import Address, ChatType, SessionOrigin, Usage
 
@@ -416,6 +413,7 @@ class Store(
     ReminderStore,
     LeaseStore,
     MemoryIndexStore,
+    SharedStateStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""

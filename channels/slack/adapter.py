@@ -99,8 +99,8 @@ class SlackChannel:
             ),
             Window(Limit(1, config.pacing.channel_interval)),
         )
-        self.streams = Streams(self.client, self.poster)
-        self.indicators = Indicators(self.client, config.ack_reaction, config.done_reaction)
+        self.streams = Streams(self.client, self.poster, core)
+        self.indicators = Indicators(self.client, core, config.ack_reaction, config.done_reaction)
         self.slash = SlashCommands(core, self.client, self.poster)
         people = People(self.client)
         self.inbound = Inbound(

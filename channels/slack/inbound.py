@@ -1,5 +1,11 @@
 """Slack events in: each message or app_mention event becomes one `InboundMessage` for the
-gateway, once, however many times and ways Slack delivers it."""
+gateway, once, however many times and ways Slack delivers it.
+
+Socket Mode runs in every replica and Slack may hand the same event (or its app_mention and
+message twins) to different replicas: the gateway's store dedupes by message id, so a post
+counts once; the caches here only spare this process repeated work. The threads the bot
+takes part in are remembered through the gateway (every replica finds them), so a reply in
+such a thread needs no mention whichever replica receives it."""
 
 from __future__ import annotations
 
@@ -17,11 +23,19 @@ from bot.types import ChatType, InboundMessage
 from channels.slack.api import MEMORY_ITEMS
 from channels.slack.files import SlackFiles
 from channels.slack.history import ThreadHistory
-from channels.slack.mapping import BotIdentity, SlackPost, parse_event, to_inbound
+from channels.slack.mapping import CHANNEL, BotIdentity, SlackPost, parse_event, to_inbound
 from channels.slack.people import People
 from channels.slack.streams import Streams
 
 log = logging.getLogger(__name__)
+
+# How long a thread the bot took part in is remembered (past it, the thread's session still
+# tells, once a turn ran there).
+THREAD_MEMORY_SECONDS = 30 * 86_400.0
+
+
+def thread_key(channel: str, thread_ts: str) -> str:
+    return f"thread:{channel}:{thread_ts}"
 
 
 def _header(request: AsyncBoltRequest, name: str) -> str | None:
@@ -54,10 +68,6 @@ class Inbound:
         self._handled_events: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
         self._handled_posts: LRUCache[str, bool] = LRUCache(MEMORY_ITEMS)
         self._inflight: dict[str, asyncio.Future[None]] = {}
-        self._threads: LRUCache[tuple[str, str], bool] = LRUCache(MEMORY_ITEMS)  # Krill's
-        # Per thread Krill is in: the newest post it has seen there, so a later mention
-        # re-reads only what was posted since.
-        self._last_seen: LRUCache[tuple[str, str], str] = LRUCache(MEMORY_ITEMS)
 
     async def on_message_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> None:
         event_id = str(body.get("event_id", ""))
@@ -106,7 +116,11 @@ class Inbound:
         fetch_history = False
         since: str | None = None
         if post.chat_type == ChatType.CHANNEL and post.thread_ts is not None:
-            joined = await self._takes_part(post, msg)
+            # Per thread Krill is in: the newest post it has seen there, so a later mention
+            # re-reads only what was posted since.
+            seen = await self.gateway.recall(CHANNEL, thread_key(post.channel, post.thread_ts))
+            joined = post.parent_is_bot or seen is not None
+            joined = joined or await self.gateway.session_exists(msg)
             if not joined and not post.mentioned and self.gateway.requires_mention(msg):
                 # Chatter in someone else's thread: not stored, because the thread's history
                 # is fetched from Slack if the bot is ever called into it.
@@ -118,7 +132,7 @@ class Inbound:
             if joined and post.mentioned:
                 # Called again: people may have talked in the thread without the bot seeing
                 # it (no event for unmentioned replies, or a restart in between).
-                since = await self._last_seen_in(post, msg)
+                since = seen or await self._last_exchange(msg)
                 fetch_history = since is not None
         user_name, context = await asyncio.gather(
             self.people.name_of(post),
@@ -131,11 +145,12 @@ class Inbound:
         thread = msg.address.thread_id
         if thread and post.chat_type == ChatType.CHANNEL:
             # Native streams in channels must name who they are for.
-            self.streams.remember_recipient(post.channel, thread, post.team, post.user)
+            await self.streams.remember_recipient(post.channel, thread, post.team, post.user)
         result = await self.gateway.accept(msg)
         if result == AcceptResult.ACCEPTED and thread and post.chat_type == ChatType.CHANNEL:
-            self._threads[(post.channel, thread)] = True
-            self._last_seen[(post.channel, thread)] = post.ts
+            await self.gateway.remember(
+                CHANNEL, thread_key(post.channel, thread), post.ts, THREAD_MEMORY_SECONDS
+            )
         log.info(
             "slack: %s %s from %s in %s%s%s",
             result,
@@ -146,19 +161,8 @@ class Inbound:
             f" (+{len(context)} thread messages)" if context else "",
         )
 
-    async def _takes_part(self, post: SlackPost, msg: InboundMessage) -> bool:
-        """Whether the bot is already part of the thread `post` replies in."""
-        assert post.thread_ts is not None
-        if post.parent_is_bot or (post.channel, post.thread_ts) in self._threads:
-            return True
-        return await self.gateway.session_exists(msg)
-
-    async def _last_seen_in(self, post: SlackPost, msg: InboundMessage) -> str | None:
-        """When the bot last looked at `post`'s thread: the newest post it took in there, or
-        after a restart the time of the sender's last exchange in its session."""
-        assert post.thread_ts is not None
-        seen = self._last_seen.get((post.channel, post.thread_ts))
-        if seen is not None:
-            return seen
+    async def _last_exchange(self, msg: InboundMessage) -> str | None:
+        """When the bot last looked at a thread it forgot: the time of the sender's last
+        exchange in its session."""
         history = await self.gateway.recent_history(msg, 1)
         return f"{history[-1].timestamp:.6f}" if history else None

@@ -1,26 +1,24 @@
 """Slash commands (`/krill <command>`) and the answers only their asker sees: through the
-command's response_url while it is valid, else chat.postEphemeral."""
+command's response_url while it is valid, else chat.postEphemeral. The response_url is kept
+through the gateway, so whichever replica sends the answer finds it."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from cachetools import TTLCache
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.channel_contract import AcceptResult, Gateway
 from bot.log_context import Content
 from bot.types import InboundMessage, OutboundMessage
-from channels.slack.api import MEMORY_ITEMS
 from channels.slack.format import to_mrkdwn
-from channels.slack.mapping import slash_message, slash_text
+from channels.slack.mapping import CHANNEL, slash_message, slash_text
 from channels.slack.outbound import Poster
 
 log = logging.getLogger(__name__)
@@ -29,15 +27,16 @@ RESPONSE_URL_SECONDS = 1_500.0  # Slack honours a response_url for 30 minutes
 NOT_ENABLED_HERE = "Krill is not enabled in this conversation."
 
 
+def response_url_key(channel: str, user: str) -> str:
+    """Where the response_url of `user`'s latest command in `channel` is kept."""
+    return f"response_url:{channel}:{user}"
+
+
 class SlashCommands:
     def __init__(self, gateway: Gateway, client: AsyncWebClient, poster: Poster):
         self.gateway = gateway
         self.client = client
         self.poster = poster
-        # (channel, user) -> the response_url of that person's latest command there.
-        self._response_urls: TTLCache[tuple[str, str], str] = TTLCache(
-            MEMORY_ITEMS, RESPONSE_URL_SECONDS, timer=time.monotonic
-        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._ephemeral_ids = itertools.count(1)
 
@@ -49,7 +48,10 @@ class SlashCommands:
             return
         msg = slash_message(body, text)
         if body.get("response_url"):
-            self._response_urls[(msg.chat_id, msg.user_id)] = body["response_url"]
+            key = response_url_key(msg.chat_id, msg.user_id)
+            await self.gateway.remember(
+                CHANNEL, key, str(body["response_url"]), RESPONSE_URL_SECONDS
+            )
         await ack()
         # Commands run after the ack: /compact can take longer than Slack's 3 s, and Slack
         # never retries a slash command, so there is nothing to record first.
@@ -73,7 +75,9 @@ class SlashCommands:
         valid (it works even where the bot is not a member), else chat.postEphemeral."""
         address = out.address
         assert address.private_to is not None
-        url = self._response_urls.get((address.chat_id, address.private_to))
+        url = await self.gateway.recall(
+            CHANNEL, response_url_key(address.chat_id, address.private_to)
+        )
         if url is not None:
             webhook = AsyncWebhookClient(url, session=self.client.session)
             try:

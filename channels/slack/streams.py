@@ -1,21 +1,30 @@
 """Native Slack streams (chat.startStream / appendStream / stopStream) for reply previews in
-threads, with post-and-update as the fallback where Slack does not offer them."""
+threads, with post-and-update as the fallback where Slack does not offer them.
+
+An open stream (and whom a thread's stream is for) is kept through the gateway rather than
+in memory: the next chunk of a reply may be sent by another replica's outbox sender."""
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from cachetools import LRUCache
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.channel_contract import Gateway
 from bot.types import Address, OutboundMessage
-from channels.slack.api import FEATURE_UNAVAILABLE, MEMORY_ITEMS, api_error
+from channels.slack.api import FEATURE_UNAVAILABLE, api_error
+from channels.slack.mapping import CHANNEL
 from channels.slack.outbound import Poster
 
 log = logging.getLogger(__name__)
+
+# Longer than any reply takes to stream; a stream left open by a crash is then forgotten.
+STREAM_SECONDS = 3_600.0
+RECIPIENT_SECONDS = 86_400.0
 
 
 @dataclass(slots=True)
@@ -27,34 +36,42 @@ class _Stream:
 
 
 class Streams:
-    def __init__(self, client: AsyncWebClient, poster: Poster):
+    def __init__(self, client: AsyncWebClient, poster: Poster, gateway: Gateway):
         self.client = client
         self.poster = poster
+        self.gateway = gateway
         self._native = True  # False once Slack said streaming is off for this app
-        self._open: LRUCache[str, _Stream] = LRUCache(MEMORY_ITEMS)
-        # (channel, thread) -> (team, user) a stream there is for; Slack requires it
-        # outside DMs.
-        self._recipients: LRUCache[tuple[str, str], tuple[str, str]] = LRUCache(MEMORY_ITEMS)
 
-    def remember_recipient(self, channel: str, thread: str, team: str, user: str) -> None:
-        self._recipients[(channel, thread)] = (team, user)
+    async def remember_recipient(self, channel: str, thread: str, team: str, user: str) -> None:
+        """Whom a stream in `thread` is for: Slack requires it outside DMs."""
+        key = f"recipient:{channel}:{thread}"
+        await self.gateway.remember(CHANNEL, key, f"{team} {user}", RECIPIENT_SECONDS)
 
-    def _target(self, address: Address) -> dict[str, Any] | None:
+    async def _keep(self, ts: str, stream: _Stream | None) -> None:
+        """Record the open stream `ts` (None: it is closed)."""
+        value = json.dumps(asdict(stream)) if stream is not None else ""
+        await self.gateway.remember(
+            CHANNEL, f"stream:{ts}", value, STREAM_SECONDS if stream is not None else 0.0
+        )
+
+    async def _target(self, address: Address) -> dict[str, Any] | None:
         """chat.startStream arguments for `address`, or None to post-and-update instead."""
         if not (self._native and self.poster.markdown_ok and address.thread_id):
             return None
         target: dict[str, Any] = {"channel": address.chat_id, "thread_ts": address.thread_id}
         if address.chat_id.startswith("D"):
             return target
-        recipient = self._recipients.get((address.chat_id, address.thread_id))
+        recipient = await self.gateway.recall(
+            CHANNEL, f"recipient:{address.chat_id}:{address.thread_id}"
+        )
         if recipient is None:
             return None  # outside DMs Slack needs to know who the stream is for
-        team, user = recipient
+        team, _, user = recipient.partition(" ")
         return {**target, "recipient_team_id": team, "recipient_user_id": user}
 
     async def start(self, out: OutboundMessage) -> str | None:
         """Open a stream showing `out`; None when a plain post should be used instead."""
-        target = self._target(out.address)
+        target = await self._target(out.address)
         if target is None:
             return None
         try:
@@ -71,15 +88,16 @@ class Streams:
                 log.debug("slack: chat.startStream failed (%s); posting instead", api_error(exc))
             return None
         ts = str(reply["ts"])
-        self._open[ts] = _Stream(out.address.chat_id, out.text)
+        await self._keep(ts, _Stream(out.address.chat_id, out.text))
         return ts
 
     async def update(self, ts: str, out: OutboundMessage) -> str | None:
         """Append a preview's new text to the open stream `ts`, or close it with the final
         text; None when no stream is open under `ts` (edit the message instead)."""
-        stream = self._open.get(ts)
-        if stream is None:
+        kept = await self.gateway.recall(CHANNEL, f"stream:{ts}")
+        if not kept:
             return None
+        stream = _Stream(**json.loads(kept))
         grows = out.text.startswith(stream.shown)
         delta = out.text[len(stream.shown) :] if grows else ""
         if not out.final:
@@ -89,9 +107,9 @@ class Streams:
                     await self.client.chat_appendStream(
                         channel=stream.channel, ts=ts, markdown_text=delta
                     )
-                stream.shown = out.text
+                await self._keep(ts, _Stream(stream.channel, out.text))
             return ts
-        del self._open[ts]
+        await self._keep(ts, None)
         if grows:
             async with self.poster.paced(stream.channel, final=True):
                 await self.client.chat_stopStream(

@@ -681,8 +681,11 @@ class FakeSlack(SlackEvents):
         *,
         accepts_response_payload: bool = False,
         timeout: float = 5.0,
+        to: int | None = None,
     ) -> str:
-        """Send one Socket Mode envelope to the newest client; returns its envelope_id."""
+        """Send one Socket Mode envelope to the newest client, or with `to` to the `to`-th
+        open connection in the order they were opened (Slack spreads an app's envelopes
+        across all its connections, e.g. one per replica); returns its envelope_id."""
         envelope_id = str(uuid.uuid4())
         envelope: Params = {
             "envelope_id": envelope_id,
@@ -696,9 +699,9 @@ class FakeSlack(SlackEvents):
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             remaining = deadline - asyncio.get_running_loop().time()
-            if not await self._wait_until(lambda: self._open_socket() is not None, remaining):
+            if not await self._wait_until(lambda: self._open_socket(to) is not None, remaining):
                 raise AssertionError(f"no Socket Mode client connected within {timeout}s")
-            ws = self._open_socket()
+            ws = self._open_socket(to)
             assert ws is not None
             try:
                 await ws.send_json(envelope)
@@ -709,17 +712,19 @@ class FakeSlack(SlackEvents):
                 if ws in self._sockets:
                     self._sockets.remove(ws)
 
-    async def push_socket_event(self, payload: Params, *, timeout: float = 5.0) -> str:
+    async def push_socket_event(
+        self, payload: Params, *, timeout: float = 5.0, to: int | None = None
+    ) -> str:
         """Deliver an event_callback payload over Socket Mode; returns the envelope_id."""
         self.record_event(payload)
-        return await self.push_socket("events_api", payload, timeout=timeout)
+        return await self.push_socket("events_api", payload, timeout=timeout, to=to)
 
     async def push_socket_slash_command(
-        self, payload: Mapping[str, str], *, timeout: float = 5.0
+        self, payload: Mapping[str, str], *, timeout: float = 5.0, to: int | None = None
     ) -> str:
         """Deliver slash-command fields over Socket Mode; returns the envelope_id."""
         return await self.push_socket(
-            "slash_commands", dict(payload), accepts_response_payload=True, timeout=timeout
+            "slash_commands", dict(payload), accepts_response_payload=True, timeout=timeout, to=to
         )
 
     async def disconnect_socket(
@@ -771,11 +776,12 @@ class FakeSlack(SlackEvents):
             lines = [f"  ... {len(lines) - limit} earlier call(s)", *lines[-limit:]]
         return "\n".join(lines) or "  (none)"
 
-    def _open_socket(self) -> web.WebSocketResponse | None:
-        for ws in reversed(self._sockets):
-            if not ws.closed:
-                return ws
-        return None
+    def _open_socket(self, index: int | None = None) -> web.WebSocketResponse | None:
+        """The newest open connection, or the `index`-th open one (oldest first)."""
+        open_sockets = [ws for ws in self._sockets if not ws.closed]
+        if index is None:
+            return open_sockets[-1] if open_sockets else None
+        return open_sockets[index] if index < len(open_sockets) else None
 
     def _take_failure(self, method: str) -> _Failure | None:
         queue = self._failures.get(method)

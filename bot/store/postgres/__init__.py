@@ -11,6 +11,7 @@ from bot.store.postgres.pairings import PairingTables
 from bot.store.postgres.reminders import ReminderTables
 from bot.store.postgres.retention import RetentionTables
 from bot.store.postgres.sessions import SessionTables
+from bot.store.postgres.shared_state import SharedStateTables
 from bot.store.postgres.transcript import TranscriptTables
 from bot.store.postgres.turns import TurnTables
 
@@ -27,6 +28,7 @@ class PostgresStore(
     ReminderTables,
     LeaseTables,
     MemoryIndexTables,
+    SharedStateTables,
     Connection,
 ):
     """The server store (`storage.url = "postgresql://…"`)."""

@@ -184,6 +184,23 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX reminders_status_due ON reminders(status, due_at);
         CREATE INDEX reminders_creator ON reminders(creator, status);
+
+        CREATE TABLE shared_state (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (scope, key)
+        );
+        CREATE INDEX shared_state_expiry ON shared_state(expires_at);
+        CREATE TABLE budgets (
+            budget TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            used BIGINT NOT NULL,
+            resets_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (budget, sender)
+        );
+        CREATE INDEX budgets_resets ON budgets(resets_at);
         """,
     ),
 ]

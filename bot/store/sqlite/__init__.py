@@ -10,6 +10,7 @@ from bot.store.sqlite.pairings import PairingTables
 from bot.store.sqlite.reminders import ReminderTables
 from bot.store.sqlite.retention import RetentionTables
 from bot.store.sqlite.sessions import SessionTables
+from bot.store.sqlite.shared_state import SharedStateTables
 from bot.store.sqlite.transcript import TranscriptTables
 from bot.store.sqlite.turns import TurnTables
 
@@ -26,6 +27,7 @@ class SQLiteStore(
     ReminderTables,
     LeaseTables,
     MemoryIndexTables,
+    SharedStateTables,
     Connection,
 ):
     """The embedded store (WAL mode). `path` may be ":memory:" for tests."""

@@ -289,6 +289,30 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX outbox_claimed ON outbox(claimed_by) WHERE claimed_by IS NOT NULL
         """,
     ),
+    (
+        13,
+        # What replicas share beyond sessions: small values a channel adapter keeps (the
+        # threads the bot is in, slash commands' response_urls, open streams) until they
+        # expire, and per-sender budget counters (a window's count and when it ends).
+        """
+        CREATE TABLE shared_state (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (scope, key)
+        );
+        CREATE INDEX shared_state_expiry ON shared_state(expires_at);
+        CREATE TABLE budgets (
+            budget TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            used INTEGER NOT NULL,
+            resets_at REAL NOT NULL,
+            PRIMARY KEY (budget, sender)
+        );
+        CREATE INDEX budgets_resets ON budgets(resets_at)
+        """,
+    ),
 ]
 
 
