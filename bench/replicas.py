@@ -247,9 +247,14 @@ def main() -> None:
     with database_server(args.store) as cluster:
         results = [asyncio.run(run(count, args, cluster)) for count in (1, 3)]
     report(results)
-    for r in results:
-        assert r.lost == 0, f"{r.replicas} replica(s): {r.lost} message(s) never answered"
-        assert r.duplicated == 0, f"{r.replicas} replica(s): {r.duplicated} answered twice"
+    missed = [r for r in results if r.lost or r.duplicated or r.out_of_order]
+    for r in missed:
+        print(
+            f"{r.replicas} replica(s) missed a target: {r.lost} lost, {r.duplicated} answered"
+            f" twice, {r.out_of_order} chat(s) out of order"
+        )
+    if missed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
