@@ -93,29 +93,11 @@ class Connection:
         return self._pool
 
     async def open(self) -> None:
-        deadline = time.monotonic() + self.connect_wait
-        backoff = Backoff(RETRY_FIRST, RETRY_CAP)
-        while True:
-            try:
-                self._pool = await asyncpg.create_pool(
-                    self.url, min_size=POOL_MIN, max_size=POOL_MAX
-                )
-                break
-            except _CONNECTION_ERRORS as exc:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StoreUnavailable(
-                        f"cannot reach the database at {masked_url(self.url)} "
-                        f"for {self.connect_wait:.0f}s ({_describe(exc)})"
-                    ) from None
-                if backoff.failures == 0:
-                    log.warning(
-                        "store: %s is not reachable (%s); trying for %.0fs",
-                        masked_url(self.url),
-                        _describe(exc),
-                        self.connect_wait,
-                    )
-                await asyncio.sleep(min(backoff.next(), left))
+        self._pool = await self._retrying(
+            lambda: asyncpg.create_pool(self.url, min_size=POOL_MIN, max_size=POOL_MAX),
+            wait=self.connect_wait,
+            failing=f"cannot reach the database at {masked_url(self.url)}",
+        )
         await self._migrate()
 
     async def close(self) -> None:
@@ -189,9 +171,18 @@ class Connection:
     async def _execute(self, sql: str, *args: Any) -> str:
         return await self._retrying(lambda: self.pool.execute(sql, *args))
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        """One statement, tried again while the connection or server is away."""
-        deadline = time.monotonic() + self.busy_wait
+    async def _retrying(
+        self,
+        call: Callable[[], Awaitable[T]],
+        *,
+        wait: float | None = None,
+        failing: str = "the database was unreachable",
+    ) -> T:
+        """`call` (a statement, a BEGIN, opening the pool), tried again while the connection
+        or server is away: for `wait` seconds (`busy_wait` unless given), then
+        `StoreUnavailable` saying what was `failing`."""
+        patience = self.busy_wait if wait is None else wait
+        deadline = time.monotonic() + patience
         backoff = Backoff(RETRY_FIRST, RETRY_CAP)
         while True:
             try:
@@ -200,11 +191,15 @@ class Connection:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StoreUnavailable(
-                        f"the database stayed unreachable for {self.busy_wait:.0f}s "
-                        f"({_describe(exc)})"
+                        f"{failing} for {patience:.0f}s ({_describe(exc)})"
                     ) from exc
                 if backoff.failures == 0:
-                    log.warning("store: database connection lost (%s); retrying", _describe(exc))
+                    log.warning(
+                        "store: %s (%s); trying again for up to %.0fs",
+                        failing,
+                        _describe(exc),
+                        patience,
+                    )
                 await asyncio.sleep(min(backoff.next(), left))
 
 
