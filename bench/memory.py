@@ -102,7 +102,6 @@ async def run(chunks: int, queries: int, seed: int, postgres_url: str | None) ->
         await store.open()
         config = MemoryConfig(chunk_tokens=CHUNK_TOKENS, chunk_overlap_tokens=OVERLAP_TOKENS)
         index = MemoryIndex(store, workspace, config)
-        await index.open()
         try:
             started = time.perf_counter()
             await index.refresh()

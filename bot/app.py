@@ -304,8 +304,6 @@ class App:
         if prepare_workspace(self.config):
             log.info("created workspace %s from the bundled template", self.workspace.path)
         await open_store(self.store, self.config)
-        if self.index is not None:
-            await self.index.open()  # reads what is indexed, so after the store opens
         if not self.model.configured:
             log.warning(
                 "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "

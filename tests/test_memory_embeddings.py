@@ -31,7 +31,6 @@ def workspace(tmp_path: Path) -> Path:
 
 async def index_with(store: Store, ws: Path, embeddings: MemoryEmbeddingsConfig) -> MemoryIndex:
     index = MemoryIndex(store, ws, MemoryConfig(embeddings=embeddings))
-    await index.open()
     return index
 
 

@@ -137,7 +137,6 @@ async def index(tmp_path: Path, any_store: Store) -> AsyncIterator[MemoryIndex]:
     (workspace / "memory" / "2025-03-15.md").write_text(CJK, encoding="utf-8")
     (workspace / "USER.md").write_text("Alice is not indexed from here", encoding="utf-8")
     idx = MemoryIndex(any_store, workspace, MemoryConfig(chunk_tokens=50, chunk_overlap_tokens=10))
-    await idx.open()
     yield idx
 
 
@@ -217,7 +216,6 @@ async def test_new_subfolder_notes_and_symlinks(index: MemoryIndex, tmp_path: Pa
 async def test_changed_chunk_size_reindexes_everything(index: MemoryIndex, tmp_path: Path) -> None:
     await index.refresh()
     bigger = MemoryIndex(index.store, index.workspace, MemoryConfig())
-    await bigger.open()
     report = await bigger.refresh()
     assert len(report.indexed) == 3
     assert (await bigger.stats())[1] == 3  # one chunk per small file now

@@ -32,7 +32,6 @@ def workspace(tmp_path: Path) -> Path:
 
 async def replica(store: Store, ws: Path) -> MemoryIndex:
     index = MemoryIndex(store, ws, MemoryConfig())
-    await index.open()
     return index
 
 

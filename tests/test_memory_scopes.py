@@ -95,7 +95,6 @@ async def tools(tmp_path: Path, any_store: Store) -> AsyncIterator[MemoryTools]:
         (workspace / path).parent.mkdir(parents=True, exist_ok=True)
         (workspace / path).write_text(f"# notes\n\n- the {owner} pelican fact\n")
     index = MemoryIndex(any_store, workspace, MemoryConfig())
-    await index.open()
     yield MemoryTools(index, MemoryConfig(), "UTC")
 
 

@@ -51,7 +51,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 async def tools(workspace: Path, any_store: Store) -> AsyncIterator[MemoryTools]:
     index = MemoryIndex(any_store, workspace, MemoryConfig())
-    await index.open()
     yield MemoryTools(index, MemoryConfig(), "Asia/Tokyo", clock=lambda: FIXED)
 
 

@@ -29,7 +29,6 @@ async def run_memory_command(
     store = store_for(config)
     await open_store(store, config)  # runs the migrations that create the index tables
     index = MemoryIndex(store, config.workspace_dir, config.memory)
-    await index.open()
     try:
         if args.action == "reindex":
             started = time.perf_counter()

@@ -107,13 +107,6 @@ class MemoryIndex:
         self._known: dict[str, IndexedFile] = {}
         self._lock = asyncio.Lock()
 
-    async def open(self) -> None:
-        """Read what is indexed; the store must be open (its migrations made the tables)."""
-        await self._load_known()
-
-    async def _load_known(self) -> None:
-        self._known = {f.path: f for f in await self.store.memory_files()}
-
     async def stats(self) -> tuple[int, int]:
         """(files, chunks) currently indexed."""
         return await self.store.memory_stats()
@@ -133,7 +126,7 @@ class MemoryIndex:
             # The store, not this process, knows what is indexed: another process sharing it
             # and the workspace (a replica, `krill memory reindex`) may have indexed a change
             # already, or written an older version of a file after this one wrote a newer.
-            await self._load_known()
+            self._known = {f.path: f for f in await self.store.memory_files()}
             on_disk = await asyncio.to_thread(_stat_all, self.workspace)
             for name in sorted(set(self._known) - set(on_disk)):
                 await self._remove(name)
