@@ -3,13 +3,10 @@ them ($1, $2, …)."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 
 
-# The shared statements are a fixed set, rewritten on every query: remember each once.
-@functools.lru_cache(maxsize=256)
 def numbered(sql: str) -> str:
     """`sql` with each `?` replaced by the next $n (the shared SQL has no `?` in literals)."""
     count = itertools.count(1)
