@@ -4,6 +4,7 @@ whose first request carries a short summary, and the reply says so once."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from pathlib import Path
@@ -110,4 +111,35 @@ async def test_groups_follow_the_same_rule(tmp_path: Path, fake_anthropic: FakeA
         await h.send("anyone here?", **group)
         fresh = await h.app.store.current_session(GROUP_KEY)
     assert old is not None and fresh is not None and fresh.session_id != old.session_id
+    assert h.channel.finals[-1].startswith("🆕 A fresh session began")
+
+
+async def test_a_reminder_turn_does_not_hold_off_the_idle_reset(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = script
+    clock = JumpClock()
+    config = '[session.reset]\nmode = "idle"\nidle_after = "30s"\n'
+    async with Harness(tmp_path, fake_anthropic.url, config, clock=clock) as h:
+        store = h.app.store
+        await h.send("remind me to stretch")
+        old = await store.current_session(KEY)
+        clock.offset += 20
+        reminder = await store.reminder_add(
+            session_key=KEY,
+            address=old.address,
+            creator="local:alice",
+            due_at=clock(),
+            text="stretch",
+            created_at=clock() - 20,
+        )
+        await h.app.scheduler.reminders.fire(str(reminder.id))
+        deadline = time.time() + 10
+        while len(h.channel.finals) < 2:  # until the reminder is delivered
+            assert time.time() < deadline, "the reminder was not delivered"
+            await asyncio.sleep(0.05)
+        clock.offset += 15  # 35 s since alice wrote, 15 s since the reminder
+        await h.send("back again")
+        fresh = await store.current_session(KEY)
+    assert fresh.session_id != old.session_id
     assert h.channel.finals[-1].startswith("🆕 A fresh session began")

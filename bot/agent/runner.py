@@ -225,7 +225,11 @@ class AgentRunner:
                     else None
                 )
                 entry = await self._user_entry(job, session, recall)
-                fields: dict[str, Any] = {"last_activity_at": self.clock()}
+                fields: dict[str, Any] = {}
+                if job.prompt is None:
+                    # Only a person's turn is activity: a reminder or heartbeat turn must not
+                    # hold off an idle reset, nor make the session due for another flush.
+                    fields["last_activity_at"] = self.clock()
                 if job.address:
                     fields["address"] = job.address.to_dict()
                 await self.store.begin_turn(
