@@ -11,7 +11,8 @@ at once and repeats each message's token (`c<chat>m<n>`), so the fake Bot API se
 message every reply answers.
 
 Reported per run: answered messages/s, latency from posting an update to the sendMessage
-that answers it (p50, p99), lost (never answered), duplicated (answered more than once),
+that answers it (p50, p99), sendMessage calls (a turn that took several queued messages of
+a chat answers them in one), lost (never answered), duplicated (answered more than once),
 out of order (chats whose answers came in another order), takeover time (kill -> the last
 message the dead replica had acknowledged but not answered is answered), and the share of
 the CPU time spent that PostgreSQL took; then the throughput ratio of 3 replicas to 1.
@@ -58,10 +59,12 @@ class TimedTelegram(FakeTelegram):
         super().__init__()
         self.answers: dict[tuple[int, int], list[float]] = {}
         self.order: dict[int, list[int]] = {}
+        self.sends = 0
 
     def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
         result = super()._send_message(params)
         at = time.perf_counter()
+        self.sends += 1
         for chat, n in TOKEN_RE.findall(str(params.get("text", ""))):
             self.answers.setdefault((int(chat), int(n)), []).append(at)
             self.order.setdefault(int(chat), []).append(int(n))
@@ -78,6 +81,7 @@ class Result:
     duplicated: int = 0
     out_of_order: int = 0
     stranded: int = 0
+    sends: int = 0  # sendMessage calls: a turn that took several queued messages sends one
     takeover_seconds: float | None = None
     postgres_cpu: float | None = None  # None: the run used SQLite
     krill_cpu: float = 0.0
@@ -207,6 +211,7 @@ async def drive(
     result.duplicated = sum(len(answers[k]) > 1 for k in wanted if k in answers)
     result.out_of_order = sum(tg.order.get(c, []) != sorted(tg.order.get(c, [])) for c in chats)
     result.stranded = len(stranded)
+    result.sends = tg.sends
     done = [answers[k][0] for k in stranded if k in answers]
     if stranded and len(done) == len(stranded):
         result.takeover_seconds = max(done) - kill_at
@@ -214,7 +219,7 @@ async def drive(
 
 def report(results: list[Result]) -> None:
     header = (
-        "replicas | answered/s | p50 ms | p99 ms | lost | duplicated | out of order"
+        "replicas | answered/s | p50 ms | p99 ms | sends | lost | duplicated | out of order"
         " | stranded | takeover s | PostgreSQL CPU"
     )
     print(header)
@@ -224,7 +229,7 @@ def report(results: list[Result]) -> None:
         takeover = "n/a" if r.takeover_seconds is None else f"{r.takeover_seconds:.1f}"
         print(
             f"{r.replicas:>8} | {r.answered_per_second:>10.1f} | {statistics.median(lat):>6.0f}"
-            f" | {percentile(lat, 99):>6.0f} | {r.lost:>4} | {r.duplicated:>10}"
+            f" | {percentile(lat, 99):>6.0f} | {r.sends:>5} | {r.lost:>4} | {r.duplicated:>10}"
             f" | {r.out_of_order:>12} | {r.stranded:>8} | {takeover:>10}"
             f" | {r.postgres_share:>14}"
         )
