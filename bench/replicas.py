@@ -13,9 +13,12 @@ message every reply answers.
 Reported per run: answered messages/s, latency from posting an update to the sendMessage
 that answers it (p50, p99), sendMessage calls (a turn that took several queued messages of
 a chat answers them in one), lost (never answered), duplicated (answered more than once),
-out of order (chats whose answers came in another order), takeover time (kill -> the last
-message the dead replica had acknowledged but not answered is answered), and the share of
-the CPU time spent that PostgreSQL took; then the throughput ratio of 3 replicas to 1.
+out of order (chats whose answers came in another order), takeover time (kill -> the first
+message the dead replica had acknowledged but not answered is answered: its sessions are
+served again) and drain time (kill -> the last of them is answered: its backlog is worked
+off), the share of the CPU time spent that PostgreSQL took, and how many of the machine's
+cores the run kept busy (CPU seconds of Krill, PostgreSQL and this process over the wall
+time); then the throughput ratio of 3 replicas to 1.
 
 Run: python bench/replicas.py [--chats 200] [--messages 20] [--connections 40]
                               [--lease-seconds 5] [--store postgres|sqlite]
@@ -83,9 +86,11 @@ class Result:
     stranded: int = 0
     sends: int = 0  # sendMessage calls: a turn that took several queued messages sends one
     takeover_seconds: float | None = None
+    drained_seconds: float | None = None
     postgres_cpu: float | None = None  # None: the run used SQLite
     krill_cpu: float = 0.0
     bench_cpu: float = 0.0
+    wall: float = 0.0  # the time the CPU seconds were counted over
 
     @property
     def answered_per_second(self) -> float:
@@ -97,6 +102,11 @@ class Result:
             return "n/a"
         total = self.postgres_cpu + self.krill_cpu + self.bench_cpu
         return f"{self.postgres_cpu / total:.0%}" if total else "0%"
+
+    @property
+    def cores_busy(self) -> float:
+        total = (self.postgres_cpu or 0.0) + self.krill_cpu + self.bench_cpu
+        return total / self.wall if self.wall else 0.0
 
 
 def _cpu_of(pid: int) -> tuple[float, int]:
@@ -152,11 +162,13 @@ async def run(count: int, args: argparse.Namespace, cluster: PostgresCluster | N
             await replicas.start()
             pg_before = postgres_cpu(pg_dir) if pg_dir else 0.0
             before = os.times()
+            counting = time.perf_counter()
             try:
                 await drive(replicas, tg, chats, args, result)
             finally:
                 await replicas.stop()
             after = os.times()
+            result.wall = time.perf_counter() - counting
             if pg_dir is not None:
                 result.postgres_cpu = postgres_cpu(pg_dir) - pg_before
             result.krill_cpu = (after.children_user + after.children_system) - (
@@ -214,24 +226,26 @@ async def drive(
     result.sends = tg.sends
     done = [answers[k][0] for k in stranded if k in answers]
     if stranded and len(done) == len(stranded):
-        result.takeover_seconds = max(done) - kill_at
+        result.takeover_seconds = min(done) - kill_at
+        result.drained_seconds = max(done) - kill_at
 
 
 def report(results: list[Result]) -> None:
     header = (
         "replicas | answered/s | p50 ms | p99 ms | sends | lost | duplicated | out of order"
-        " | stranded | takeover s | PostgreSQL CPU"
+        " | stranded | takeover s | drained s | PostgreSQL CPU | cores busy"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         lat = r.latencies_ms or [float("nan")]
         takeover = "n/a" if r.takeover_seconds is None else f"{r.takeover_seconds:.1f}"
+        drained = "n/a" if r.drained_seconds is None else f"{r.drained_seconds:.1f}"
         print(
             f"{r.replicas:>8} | {r.answered_per_second:>10.1f} | {statistics.median(lat):>6.0f}"
             f" | {percentile(lat, 99):>6.0f} | {r.sends:>5} | {r.lost:>4} | {r.duplicated:>10}"
-            f" | {r.out_of_order:>12} | {r.stranded:>8} | {takeover:>10}"
-            f" | {r.postgres_share:>14}"
+            f" | {r.out_of_order:>12} | {r.stranded:>8} | {takeover:>10} | {drained:>9}"
+            f" | {r.postgres_share:>14} | {r.cores_busy:>10.2f}"
         )
     if len(results) == 2 and results[0].answered_per_second:
         ratio = results[1].answered_per_second / results[0].answered_per_second
