@@ -1,6 +1,7 @@
 """Automatic fresh sessions (`[session.reset]`): the pure idle/daily decision, and end to
 end with a test clock: after the idle time the old session is flushed, a new session starts
-whose first request carries a short summary, and the reply says so once."""
+whose first request carries a short summary, and the reply says so once. A reminder's turn
+is not activity: it does not hold the reset off."""
 
 from __future__ import annotations
 
