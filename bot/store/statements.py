@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.store.base import InboundStatus
 from bot.store.mapping import ENTRY_COLUMNS, USAGE_COLUMNS
+from bot.store.shared_state import NO_LIMIT
 from bot.transcript import EntryKind
 from bot.types import Usage
 
@@ -41,6 +42,28 @@ CLAIM_JOB = (
     " WHERE scheduler_runs.last_run_at <= ?"
 )
 FINISH_REMINDER = "UPDATE reminders SET status = ?, fired_at = ? WHERE id = ? AND status = ?"
+
+# Shared state and budgets. A budget row is kept this long after its window ended (at most
+# one row per sender and budget).
+BUDGET_KEPT_SECONDS = 86_400.0
+PUT_STATE = (
+    "INSERT INTO shared_state(scope, key, value, expires_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT(scope, key) DO UPDATE SET value = excluded.value,"
+    " expires_at = excluded.expires_at"
+)
+GET_STATE = "SELECT value FROM shared_state WHERE scope = ? AND key = ? AND expires_at > ?"
+# A window that has ended starts afresh at this use; an open one counts up unless full (then
+# the WHERE makes the update a no-op and nothing is returned).
+TAKE_BUDGET = (
+    "INSERT INTO budgets(budget, sender, used, resets_at) VALUES (?, ?, 1, ?)"
+    " ON CONFLICT(budget, sender) DO UPDATE SET"
+    " used = CASE WHEN budgets.resets_at <= ? THEN 1 ELSE budgets.used + 1 END,"
+    " resets_at = CASE WHEN budgets.resets_at <= ? THEN excluded.resets_at"
+    " ELSE budgets.resets_at END"
+    " WHERE budgets.resets_at <= ? OR budgets.used < ?"
+    " RETURNING used, resets_at"
+)
+BUDGET_USE = "SELECT used, resets_at FROM budgets WHERE budget = ? AND sender = ? AND resets_at > ?"
 
 # Retention, each step with the cutoff as its one argument and named for the Pruned field
 # it counts; entries go before the sessions they belong to. Inbound rows still needed to
@@ -79,3 +102,11 @@ def usage_args(
 def count_turn_args(session_id: str, turns: int, errors: int) -> tuple[Any, ...]:
     """The arguments of COUNT_TURN."""
     return turns, errors, time.time(), session_id
+
+
+def take_budget_args(
+    budget: str, sender: str, limit: int | None, window: float, now: float
+) -> tuple[Any, ...]:
+    """The arguments of TAKE_BUDGET (`limit=None`: count the use whatever the count is)."""
+    cap = NO_LIMIT if limit is None else limit
+    return budget, sender, now + window, now, now, now, cap
