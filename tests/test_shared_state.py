@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.store.base import Store
-from bot.store.budgets import BudgetName, SenderBudget
+from bot.store.budgets import BudgetName, SenderBudget, Standing
 from bot.store.postgres import PostgresStore
 from bot.store.shared_state import BudgetUse
 from bot.store.sqlite import SQLiteStore
@@ -108,17 +108,19 @@ async def test_a_sender_budget_says_how_long_a_sender_waits_and_counts_merged_tu
     clock = Clock()
     here = SenderBudget(store, BudgetName.TURNS, limit=2, window=60, clock=clock)
     there = SenderBudget(other_replica, BudgetName.TURNS, limit=2, window=60, clock=clock)
-    assert await here.left("a") == 2 and await here.wait(["a"]) == 0
+    assert await here.left("a") == 2 and (await here.standing(["a"])).delay == 0
     await here.record(["a"])
     clock.now += 10
     await there.record(["a", "b"])
     assert await here.left("a") == 0 and await here.left("b") == 1
-    assert await there.wait(["b"]) == 0
-    assert await there.wait(["a", "b"]) == 50  # until a's window, begun at its first turn, ends
+    assert await there.standing(["b"]) == Standing(delay=0, fewest_left=1)
+    both = await there.standing(["a", "b"])
+    assert both.delay == 50  # until a's window, begun at its first turn, ends
+    assert both.fewest_left == 0
     await here.record(["a"])  # a merged turn that ran anyway still counts
     assert await there.left("a") == 0
     clock.now += 50
-    assert await here.wait(["a"]) == 0 and await here.left("a") == 2
+    assert (await here.standing(["a"])).delay == 0 and await here.left("a") == 2
 
 
 async def test_a_refusal_budget_is_shared_by_every_replica(

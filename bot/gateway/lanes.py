@@ -160,12 +160,14 @@ class Lanes:
         budget = self.sender_turns
         if budget is None or not isinstance(items[0], MessageWork):
             return
-        senders = _senders(items)
-        delay = await budget.wait(senders)
-        if delay > 0:
-            log.info("%s: %s over the turn budget; next turn in %.0fs", key, senders, delay)
-            await asyncio.sleep(delay)
-        if delay > 0 or any([await budget.left(s) <= 1 for s in senders]):
+        senders = _senders(items)  # never empty: items[0] is a person's message
+        standing = await budget.standing(senders)
+        if standing.delay > 0:
+            log.info(
+                "%s: %s over the turn budget; next turn in %.0fs", key, senders, standing.delay
+            )
+            await asyncio.sleep(standing.delay)
+        if standing.delay > 0 or standing.fewest_left <= 1:
             items.extend(self.queue.take_waiting(key))
         await budget.record(_senders(items))
 

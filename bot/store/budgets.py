@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.store.shared_state import SharedStateStore
@@ -19,6 +20,15 @@ class BudgetName(StrEnum):
     COMMANDS = "commands"
     TURNS = "turns"
     CONSOLE_LOGINS = "console_logins"  # wrong console tokens per client address
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a group of senders stands in a budget: the seconds until every one of them may
+    take one again (0: now), and the fewest uses any of them has left."""
+
+    delay: float
+    fewest_left: int
 
 
 class SenderBudget:
@@ -48,18 +58,20 @@ class SenderBudget:
 
     async def left(self, sender: str) -> int:
         """How many `sender` may still take in the current window."""
-        use = await self.store.budget_use(self.name, sender, self.clock())
-        return max(0, self.limit - use.used) if use is not None else self.limit
+        return (await self.standing([sender])).fewest_left
 
-    async def wait(self, senders: Iterable[str]) -> float:
-        """Seconds until every one of `senders` may take one again (0: now)."""
+    async def standing(self, senders: Iterable[str]) -> Standing:
+        """Where `senders` stand, from one read of each one's count."""
         now = self.clock()
-        longest = 0.0
+        delay, fewest = 0.0, self.limit
         for sender in senders:
             use = await self.store.budget_use(self.name, sender, now)
-            if use is not None and use.used >= self.limit:
-                longest = max(longest, use.resets_at - now)
-        return longest
+            if use is None:
+                continue
+            fewest = min(fewest, max(0, self.limit - use.used))
+            if use.used >= self.limit:
+                delay = max(delay, use.resets_at - now)
+        return Standing(delay, fewest)
 
     async def record(self, senders: Iterable[str]) -> None:
         """Count one for each of `senders`, even beyond the budget (a merged turn that had
