@@ -27,6 +27,14 @@ STREAM_SECONDS = 3_600.0
 RECIPIENT_SECONDS = 86_400.0
 
 
+def recipient_key(channel: str, thread: str) -> str:
+    return f"recipient:{channel}:{thread}"
+
+
+def stream_key(ts: str) -> str:
+    return f"stream:{ts}"
+
+
 @dataclass(slots=True)
 class _Stream:
     """A stream still open, and the text it shows."""
@@ -44,14 +52,14 @@ class Streams:
 
     async def remember_recipient(self, channel: str, thread: str, team: str, user: str) -> None:
         """Whom a stream in `thread` is for: Slack requires it outside DMs."""
-        key = f"recipient:{channel}:{thread}"
+        key = recipient_key(channel, thread)
         await self.gateway.remember(CHANNEL, key, f"{team} {user}", RECIPIENT_SECONDS)
 
     async def _keep(self, ts: str, stream: _Stream | None) -> None:
         """Record the open stream `ts` (None: it is closed)."""
         value = json.dumps(asdict(stream)) if stream is not None else ""
         await self.gateway.remember(
-            CHANNEL, f"stream:{ts}", value, STREAM_SECONDS if stream is not None else 0.0
+            CHANNEL, stream_key(ts), value, STREAM_SECONDS if stream is not None else 0.0
         )
 
     async def _target(self, address: Address) -> dict[str, Any] | None:
@@ -62,7 +70,7 @@ class Streams:
         if address.chat_id.startswith("D"):
             return target
         recipient = await self.gateway.recall(
-            CHANNEL, f"recipient:{address.chat_id}:{address.thread_id}"
+            CHANNEL, recipient_key(address.chat_id, address.thread_id)
         )
         if recipient is None:
             return None  # outside DMs Slack needs to know who the stream is for
@@ -94,7 +102,7 @@ class Streams:
     async def update(self, ts: str, out: OutboundMessage) -> str | None:
         """Append a preview's new text to the open stream `ts`, or close it with the final
         text; None when no stream is open under `ts` (edit the message instead)."""
-        kept = await self.gateway.recall(CHANNEL, f"stream:{ts}")
+        kept = await self.gateway.recall(CHANNEL, stream_key(ts))
         if not kept:
             return None
         stream = _Stream(**json.loads(kept))
