@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
-from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import Config, load_config
 from bot.config.origins import origin
 from bot.errors import ConfigError
@@ -208,6 +208,7 @@ async def check_anthropic(config: Config) -> list[Check]:
 
 async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
+    checks += [Check("config", WARN, adjustment) for adjustment in config.adjustments()]
     checks += check_workspace(config)
     checks += check_port(config)
     channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]

@@ -30,6 +30,7 @@ TOML = f"""
 context_window = {WINDOW}
 [context]
 reserve_tokens = 4000
+reserve_tokens_floor = 4000
 [memory]
 enabled = false
 [scheduler]

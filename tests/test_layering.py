@@ -69,12 +69,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.channel_contract", "bot.types", "bot.untrusted"),
     ),
     "bot.context": (
-        *("bot.context.compaction", "bot.config", "bot.errors", "bot.store", "bot.tools"),
-        *("bot.transcript", "bot.types", "bot.untrusted"),
+        *("bot.context.compaction", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
+        *("bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
     ),
     "bot.context.compaction": (
-        *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
-        *("bot.types", "bot.untrusted"),
+        *("bot.context", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
+        *("bot.transcript", "bot.types", "bot.untrusted"),
     ),
     "bot.media": ("bot.config", "bot.transcript", "bot.types"),
     "bot.agent": (

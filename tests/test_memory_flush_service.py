@@ -105,6 +105,7 @@ NEAR_THRESHOLD = """
 context_window = 50000
 [context]
 reserve_tokens = 10000
+reserve_tokens_floor = 10000
 [memory.flush]
 soft_threshold_tokens = 20000
 """

@@ -25,6 +25,7 @@ from bot.config import Config
 from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
 from bot.sessions.access import all_admins
+from bot.sessions.models import session_model
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -334,7 +335,7 @@ class AgentRunner:
             max_tool_rounds=self.config.agent.max_tool_iterations,
             stream=stream,
             recover=recover if context_manager is not None else None,
-            model=session.chosen_model or None,
+            model=session_model(self.config, session.chosen_model).model,
             watch_cache=True,
         )
         outcome = await self.loop.run(conversation, exchange)

@@ -5,6 +5,7 @@ names below from `bot.config`.
 """
 
 from bot.config.loading import env_overrides, load_config
+from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
     DmPolicy,
@@ -47,6 +48,8 @@ __all__ = [
     "MemoryConfig",
     "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
+    "ModelConfig",
+    "ModelLimits",
     "PeerOverride",
     "SessionConfig",
     "SessionResetConfig",
@@ -58,6 +61,7 @@ __all__ = [
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
+    "WindowSource",
     "env_overrides",
     "load_config",
 ]

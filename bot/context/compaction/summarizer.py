@@ -50,9 +50,10 @@ class Summarizer:
 
     model: SummaryModel
     max_tokens: int
+    model_id: str  # the session's model: its own requests' cache is the one to read
     prefix: CachedPrefix | None = None
     usage: Usage = field(default_factory=Usage)
-    model_id: str = ""
+    answered_by: str = ""  # the model id the provider answered with
     calls: int = 0
 
     async def ask(self, messages: list[MessageParam]) -> str:
@@ -62,10 +63,11 @@ class Summarizer:
             tools=prefix.tools if prefix else None,
             messages=merge_same_role([*prefix.messages, *messages]) if prefix else messages,
             max_tokens=self.max_tokens,
+            model=self.model_id,
         )
         self.calls += 1
         self.usage = self.usage + reply.usage
-        self.model_id = reply.model
+        self.answered_by = reply.model
         return reply.text.strip()
 
 
