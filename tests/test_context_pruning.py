@@ -131,7 +131,8 @@ def test_results_with_images_are_never_pruned() -> None:
     messages = conversation([50_000])
     messages[2] = answer("t0", image)
     assert prunable_results(messages, CFG) == []
-    assert apply_pruning(messages, ContextPlan(actions={"t0": "clear"}), CFG)[2]["content"][0]["content"] == image
+    pruned = apply_pruning(messages, ContextPlan(actions={"t0": "clear"}), CFG)
+    assert pruned[2]["content"][0]["content"] == image
 
 
 def test_tool_globs_deny_wins() -> None:
