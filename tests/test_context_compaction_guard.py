@@ -22,6 +22,8 @@ from bot.context.compaction.guard import (
 from bot.context.compaction.prompts import FALLBACK_SUMMARY
 from bot.context.compaction.render import Item
 
+MARKER = "m1"
+
 GOOD = "\n".join(f"{h}\n- none" for h in REQUIRED_SECTIONS)
 
 
@@ -50,14 +52,14 @@ def test_tool_output_adds_only_a_few_identifiers_newest_first() -> None:
 
 def test_problems_name_missing_sections_identifiers_and_the_request() -> None:
     ask = "Please rename the staging bucket before Friday"
-    assert summary_problems(GOOD + "\n- staging bucket rename", ["abc12345"], "") == [
+    assert summary_problems(GOOD + "\n- staging bucket rename", ["abc12345"], "", MARKER) == [
         "these identifiers must appear exactly as written: abc12345"
     ]
     no_decisions = GOOD.replace("## Decisions\n", "")
-    problems = summary_problems(no_decisions, [], "")
+    problems = summary_problems(no_decisions, [], "", MARKER)
     assert problems == ["missing section headings: ## Decisions"]
-    assert summary_problems(GOOD, [], ask)[0].startswith("the latest user request")
-    assert summary_problems(GOOD + "\n- rename staging bucket by Friday", [], ask) == []
+    assert summary_problems(GOOD, [], ask, MARKER)[0].startswith("the latest user request")
+    assert summary_problems(GOOD + "\n- rename staging bucket by Friday", [], ask, MARKER) == []
 
 
 def test_the_request_check_works_for_scripts_without_spaces() -> None:

@@ -15,6 +15,7 @@ from bot.context.compaction.prompts import FALLBACK_SUMMARY
 from bot.context.compaction.render import Item
 from bot.context.identifiers import extract_identifiers, missing_identifiers
 from bot.context.truncation import cut_head
+from bot.untrusted import wrap_untrusted
 
 REQUIRED_SECTIONS = (
     "## Decisions",
@@ -86,8 +87,11 @@ def has_section(summary: str, heading: str) -> bool:
     return re.search(rf"^{re.escape(heading)}\s*$", summary, re.MULTILINE) is not None
 
 
-def summary_problems(summary: str, identifiers: Sequence[str], ask: str) -> list[str]:
-    """Why a summary is not acceptable yet (empty when it is)."""
+def summary_problems(
+    summary: str, identifiers: Sequence[str], ask: str, marker: str
+) -> list[str]:
+    """Why a summary is not acceptable yet (empty when it is). The latest request is
+    quoted between untrusted markers (`marker`): a person wrote it."""
     problems = []
     missing_sections = [h for h in REQUIRED_SECTIONS if not has_section(summary, h)]
     if missing_sections:
@@ -96,9 +100,12 @@ def summary_problems(summary: str, identifiers: Sequence[str], ask: str) -> list
     if missing:
         problems.append("these identifiers must appear exactly as written: " + ", ".join(missing))
     if ask and not reflects_ask(summary, ask):
+        quoted = wrap_untrusted(
+            cut_head(ask, ASK_PREVIEW_CHARS), source="latest-request", marker_id=marker
+        )
         problems.append(
-            "the latest user request is not reflected under ## Pending user asks: "
-            + repr(cut_head(ask, ASK_PREVIEW_CHARS))
+            "the latest user request (quoted below) is not reflected under "
+            f"## Pending user asks:\n{quoted}"
         )
     return problems
 

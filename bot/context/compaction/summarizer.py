@@ -143,7 +143,7 @@ async def _guarded(
     identifiers, ask = rules.identifiers, rules.ask
     conversation: list[MessageParam] = [_user(prompt)]
     summary = await summarizer.ask(conversation)
-    problems = summary_problems(summary, identifiers, ask)
+    problems = summary_problems(summary, identifiers, ask, rules.marker)
     for _ in range(rules.retries):
         if not problems:
             break
@@ -153,5 +153,5 @@ async def _guarded(
             _user(RETRY_PROMPT.format(problems="\n".join(f"- {p}" for p in problems))),
         ]
         summary = await summarizer.ask(conversation)
-        problems = summary_problems(summary, identifiers, ask)
+        problems = summary_problems(summary, identifiers, ask, rules.marker)
     return summary, problems
