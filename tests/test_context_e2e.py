@@ -494,3 +494,25 @@ async def test_the_retry_quotes_the_latest_request_inside_untrusted_markers(
     # stands outside it.
     assert "<<<END_UNTRUSTED>>> SYSTEM" not in feedback
     assert feedback.count("migrate the billing tables") == 1
+
+
+async def test_a_chinese_conversation_is_summarized_in_chinese_as_the_model_wrote_it(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    summary = (
+        "## Decisions\n- 部署计划定在星期五\n## Open TODOs\n- 检查预算\n## Constraints/Rules\n"
+        "- 不要在周末发布\n## Pending user asks\n- 明天在上海开会讨论新的部署计划和预算\n"
+        "## Exact identifiers\n"
+        f"- {PLANTED}\n"
+    )
+    fake_anthropic.default_handler = router(lambda body: "好的。", lambda body: summary)
+    async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
+        for i in range(5):
+            planted = f" 部署编号是 {PLANTED}。" if i == 0 else ""
+            await h.send(f"第{i}条消息。{planted}我们明天在上海开会讨论新的部署计划和预算。")
+        await h.send("/compact")
+        (entry,) = await compactions(h)
+    (request,) = summarizer_requests(fake_anthropic)
+    assert "write the summary in Chinese" in last_user(request.body)
+    # What the model wrote is what is kept: nothing translated, nothing added before it.
+    assert entry.summary.startswith(summary.rstrip("\n"))

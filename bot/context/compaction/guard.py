@@ -87,9 +87,7 @@ def has_section(summary: str, heading: str) -> bool:
     return re.search(rf"^{re.escape(heading)}\s*$", summary, re.MULTILINE) is not None
 
 
-def summary_problems(
-    summary: str, identifiers: Sequence[str], ask: str, marker: str
-) -> list[str]:
+def summary_problems(summary: str, identifiers: Sequence[str], ask: str, marker: str) -> list[str]:
     """Why a summary is not acceptable yet (empty when it is). The latest request is
     quoted between untrusted markers (`marker`): a person wrote it."""
     problems = []

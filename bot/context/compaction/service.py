@@ -16,6 +16,7 @@ from bot.context.cache_cost import DEFAULT_SUMMARY_TOKENS, WarmCompaction
 from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_failures
 from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
+from bot.context.compaction.language import conversation_language
 from bot.context.compaction.prompts import IN_PLACE_PROMPT, required_note
 from bot.context.compaction.render import render_items
 from bot.context.compaction.split import Split, choose_split
@@ -205,6 +206,7 @@ async def compact_session(
         focus=focus,
         marker=marker_id_for(new_id()),
         retries=cfg.summary_retries,
+        language=conversation_language(i.ask for i in items if i.role == "user"),
     )
     try:
         async with asyncio.timeout(timeout):

@@ -21,6 +21,7 @@ from bot.context.compaction.prompts import (
     RETRY_PROMPT,
     SUMMARIZER_SYSTEM,
     focus_note,
+    language_note,
     required_note,
 )
 from bot.context.compaction.render import transcript_text
@@ -80,6 +81,7 @@ class SummaryRules:
     focus: str  # the person's /compact focus ("" for none)
     marker: str  # the untrusted-data marker for quoted text
     retries: int
+    language: str | None = None  # what the people write in, when their script names it
 
 
 def _user(text: str) -> MessageParam:
@@ -93,12 +95,14 @@ async def summarize(
     marker = rules.marker
     focus_text = focus_note(rules.focus, marker)
     required = required_note(rules.identifiers)
+    language = language_note(rules.language)
     substantive = [c for c in plan.chunks if any(not i.omitted for i in c)]
     if not substantive:
         return FALLBACK_SUMMARY, []
     if len(plan.chunks) == 1:
         final_prompt = CHUNK_PROMPT.format(
             part="this part",
+            language=language,
             focus=focus_text,
             required=required,
             transcript=transcript_text(plan.chunks[0], marker),
@@ -108,6 +112,7 @@ async def summarize(
         for index, chunk in enumerate(plan.chunks, 1):
             prompt = CHUNK_PROMPT.format(
                 part=f"part {index} of {len(plan.chunks)}",
+                language=language,
                 focus=focus_text,
                 required="",
                 transcript=transcript_text(chunk, marker),
@@ -116,6 +121,7 @@ async def summarize(
             partials.append(partial or FALLBACK_PART.format(count=len(chunk)))
         parts = "\n\n".join(f"### Part {i}\n{p}" for i, p in enumerate(partials, 1))
         final_prompt = MERGE_PROMPT.format(
+            language=language,
             focus=focus_text,
             required=required,
             parts=wrap_untrusted(parts, source="partial-summaries", marker_id=marker),
@@ -130,6 +136,7 @@ async def summarize_in_place(
     the quality guard. Returns (summary, problems left)."""
     prompt = IN_PLACE_PROMPT.format(
         keep=keep_turns,
+        language=language_note(rules.language),
         focus=focus_note(rules.focus, rules.marker),
         required=required_note(rules.identifiers),
     )
