@@ -100,8 +100,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
-        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.store"),
-        *("bot.transcript", "bot.transcript_export", "bot.types"),
+        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.sessions"),
+        *("bot.store", "bot.transcript", "bot.transcript_export", "bot.types"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
