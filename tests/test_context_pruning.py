@@ -164,3 +164,17 @@ def test_a_kept_plan_makes_the_prefix_byte_identical() -> None:
     extended = plan_pruning(later, tokens=60_000, window=WINDOW, config=CFG, plan=plan)
     assert all(extended.plan[k] in ("trim", "clear") for k in plan)
     assert plan_pruning(later, tokens=10, window=WINDOW, config=CFG, plan=plan).plan == plan
+
+
+def test_tool_globs_ignore_case() -> None:
+    messages = conversation([50_000], name="Web_Fetch")
+    assert ids(prunable_results(messages, ContextConfig(prune_tools_allow=["web_*"]))) == ["t0"]
+    assert prunable_results(messages, ContextConfig(prune_tools_deny=["WEB_FETCH"])) == []
+
+
+def test_an_empty_allow_list_admits_every_tool_and_deny_still_wins() -> None:
+    messages = conversation([50_000, 50_000], name="mcp__files")
+    open_list = ContextConfig(prune_tools_allow=[])
+    assert ids(prunable_results(messages, open_list)) == ["t0", "t1"]
+    denied = ContextConfig(prune_tools_allow=[], prune_tools_deny=["MCP__*"])
+    assert prunable_results(messages, denied) == []

@@ -66,15 +66,15 @@ def superseded_reads(messages: list[MessageParam], eligible: Collection[str]) ->
         for block in content_blocks(message)
         if block["type"] == "tool_result" and block.get("is_error")
     }
-    calls = read_calls(messages)
-    newest: dict[str, str] = {}
-    for call_id, key in calls.items():
+    calls = list(read_calls(messages).items())
+    newest: dict[str, int] = {}  # key -> position of its newest successful read
+    for position, (call_id, key) in enumerate(calls):
         if call_id not in failed:
-            newest[key] = call_id
+            newest[key] = position
     return {
-        call_id: newest[key]
-        for call_id, key in calls.items()
-        if call_id in eligible and key in newest and newest[key] != call_id
+        call_id: calls[newest[key]][0]
+        for position, (call_id, key) in enumerate(calls)
+        if call_id in eligible and key in newest and position < newest[key]
     }
 
 
