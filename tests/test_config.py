@@ -227,7 +227,7 @@ context_window = 32000
 
 
 def test_a_models_table_rejects_unknown_keys_and_tiny_windows(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="models.claude-haiku-4-5.context_windw"):
+    with pytest.raises(ConfigError, match=r"models\.claude-haiku-4-5\.context_windw"):
         load_config(write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_windw = 1\n'), env={})
     with pytest.raises(ConfigError, match="context_window"):
         load_config(write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_window = 10\n'), env={})
