@@ -22,8 +22,10 @@ class WebFetchConfig(Section):
 class ToolResultsConfig(Section):
     """Large tool results are kept whole on disk; the model gets a preview and an id."""
 
-    threshold_bytes: int = Field(30_000, ge=10_000)
+    threshold_bytes: int = Field(30_000, ge=4_000)
     preview_lines: int = Field(200, ge=1)
+    # The preview shows at most this much (whole lines); read_tool_result pages are larger.
+    preview_bytes: int = Field(29_000, ge=200)
     keep_days: int = Field(7, ge=1)
 
 
