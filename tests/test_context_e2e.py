@@ -479,7 +479,7 @@ async def test_the_retry_quotes_the_latest_request_inside_untrusted_markers(
     async with Harness(tmp_path, fake_anthropic.url, TOML) as h:
         await chat_turns(h, 4)
         await h.send(f"Please migrate the billing tables tonight. {forged}")
-        await chat_turns(h, 3, start=4)  # the request is summarized, not kept
+        await chat_turns(h, 2, start=4)  # the request is summarized, not kept (2 are)
         await h.send("/compact")
     assert len(calls) == 2
     feedback = last_user(calls[1])

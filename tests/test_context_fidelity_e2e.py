@@ -26,24 +26,13 @@ from bot.context.fallback import CUT_NOTE
 from bot.context.pruning import TRIM_NOTE
 from tests.fakes.anthropic import ErrorReply, FakeAnthropic, RecordedRequest, Reply
 from tests.krill_process import KrillProcess, run_cli
+from tests.test_context_e2e import strip, text_of
 
 Body = dict[str, Any]
 SONNET, HAIKU = "claude-sonnet-4-6", "claude-haiku-4-5"
 IN_PLACE_MARK = IN_PLACE_PROMPT.split("]", 1)[0]
 REQUIRED_MARK = "copy each one exactly under ## Exact identifiers:\n"
 FILLER = "Some background on the migration plan that makes this message long. " * 50
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if block.get("type") == "text":
-            parts.append(block["text"])
-        elif block.get("type") == "tool_result":
-            parts.append(text_of(block.get("content")))
-    return "\n".join(parts)
 
 
 def in_place(body: Body) -> bool:
@@ -234,15 +223,6 @@ async def pages() -> AsyncIterator[str]:
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     yield f"http://127.0.0.1:{port}/page"
     await runner.cleanup()
-
-
-def strip(value: Any) -> Any:
-    """Without cache_control markers (they move as the conversation grows)."""
-    if isinstance(value, dict):
-        return {k: strip(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [strip(v) for v in value]
-    return value
 
 
 async def test_two_replicas_send_one_session_the_same_pruned_prefix(

@@ -212,7 +212,9 @@ class ContextConfig(Section):
     # A smaller reserve is raised to this (with a warning in the log and `krill doctor`):
     # below it a reply, a tool result or the summary request itself no longer fits.
     reserve_tokens_floor: int = Field(20_000, ge=0)
-    keep_recent_user_turns: int = Field(3, ge=1)  # kept verbatim by compaction
+    # Kept verbatim by compaction (fewer when they would fill half the room); 2 measured
+    # cheapest without losing identifiers (bench/cost.py).
+    keep_recent_user_turns: int = Field(2, ge=1)
     # Single tool-result cap (in memory only; the transcript keeps the original).
     tool_result_max_share: float = Field(0.3, gt=0, le=1)
     tool_result_max_chars: int = Field(400_000, gt=0)
