@@ -38,17 +38,23 @@ ASK_PREVIEW_CHARS = 300
 
 def required_identifiers(items: Sequence[Item]) -> list[str]:
     """Identifiers the summary must keep, most important first: what people wrote, what
-    the assistant said, what earlier summaries kept, then a few from the newest tool output
-    (a log can hold hundreds; the ones that mattered were usually repeated by someone)."""
+    the assistant said, what earlier summaries kept, then a few from the newest tool calls
+    and output (a log can hold hundreds, and a call's arguments are the assistant's
+    working, such as the id of a kept result it paged through; the ones that mattered were
+    usually said again by someone)."""
     found: list[str] = []
     for role in ("user", "assistant", "summary"):
         for item in items:
             if item.role == role:
-                found.extend(extract_identifiers(item.text))
+                said = item.text
+                for call in item.calls.splitlines():
+                    said = said.replace(call, "")
+                found.extend(extract_identifiers(said))
     from_tools: list[str] = []
     for item in reversed(items):
-        if item.role == "tool" and len(from_tools) < TOOL_IDENTIFIER_BUDGET:
-            from_tools.extend(extract_identifiers(item.text))
+        working = item.text if item.role == "tool" else item.calls
+        if working and len(from_tools) < TOOL_IDENTIFIER_BUDGET:
+            from_tools.extend(extract_identifiers(working))
     found.extend(from_tools[:TOOL_IDENTIFIER_BUDGET])
     return list(dict.fromkeys(found))[:MAX_REQUIRED_IDENTIFIERS]
 
