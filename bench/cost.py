@@ -714,7 +714,7 @@ def report(
         f"(c) - (d) = ${gap:.2f}, of which ${openers_gap:.2f} on the first request of each "
         f"burst (the cache expired during the idle gap; (d) never expires)."
     )
-    print(f"(c) is {share:.1%} of (a) (target <= {TARGET_SHARE_OF_NAIVE:.1%})")
+    print(f"(c) is {share:.2%} of (a) (target <= {TARGET_SHARE_OF_NAIVE:.1%})")
     print(f"(c) is {over:.2f}x (d) (target <= {TARGET_OVER_LOWER_BOUND}x)")
     print(
         f"identifiers answerable with Krill: {answered(krill)}, with the forgetful "
