@@ -593,3 +593,22 @@ async def test_repeated_reads_collapse_to_the_newest_copy_once_the_cache_is_cold
     # The older copies outside the last three assistant turns point at the newest copy.
     assert len(notes) == 4 and all("tool call toolu_17," in n for n in notes)
     assert results[-1].startswith("memory/notes.md:")
+
+
+async def test_status_shows_the_window_in_use_and_where_it_comes_from(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = router(lambda body: "Noted.")
+    toml = (
+        TOML.replace("[agent]\n", '[agent]\nmodels = ["claude-sonnet-4-6", "claude-haiku-4-5"]\n')
+        + '[models."claude-haiku-4-5"]\ncontext_window = 12000\n'
+    )
+    async with Harness(tmp_path, fake_anthropic.url, toml) as h:
+        await h.send("Hello.")
+        await h.send("/status")
+        assert "/20.0k (" in h.channel.finals[-1]
+        assert "window from agent.context_window" in h.channel.finals[-1]
+        await h.send("/model claude-haiku-4-5")
+        await h.send("/status")
+        assert "/12.0k (" in h.channel.finals[-1]
+        assert "window from the model's limit" in h.channel.finals[-1]
