@@ -55,6 +55,8 @@ from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
+from bot.skills.catalog import SkillCatalog
+from bot.skills.tool import SkillReadTool
 from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
 from bot.store.factory import store_for
@@ -63,6 +65,7 @@ from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.send_file import SendFileTool
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
+from bot.tools.web_search import web_search_tool
 from channels.registry import CHANNELS
 
 log = logging.getLogger(__name__)
@@ -85,10 +88,13 @@ class App:
         self.metrics = Metrics()
         self.store: Store = store_for(config)
         self.model = ModelClient(config)
+        # Skills are read from the workspace on every turn, like its other files.
+        self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(
             config.workspace_dir,
             file_max_chars=config.workspace.file_max_chars,
             total_max_chars=config.workspace.total_max_chars,
+            skills=self.skills,
         )
         self.channels: dict[str, Channel] = {}
         # Every reply is written to the outbox; the sender delivers it (and what an earlier
@@ -116,7 +122,11 @@ class App:
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
+        search = web_search_tool(config.tools.web_search)
+        if search is not None:
+            self.tools.register(search)
         SendFileTool(self.channels, self.outbox).register(self.tools)
+        SkillReadTool(self.skills).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
@@ -264,6 +274,7 @@ class App:
                 lanes=self.lanes,
                 model_configured=self.model.configured,
                 tools=self.tools,
+                skills=self.skills,
                 compactor=self.context,
                 before_reset=self.flusher,
                 # MCP servers run only with the background work; elsewhere they have no status.

@@ -23,6 +23,7 @@ from bot.types import ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.config import Config
+    from bot.skills.catalog import SkillCatalog
     from bot.store.base import SessionRow
 
 COMMANDS: dict[str, str] = {
@@ -31,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "new": "same as /reset",
     "compact": "summarize older history now; optional focus text",
     "model": "list the models this session may use, or switch: /model <id>",
+    "skills": "list the skills this chat has",
     "stop": "stop the running reply and drop queued messages",
     "help": "list commands",
     "whoami": "show your id and whether you are an admin",
@@ -39,7 +41,7 @@ COMMANDS: dict[str, str] = {
 # DESIGN grants them in their own DM, and the two that only give information anywhere
 # (/whoami is how a person learns the id an operator needs for admin.users).
 OWN_DM_COMMANDS = {"status", "reset", "new", "model"}
-INFO_COMMANDS = {"help", "whoami"}
+INFO_COMMANDS = {"help", "whoami", "skills"}
 # Commands that change the session run in its lane, after the turn in progress.
 LANE_COMMANDS = {"reset", "new", "compact"}
 
@@ -102,6 +104,7 @@ class CommandHost(Protocol):
 
     config: Config
     model_configured: bool
+    skills: SkillCatalog | None
 
     def is_admin(self, msg: InboundMessage) -> bool: ...
     async def current_session(self, key: str) -> SessionRow | None: ...
@@ -188,6 +191,22 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
     return "\n".join(lines)
 
 
+async def reply_skills(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    """The skills this chat has, as its prompt lists them; admins also hear of the skills
+    left out because their SKILL.md is broken."""
+    if host.skills is None:
+        return "No skills in this chat."
+    policy = policy_for_messages(host.config, [msg])
+    usable = host.skills.available(SessionOrigin.of(msg), policy.allows)
+    lines = [f"Skills in this chat ({len(usable)}):" if usable else "No skills in this chat."]
+    lines += [f"• {s.name} - {s.description}" for s in usable]
+    problems = host.skills.scan().problems
+    if problems and host.is_admin(msg):
+        lines.append(f"⚠️ Left out ({len(problems)}); fixed, they load on the next turn:")
+        lines += [f"• {problem}" for problem in problems]
+    return "\n".join(lines)
+
+
 async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     session = await host.reset(key, SessionOrigin.of(msg), reason=f"/{command.name}")
     model = session_model(host.config, session)
@@ -246,4 +265,5 @@ REPLIES: dict[str, Reply] = {
     "stop": reply_stop,
     "compact": reply_compact,
     "model": reply_model,
+    "skills": reply_skills,
 }

@@ -1,5 +1,6 @@
-"""`krill doctor`: check config, workspace, port, store, model, platforms and MCP servers with
-real calls, and say what is wrong, where the value came from and how to fix it.
+"""`krill doctor`: check config, workspace (skills included), port, store, model, web search,
+platforms and MCP servers with real calls, and say what is wrong, where the value came from
+and how to fix it.
 
 It exits non-zero whenever a check finds something that would stop or degrade the service.
 """
@@ -16,8 +17,10 @@ from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config, load_config
 from bot.config.origins import origin
 from bot.errors import ConfigError
+from bot.skills.catalog import SkillCatalog
 from bot.startup import DEFAULT_WORKSPACE, nearest_existing, probe_folder
 from bot.tools.mcp import check_servers
+from bot.tools.web_search import check_web_search
 from channels.registry import CHANNELS
 
 
@@ -63,6 +66,18 @@ def check_workspace(config: Config) -> list[Check]:
         f" (missing, skipped in the prompt: {', '.join(missing)})" if missing else ""
     )
     return [Check("workspace", OK, detail)]
+
+
+def check_skills(config: Config) -> list[Check]:
+    """Every skill that loads, and each SKILL.md left out, with its file and line."""
+    scan = SkillCatalog(config.workspace_dir).scan()
+    checks = [
+        Check("skills", FAIL, f"{problem}; that skill is left out until it is fixed")
+        for problem in scan.problems
+    ]
+    if scan.skills:
+        checks.append(Check("skills", OK, ", ".join(s.name for s in scan.skills)))
+    return checks
 
 
 def check_port(config: Config) -> list[Check]:
@@ -209,11 +224,13 @@ async def check_anthropic(config: Config) -> list[Check]:
 async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
     checks += check_workspace(config)
+    checks += check_skills(config)
     checks += check_port(config)
     channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]
     remote: list[Callable[[Config], Awaitable[list[Check]]]] = [
         check_store,
         check_anthropic,
+        check_web_search,
         *channel_checks,
         check_servers,
     ]

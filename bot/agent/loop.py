@@ -18,18 +18,20 @@ from typing import TYPE_CHECKING, Protocol
 from anthropic.types import (
     MessageParam,
     TextBlockParam,
-    ToolParam,
     ToolResultBlockParam,
+    ToolUnionParam,
     ToolUseBlockParam,
 )
 
 from bot.agent.cache_breaks import CacheWatch
-from bot.agent.model import ModelClient, ModelReply
+from bot.agent.model import PAUSE_TURN, ModelClient, ModelReply
+from bot.agent.sources import cited_sources
 from bot.context.messages import build_messages, clean_block
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
+from bot.types import Source
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -66,7 +68,7 @@ class Exchange:
     """The request pieces of one run besides its messages."""
 
     system: list[TextBlockParam]
-    tools: list[ToolParam]
+    tools: list[ToolUnionParam]
     policy: ToolPolicy
     context: ToolContext
     max_tool_rounds: int
@@ -83,6 +85,7 @@ class LoopOutcome:
     texts: list[str] = field(default_factory=list)  # each reply's text, in order
     ran: list[tuple[str, ToolResult]] = field(default_factory=list)  # (tool name, result)
     hit_limit: bool = False
+    sources: list[Source] = field(default_factory=list)  # pages the replies cited, in order
 
 
 class AgentLoop:
@@ -141,8 +144,16 @@ class AgentLoop:
             await conversation.add_reply(reply)
             if reply.text.strip():
                 outcome.texts.append(reply.text)
+            outcome.sources += cited_sources(reply.content)
             if not reply.tool_uses:
-                return outcome
+                if reply.stop_reason != PAUSE_TURN or rounds >= exchange.max_tool_rounds:
+                    return outcome
+                # The provider paused a long run of its own tools (web search) half-way;
+                # the reply, sent back as the last message, lets it go on where it stopped.
+                rounds += 1
+                if stream is not None:
+                    stream.next_iteration()
+                continue
             if rounds >= exchange.max_tool_rounds:
                 log.warning("tool-call limit (%d) reached", exchange.max_tool_rounds)
                 outcome.hit_limit = True

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.agent.delivery import ReplyStream
-from bot.agent.loop import AgentLoop, Exchange, TranscriptConversation
+from bot.agent.loop import AgentLoop, Exchange, LoopOutcome, TranscriptConversation
+from bot.agent.model import PAUSE_TURN
 from bot.agent.silent import is_silent
+from bot.agent.sources import cited_sources, reply_sources
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError, StoreUnavailable
@@ -38,7 +40,7 @@ from bot.transcript import (
     PromptPurpose,
     new_id,
 )
-from bot.types import Address, InboundMessage, SessionOrigin
+from bot.types import Address, InboundMessage, SessionOrigin, Source
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -87,6 +89,7 @@ class TurnOutcome:
     error: ModelError | None = None
     model_calls: int = 0
     delivered: bool = False  # the reply (or the failure note) reached the channel
+    sources: tuple[Source, ...] = ()  # the web pages the reply cited
 
 
 class AgentRunner:
@@ -235,14 +238,18 @@ class AgentRunner:
                 await self.store.begin_turn(
                     [entry], job.inbound_ids, job.turn_id, session_fields=fields
                 )
-            if not await self._replay_written_reply(job, session, stream):
-                outcome.model_calls = await self._converse(job, session, stream)
+            written = await self._replay_written_reply(job, session, stream)
+            if written is None:
+                loop_outcome = await self._converse(job, session, stream)
+                outcome.model_calls = loop_outcome.model_calls
+                written = loop_outcome.sources
+            outcome.sources = reply_sources(written)
             text = stream.finish_text()
             log.debug("turn %s: reply %s", job.kind, Content(text))
             outcome.silent = not text or is_silent(text)
             outcome.text = "" if outcome.silent else text
             if not outcome.silent:
-                await stream.deliver(outcome.text)
+                await stream.deliver(outcome.text, outcome.sources)
                 outcome.delivered = True
             await self.store.finish_turn(
                 session.session_id, job.inbound_ids, InboundStatus.DONE, turns=1
@@ -281,23 +288,28 @@ class AgentRunner:
 
     async def _replay_written_reply(
         self, job: TurnJob, session: SessionRow, stream: ReplyStream
-    ) -> bool:
+    ) -> list[Source] | None:
         """A turn resumed after its reply was written: feed that text to the stream for
-        delivery (the outbox keeps the rows it already has) instead of calling the model."""
+        delivery (the outbox keeps the rows it already has) instead of calling the model,
+        and return the sources it cited; None when the model still has to answer."""
         if not job.resume:
-            return False
+            return None
         history = await self.store.load_history(
             session.session_id, max_user_turns=job.history_limit
         )
         if not _reply_written(history, job.turn_id):
-            return False
+            return None
+        sources: list[Source] = []
         for entry in history:
             if entry.turn_id == job.turn_id and isinstance(entry.payload, AssistantReply):
                 await stream.on_text(entry.payload.text)
                 stream.next_iteration()
-        return True
+                sources += cited_sources(entry.payload.content)
+        return sources
 
-    async def _converse(self, job: TurnJob, session: SessionRow, stream: ReplyStream) -> int:
+    async def _converse(
+        self, job: TurnJob, session: SessionRow, stream: ReplyStream
+    ) -> LoopOutcome:
         policy = policy_for_messages(self.config, job.messages)
         context = ToolContext(
             session_key=job.session_key,
@@ -327,7 +339,9 @@ class AgentRunner:
             prepare=self.context.prepare if self.context is not None else None,
         )
         exchange = Exchange(
-            system=self.workspace.system_blocks(is_direct=session.is_direct),
+            system=self.workspace.system_blocks(
+                is_direct=session.is_direct, origin=session.origin, policy=policy
+            ),
             tools=self.tools.definitions(policy=policy),
             policy=policy,
             context=context,
@@ -337,8 +351,7 @@ class AgentRunner:
             model=session.chosen_model or None,
             watch_cache=True,
         )
-        outcome = await self.loop.run(conversation, exchange)
-        return outcome.model_calls
+        return await self.loop.run(conversation, exchange)
 
 
 def _failure_reply(stream: ReplyStream, exc: ModelError) -> str:
@@ -358,6 +371,7 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
         last.turn_id == turn_id
         and isinstance(last.payload, AssistantReply)
         and not last.payload.calls_tools
+        and last.payload.stop_reason != PAUSE_TURN
     )
 
 
