@@ -10,8 +10,9 @@ import pytest
 
 from bot.checks import FAIL, OK, WARN
 from bot.config import Config, WebSearchConfig
+from bot.doctor import check_web_search
 from bot.tools.registry import ToolContext, ToolRegistry
-from bot.tools.web_search import check_web_search, server_definition, web_search_tool
+from bot.tools.web_search import server_definition, web_search_tool
 from bot.untrusted import sanitize
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.search import FakeSearch

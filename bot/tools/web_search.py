@@ -17,8 +17,8 @@ from anthropic.types import SearchResultBlockParam, UserLocationParam, WebSearch
 from anthropic.types.tool_result_block_param import Content as ResultContent
 from yarl import URL
 
-from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
-from bot.config import Config, WebSearchConfig
+from bot.checks import FAIL, OK, Check
+from bot.config import WebSearchConfig
 from bot.tools.registry import Tool, ToolContext, ToolError, positive_int_arg
 from bot.tools.search_backends import SearchBackend, SearchFailed, SearchHit, backend_for
 from bot.tools.web_fetch import with_outside
@@ -143,53 +143,14 @@ def web_search_tool(config: WebSearchConfig) -> Tool | None:
     return WebSearchTool(config, backend).tool()
 
 
-async def check_web_search(config: Config) -> list[Check]:
-    """`krill doctor`: one real request to the configured backend."""
-    search = config.tools.web_search
-    if not search.enabled:
-        return []
-    backend = backend_for(search)
-    if backend is None:
-        return [await _check_server_search(config)]
+async def check_backend(config: WebSearchConfig, backend: SearchBackend) -> Check:
+    """`krill doctor`: one real search through a backend Krill queries itself."""
     try:
         hits = await backend.search("krill", 1)
     except SearchFailed as exc:
-        where = "tools.web_search.base_url" if search.backend == "searxng" else "its API key"
+        where = "tools.web_search.base_url" if config.backend == "searxng" else "its API key"
         said = f" ({exc.outside.splitlines()[0]})" if exc.outside else ""
-        return [Check("web_search", FAIL, f"{search.backend}: {exc}{said}; check {where}")]
-    found = f"{len(hits)} result(s)"
-    return [Check("web_search", OK, f"{search.backend} answered a test search ({found})")]
-
-
-async def _check_server_search(config: Config) -> Check:
-    """The model API accepts the search tool's definition (a token count: nothing is run
-    or billed)."""
-    if not config.anthropic.api_key:
-        return Check("web_search", WARN, "anthropic: not checked without an API key")
-    import anthropic
-
-    client = anthropic.AsyncAnthropic(
-        api_key=config.anthropic.api_key,
-        base_url=config.anthropic.base_url or None,
-        max_retries=0,
-        timeout=NETWORK_TIMEOUT,
+        return Check("web_search", FAIL, f"{config.backend}: {exc}{said}; check {where}")
+    return Check(
+        "web_search", OK, f"{config.backend} answered a test search ({len(hits)} result(s))"
     )
-    try:
-        await client.messages.count_tokens(
-            model=config.agent.model,
-            messages=[{"role": "user", "content": "ping"}],
-            tools=[server_definition(config.tools.web_search)],
-        )
-    except anthropic.APIStatusError as exc:
-        return Check(
-            "web_search",
-            FAIL,
-            f"anthropic refused the web search tool ({exc.status_code}: {exc.message}); check "
-            "tools.web_search and that web search is enabled for your organization",
-        )
-    except Exception as exc:
-        return Check("web_search", WARN, f"anthropic: not checked ({type(exc).__name__}: {exc})")
-    finally:
-        await client.close()
-    uses = config.tools.web_search.max_uses
-    return Check("web_search", OK, f"anthropic server-side search (max_uses {uses})")
