@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic, Reply, citing_search_results
 from tests.fakes.search import FakeSearch
 from tests.fakes.telegram import FakeTelegram
@@ -72,13 +73,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         config = {
             "anthropic": {"max_retries": 0},
             "admin": {"users": [f"telegram:{ADMIN}"]},
-            "telegram": {
-                "enabled": True,
-                "token": tg.token,
-                "api_base_url": tg.url,
-                "allow_from": [str(ADMIN)],
-                "stream_interval": 0,
-            },
+            "telegram": telegram_section(tg, mode="polling"),
             "tools": {"web_search": {"enabled": True, "max_uses": 3}},
         }
         async with KrillProcess(directory, config, model.env()) as krill:
