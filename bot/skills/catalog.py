@@ -36,6 +36,8 @@ DESCRIPTION_MAX = 1024
 # Skills listed in one prompt; past this many the list says how many were left out.
 MAX_LISTED = 100
 CHAT_TYPES = ", ".join(str(t) for t in ChatType)
+# libyaml's parser when PyYAML was built with it (several times faster), else the pure one.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,7 @@ def split_front_matter(text: str) -> tuple[str, str]:
 
 def _key_lines(front: str) -> dict[str, int]:
     """The file line each top-level key of the front matter is on."""
-    node = yaml.compose(front, Loader=yaml.SafeLoader)
+    node = yaml.compose(front, Loader=_LOADER)
     if not isinstance(node, yaml.MappingNode):
         return {}
     return {
@@ -120,7 +122,7 @@ def parse_skill(text: str, folder: Path) -> Skill:
     front, body = split_front_matter(text)
     try:
         lines = _key_lines(front)
-        data = yaml.safe_load(front)
+        data = yaml.load(front, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         context = getattr(exc, "context_mark", None)
