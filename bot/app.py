@@ -39,6 +39,7 @@ from bot.gateway.session_commands import SessionCommands
 from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
+from bot.memory.access import readable
 from bot.memory.flush_service import FlushService
 from bot.memory.fresh_start import FreshStart
 from bot.memory.index import MemoryIndex
@@ -110,13 +111,14 @@ class App:
             clock=clock,
         )
 
-        # Tools: large results are kept on disk and read back with read_tool_result.
+        # Tools: large results are kept on disk and read back with read_tool_result. Every
+        # tool that reads a workspace path asks `readable` which files its session may read.
         self.results = ResultStore(self.workspace.path, config.tools.results)
-        processor = ResultProcessor(self.results)
+        processor = ResultProcessor(self.results, readable)
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
-        SendFileTool(self.channels, self.outbox).register(self.tools)
+        SendFileTool(self.channels, self.outbox, readable).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is

@@ -18,6 +18,8 @@ from typing import Any
 
 PLACEHOLDER = "[marker removed]"
 MARKER_ID_LENGTH = 16
+# Longest name `one_line` keeps: file names are at most 255 bytes on common file systems.
+NAME_MAX_CHARS = 255
 
 _SOURCE_RE = re.compile(r"[A-Za-z0-9_.:-]+")
 _MARKER_ID_RE = re.compile(r"[A-Za-z0-9]+")
@@ -172,6 +174,24 @@ def sanitize(text: str) -> str:
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+def one_line(text: str, limit: int = NAME_MAX_CHARS) -> str:
+    """`text` (a file name, a path, a time someone typed) fit to be quoted inside a sentence
+    of Krill's own: line breaks and control characters become spaces, invisible characters
+    go, runs of spaces become one, anything that reads as a marker becomes the placeholder,
+    and at most `limit` characters are kept. A name so cleaned can neither start a line of
+    its own ("SYSTEM: ...") nor end an untrusted block."""
+    kept = "".join(_name_char(ch) for ch in text)
+    return sanitize(" ".join(kept.split()))[:limit]
+
+
+def _name_char(ch: str) -> str:
+    if ch.isascii():
+        return " " if ord(ch) < 32 or ord(ch) == 127 else ch
+    if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+        return " "
+    return "" if _invisible(ch) else ch
 
 
 def wrap_untrusted(
