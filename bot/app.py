@@ -56,6 +56,7 @@ from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
+from bot.sessions.slots import TurnSlots
 from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
 from bot.store.factory import store_for
@@ -133,7 +134,13 @@ class App:
             clock=clock,
             cache_watch=cache_watch,
         )
-        self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
+        # Turns share the global turn slots, given back while their tools run.
+        slots = TurnSlots(
+            turns=config.agent.max_concurrent_turns, tools=config.agent.max_concurrent_tools
+        )
+        self.loop = AgentLoop(
+            model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
+        )
 
         # What a session's prompt cache holds, for the flush and warm compaction to read.
         prefixes = RequestPrefixes(
@@ -215,6 +222,7 @@ class App:
             budgets=self.store,
             channels=self.channels,
             metrics=self.metrics,
+            slots=slots,
         )
         jobs = Jobs(clock)
         self.reminders = Reminders(
