@@ -78,15 +78,9 @@ async def test_a_model_taken_out_of_agent_models_falls_back_with_one_note(
     # The operator takes haiku out of agent.models and restarts.
     narrowed = MODELS.replace(', "claude-haiku-4-5"]', "]")
     async with Harness(tmp_path, fake_anthropic.url, narrowed) as h:
-        await h.send("still there?")
-        first = h.channel.finals[-1]
+        first = await answer(h, "still there?")
         requested = fake_anthropic.message_requests[-1].body["model"]
-        await h.send("and now?")
-        second = h.channel.finals[-1]
-        await h.send("/status")
-        status = h.channel.finals[-1]
-        await h.send("/model")
-        listing = h.channel.finals[-1]
+        second, status, listing = [await answer(h, t) for t in ("and now?", "/status", "/model")]
     assert requested == "claude-sonnet-4-6"
     assert "claude-haiku-4-5 is no longer offered" in first
     assert "now uses claude-sonnet-4-6" in first
@@ -97,3 +91,9 @@ async def test_a_model_taken_out_of_agent_models_falls_back_with_one_note(
     assert "▶ claude-sonnet-4-6 (current)" in listing
     logged = [r.getMessage() for r in caplog.records if "no longer offers" in r.getMessage()]
     assert len(logged) == 1 and "claude-haiku-4-5" in logged[0]
+
+
+async def answer(h: Harness, text: str) -> str:
+    """What the person sees in reply to `text`."""
+    await h.send(text)
+    return h.channel.finals[-1]

@@ -8,30 +8,34 @@ import asyncio
 from bot.sessions.slots import TurnSlots
 
 
+async def turn_with_tools(
+    slots: TurnSlots, away: asyncio.Event, tools_done: asyncio.Event, order: list[str]
+) -> None:
+    """A turn whose tools run until `tools_done`; then it goes on to its next model call."""
+    async with slots.turn():
+        async with slots.away():
+            away.set()
+            await tools_done.wait()
+        order.append("the turn with tools goes on")
+
+
 async def test_a_turn_away_on_its_tools_lets_another_turn_run() -> None:
     slots = TurnSlots(turns=1, tools=4)
     away, tools_done, other_ran = asyncio.Event(), asyncio.Event(), asyncio.Event()
     order: list[str] = []
-
-    async def slow_turn() -> None:
-        async with slots.turn():
-            async with slots.away():
-                away.set()
-                await tools_done.wait()
-            order.append("slow turn's next model call")
 
     async def other_turn() -> None:
         async with slots.turn():
             order.append("other turn")
             other_ran.set()
 
-    slow = asyncio.create_task(slow_turn())
+    slow = asyncio.create_task(turn_with_tools(slots, away, tools_done, order))
     await away.wait()
     other = asyncio.create_task(other_turn())
     await asyncio.wait_for(other_ran.wait(), 5)  # would wait forever with the slot held
     tools_done.set()
     await asyncio.wait_for(asyncio.gather(slow, other), 5)
-    assert order == ["other turn", "slow turn's next model call"]
+    assert order == ["other turn", "the turn with tools goes on"]
 
 
 async def test_the_slot_is_taken_back_before_the_turn_goes_on() -> None:
@@ -39,27 +43,20 @@ async def test_the_slot_is_taken_back_before_the_turn_goes_on() -> None:
     away, tools_done, busy, free = (asyncio.Event() for _ in range(4))
     order: list[str] = []
 
-    async def slow_turn() -> None:
-        async with slots.turn():
-            async with slots.away():
-                away.set()
-                await tools_done.wait()
-            order.append("slow turn goes on")
-
     async def busy_turn() -> None:
         async with slots.turn():
             busy.set()
             await free.wait()
             order.append("busy turn ends")
 
-    slow = asyncio.create_task(slow_turn())
+    slow = asyncio.create_task(turn_with_tools(slots, away, tools_done, order))
     await away.wait()
     other = asyncio.create_task(busy_turn())
     await busy.wait()
-    tools_done.set()  # the slow turn's tools are done but the only slot is taken
+    tools_done.set()  # the tools are done but the only slot is taken
     free.set()
     await asyncio.wait_for(asyncio.gather(slow, other), 5)
-    assert order == ["busy turn ends", "slow turn goes on"]
+    assert order == ["busy turn ends", "the turn with tools goes on"]
 
 
 async def test_no_slot_is_given_back_that_was_not_held_nor_twice() -> None:
