@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot.untrusted import PLACEHOLDER, marker_id_for, one_line, sanitize, wrap_untrusted
+from bot.untrusted import PLACEHOLDER, clean_name, marker_id_for, sanitize, wrap_untrusted
 
 MID = marker_id_for("entry-42")
 
@@ -143,10 +143,10 @@ def test_disguised_keyword_is_replaced_even_without_brackets(text: str) -> None:
         ("   spaced\t\tout   ", "spaced out"),
     ],
 )
-def test_one_line_keeps_a_name_on_its_line_and_inside_its_block(name: str, expected: str) -> None:
-    assert one_line(name) == expected
+def test_clean_name_keeps_a_name_on_its_line_and_inside_its_block(name: str, expected: str) -> None:
+    assert clean_name(name) == expected
 
 
-def test_one_line_is_bounded() -> None:
-    assert one_line("x" * 1000) == "x" * 255
-    assert one_line("x" * 1000, limit=10) == "x" * 10
+def test_clean_name_is_bounded() -> None:
+    assert clean_name("x" * 1000) == "x" * 199 + "\u2026"
+    assert clean_name("x" * 1000, limit=10) == "x" * 9 + "\u2026"

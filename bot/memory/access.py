@@ -28,7 +28,7 @@ from bot.memory.scopes import scope_of, visible_scopes
 from bot.store.base import VisiblePaths
 from bot.tools.registry import ToolContext, ToolError
 from bot.tools.results import RESULTS_DIR, result_owner
-from bot.untrusted import one_line
+from bot.untrusted import clean_name
 
 NOT_YOURS = (
     "{name} is not part of this conversation's memory; it can read its own notes, "
@@ -94,7 +94,7 @@ def refusal(name: str, reader: Reader) -> str | None:
 def readable(ctx: ToolContext, raw: str) -> Path:
     """The real path of the workspace file `raw` (relative to the workspace) when the tool
     call's session may read it; a ToolError the model can read otherwise."""
-    shown = one_line(raw)
+    shown = clean_name(raw)
     text = raw.strip()
     if not text:
         raise ToolError("the path is empty; give a path relative to the workspace")

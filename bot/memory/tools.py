@@ -25,7 +25,7 @@ from bot.memory.notes import MemoryFull, append_entry
 from bot.memory.paths import CURATED_FILE, MemoryPathError, resolve_memory_path
 from bot.memory.scopes import OPERATOR, MemoryScope, scope_of, visible_scopes, writable
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
-from bot.untrusted import one_line
+from bot.untrusted import clean_name, sanitize
 
 log = logging.getLogger(__name__)
 
@@ -194,14 +194,14 @@ class MemoryTools:
         try:
             name, _ = resolve_memory_path(ctx.workspace, raw)
         except MemoryPathError as exc:
-            raise ToolError(one_line(str(exc))) from None
+            raise ToolError(sanitize(str(exc))) from None
         real = readable(ctx, name)
         first = _int_arg(args, "from_line", 1, 1, 10**9)
         count = _int_arg(args, "lines", DEFAULT_GET_LINES, 1, MAX_GET_LINES)
         try:
             text = await asyncio.to_thread(real.read_text, encoding="utf-8", errors="replace")
         except FileNotFoundError:  # removed since the check
-            raise ToolError(f"{one_line(name)} does not exist") from None
+            raise ToolError(f"{clean_name(name)} does not exist") from None
         lines = text.splitlines()
         if first > len(lines):
             return f"{name} has {len(lines)} line(s); nothing at line {first}."
@@ -239,7 +239,7 @@ class MemoryTools:
                 writable=writable(scope),
             )
         except (MemoryPathError, MemoryFull) as exc:
-            raise ToolError(one_line(str(exc))) from None
+            raise ToolError(sanitize(str(exc))) from None
         except OSError as exc:
             # A read-only workspace or a full disk: the operator must fix it, and the model
             # should tell the person the note was not kept rather than claim it was.

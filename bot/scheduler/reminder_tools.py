@@ -16,7 +16,7 @@ from bot.scheduler.reminders import ReminderLimit
 from bot.scheduler.when import WhenError
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry, positive_int_arg
 from bot.types import Address
-from bot.untrusted import marker_id_for, one_line, wrap_untrusted
+from bot.untrusted import clean_name, marker_id_for, sanitize, wrap_untrusted
 
 if TYPE_CHECKING:
     from bot.scheduler.reminders import Reminders
@@ -96,7 +96,8 @@ class ReminderTools:
         quoted as the person's words."""
         head = f"#{reminder.id} · {self.reminders.when(reminder)}"
         if whose:
-            head += f" · set by {one_line(reminder.creator)} in {one_line(reminder.session_key)}"
+            where = clean_name(reminder.session_key)
+            head += f" · set by {clean_name(reminder.creator)} in {where}"
         marker = marker_id_for(f"{ctx.turn_id}:reminder:{reminder.id}")
         return f"{head}\n{wrap_untrusted(reminder.text, source='reminder', marker_id=marker)}"
 
@@ -122,7 +123,7 @@ class ReminderTools:
                 text=text.strip(),
             )
         except (WhenError, ReminderLimit) as exc:
-            raise ToolError(one_line(str(exc))) from None
+            raise ToolError(sanitize(str(exc))) from None
         return f"Reminder set: {self._line(reminder, ctx)}"
 
     async def pending(self, args: dict[str, Any], ctx: ToolContext) -> str:

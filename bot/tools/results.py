@@ -33,7 +33,7 @@ from bot.tools.registry import (
     WorkspaceGate,
     positive_int_arg,
 )
-from bot.untrusted import marker_id_for, one_line, wrap_untrusted
+from bot.untrusted import clean_name, marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ class ResultProcessor:
             path = None
         if path is None:
             raise ToolError(
-                f"no kept tool result with id {one_line(result_id)!r} in this conversation "
+                f"no kept tool result with id {clean_name(result_id)!r} in this conversation "
                 f"(results are kept {self.config.keep_days} days)"
             )
         text = await asyncio.to_thread(path.read_text, encoding="utf-8")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from bot.channel_contract import FileChannel
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry, WorkspaceGate
 from bot.types import Address, OutboundFile
-from bot.untrusted import one_line
+from bot.untrusted import clean_name
 
 NAME = "send_file"
 # Uploads Telegram and Slack both take; larger files are refused before any upload.
@@ -59,7 +59,7 @@ class SendFileTool:
         if not isinstance(channel, FileChannel):
             raise ToolError(f"files cannot be sent on {address.channel}")
         path = self.gate(ctx, str(args.get("path") or ""))
-        name = one_line(path.name)
+        name = clean_name(path.name)
         size = path.stat().st_size
         if size > MAX_BYTES:  # checked before reading, so a huge file is never loaded
             raise ToolError(f"{name}: {size:,} bytes is over the {MAX_BYTES:,} limit")
