@@ -77,7 +77,9 @@ class RequestPrefixes:
         policy = policy_for_messages(config, turn_senders(history, session))
         prefix = CachedPrefix(
             model=session_limits(config, session).model,
-            system=self.workspace.system_blocks(is_direct=session.is_direct),
+            system=self.workspace.system_blocks(
+                is_direct=session.is_direct, origin=session.origin, policy=policy
+            ),
             tools=self.tools.definitions(policy=policy),
             messages=await self.requests.request_messages(session, history),
         )
