@@ -174,7 +174,7 @@ def test_cleanup_removes_old_folders(tmp_path: Path) -> None:
 
 async def test_the_default_preview_is_a_few_whole_lines(tmp_path: Path) -> None:
     registry, _ = setup(tmp_path)
-    text = big_text(20)  # over the 16,000-byte threshold
+    text = big_text(20)  # over the 12,000-byte threshold
     register(registry, "dump", text)
     result = await registry.run({"id": "t1", "name": "dump", "input": {}}, ctx(tmp_path))
     content = result.content

@@ -64,7 +64,7 @@ class ToolResultsConfig(Section):
     They do not depend on the window: a token carried costs the same in any window, and
     the 30% cap (`context.tool_result_max_share`) already keeps one result within it."""
 
-    threshold_bytes: int = Field(16_000, ge=4_000)
+    threshold_bytes: int = Field(12_000, ge=4_000)
     preview_lines: int = Field(200, ge=1)
     # The preview shows at most this much (whole lines); read_tool_result pages are larger.
     preview_bytes: int = Field(1_200, ge=200)
