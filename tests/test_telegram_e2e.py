@@ -162,6 +162,30 @@ async def test_bare_mention_answers_from_the_buffer(env: Env) -> None:
     assert "pizza or sushi tonight?" in env.model.message_requests[-1].last_user_text
 
 
+async def test_a_reply_to_a_bot_message_with_no_text_and_a_tap_mention_are_answered(
+    env: Env,
+) -> None:
+    group = -100208
+    # A reply to one of the bot's messages that carries neither text nor caption (OpenClaw's
+    # vector: a sticker, a captionless photo or a voice note, shown as just the message).
+    reply = env.tg.group_message(group, ADMIN, "and what about that one?")
+    reply["message"]["reply_to_message"] = {
+        "message_id": 7,
+        "date": 1,
+        "chat": reply["message"]["chat"],
+        "from": env.tg.bot_user,
+    }
+    await say(env, reply)
+    # A tap-to-mention that arrives as a link to the bot (written tg://user/?id=).
+    tapped = env.tg.group_message(group, ADMIN, "Krill? please summarise")
+    tapped["message"]["text"] = "Bot please summarise"
+    tapped["message"]["entities"] = [
+        {"type": "text_link", "offset": 0, "length": 3, "url": f"tg://user/?id={env.tg.bot_id}"}
+    ]
+    await say(env, tapped, expect="please summarise")
+    assert len(sends_to(env, group)) == 2
+
+
 async def test_reply_to_the_bot_and_name_count_as_mentions(env: Env) -> None:
     group = -100203
     await say(env, env.tg.group_message(group, ADMIN, "hello", mention=True))
