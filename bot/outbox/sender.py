@@ -274,6 +274,7 @@ class Sender:
             row.chunk_index,
             edit_of=row.edit_of,
             chunk_id=chunk_id(row, text),
+            sources=row.sources,
         )
         if row.status in UNKNOWN_OUTCOME and await self._settled(channel, row, out):
             return
