@@ -2,9 +2,9 @@
 measure of what fits (characters for Slack, rendered UTF-16 units for Telegram).
 
 A paragraph too long for one message is cut at a line break, else at a space, else
-anywhere, and never inside inline code, nor inside a short aside in brackets ("(see the
-notes below)") when that aside can move whole to the next piece without leaving this one
-less than half full. A style (bold, italic, strikethrough) that runs across a cut, as a
+anywhere, and not inside inline code or a short aside in brackets ("(see the notes below)")
+when the stretch can go whole to the next piece, or stay whole in this one, with this one
+still at least half full. A style (bold, italic, strikethrough) that runs across a cut, as a
 CommonMark parser reads the whole paragraph, is closed at the end of one piece and reopened
 at the start of the next, so both pieces render it styled instead of showing stray `**`.
 """
