@@ -19,6 +19,7 @@ from bot.config.platforms import (
 )
 from bot.config.root import Config
 from bot.config.sections import (
+    MAX_PIXELS_CEILING,
     AdminConfig,
     ContextConfig,
     LoggingConfig,
@@ -33,6 +34,7 @@ from bot.config.sections import (
 from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
 
 __all__ = [
+    "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelPolicyConfig",
     "Config",
