@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from bot.config import MediaConfig
@@ -97,8 +98,11 @@ class MediaPreparer:
         self.config = config
         self.files = files
         self.transcriber = transcriber
-        # One decoded picture in memory at a time, however many chats send at once.
+        # One decoded picture in memory at a time, however many chats send at once, and
+        # always on the same thread: in one malloc arena, the memory a picture leaves free
+        # is reused by the next, where each worker thread's own arena would keep its share.
         self._decoding = asyncio.Lock()
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="krill-images")
 
     async def accept(self, attachments: Sequence[Attachment]) -> list[Attachment]:
         """`attachments` as the inbound row records them: bytes moved to disk (keeping only
@@ -122,8 +126,12 @@ class MediaPreparer:
                 return dataclasses.replace(att, refused=DIED_PREPARING)
             log.info("preparing image %s (%s)", name, human_size(len(data)))
             try:
-                image = await asyncio.to_thread(
-                    prepare_image, data, self.config.image_max_edge, self.config.max_pixels
+                image = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder,
+                    prepare_image,
+                    data,
+                    self.config.image_max_edge,
+                    self.config.max_pixels,
                 )
             except ImageRefused as exc:
                 log.info("image %s refused: %s", name, exc)
