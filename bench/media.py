@@ -53,6 +53,18 @@ from tests.pictures import streamed_png
 INPUT, OUTPUT, WRITE, READ = 3.0 / 1e6, 15.0 / 1e6, 1.25, 0.1
 
 
+def new_preparer(folder: str) -> MediaPreparer:
+    return MediaPreparer(
+        MediaConfig(), MediaFiles(Path(folder)), Transcriber(TranscriptionConfig())
+    )
+
+
+def images(pictures: list[bytes], mime: str) -> list[Attachment]:
+    return [
+        Attachment(MediaKind.IMAGE, f"p{i}", mime, data=data) for i, data in enumerate(pictures)
+    ]
+
+
 def photo(megapixels: float, seed: int = 0) -> bytes:
     width = int((megapixels * 1e6 * 4 / 3) ** 0.5)
     height = int(width * 3 / 4)
@@ -68,9 +80,7 @@ async def preparation(runs: int, megapixels: float) -> tuple[list[float], int, i
     times: list[float] = []
     sent = 0
     with tempfile.TemporaryDirectory() as tmp:
-        preparer = MediaPreparer(
-            MediaConfig(), MediaFiles(Path(tmp)), Transcriber(TranscriptionConfig())
-        )
+        preparer = new_preparer(tmp)
         async with FakeTelegram() as tg:
             bot = tg.make_bot()
             async with bot:
@@ -92,13 +102,7 @@ async def album_preparation(runs: int, megapixels: float, size: int) -> list[flo
     times: list[float] = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
-            preparer = MediaPreparer(
-                MediaConfig(), MediaFiles(Path(tmp)), Transcriber(TranscriptionConfig())
-            )
-            attachments = [
-                Attachment(MediaKind.IMAGE, f"a{i}.jpg", "image/jpeg", data=data)
-                for i, data in enumerate(pictures)
-            ]
+            preparer, attachments = new_preparer(tmp), images(pictures, "image/jpeg")
             start = time.perf_counter()
             await preparer.refs(await preparer.accept(attachments))
             times.append((time.perf_counter() - start) * 1000)
@@ -141,13 +145,7 @@ def memory_case(paths: list[str]) -> None:
     """In a fresh process: accept `paths` as one message's images; print the figures."""
     pictures = [Path(p).read_bytes() for p in paths]
     with tempfile.TemporaryDirectory() as tmp:
-        preparer = MediaPreparer(
-            MediaConfig(), MediaFiles(Path(tmp)), Transcriber(TranscriptionConfig())
-        )
-        attachments = [
-            Attachment(MediaKind.IMAGE, f"p{i}", "image/png", data=data)
-            for i, data in enumerate(pictures)
-        ]
+        preparer, attachments = new_preparer(tmp), images(pictures, "image/png")
         before = rss_mb("VmRSS")
         # The high-water mark restarts here (clear_refs 5), leaving out start-up's peaks.
         Path("/proc/self/clear_refs").write_text("5")

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess
@@ -28,12 +29,7 @@ GROWTH_MB = 150
 def settings(tg: FakeTelegram, **media: Any) -> dict[str, Any]:
     return {
         "anthropic": {"max_retries": 0},
-        "telegram": {
-            "enabled": True,
-            "token": tg.token,
-            "api_base_url": tg.url,
-            "dm_policy": "open",
-        },
+        "telegram": telegram_section(tg, mode="polling"),
         "media": media,
     }
 
