@@ -31,7 +31,13 @@ from bot.config.sections import (
     SessionResetConfig,
     TranscriptionConfig,
 )
-from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
+from bot.config.tools import (
+    McpConfig,
+    McpServerConfig,
+    ToolResultsConfig,
+    WebFetchConfig,
+    WebSearchConfig,
+)
 
 __all__ = [
     "MAX_PIXELS_CEILING",
@@ -60,6 +66,7 @@ __all__ = [
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
+    "WebSearchConfig",
     "env_overrides",
     "load_config",
 ]
