@@ -80,7 +80,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
         *("bot.types", "bot.untrusted"),
     ),
-    "bot.media": ("bot.config", "bot.transcript", "bot.types"),
+    "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),

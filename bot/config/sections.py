@@ -47,12 +47,20 @@ class WorkspaceConfig(Section):
     total_max_chars: int = Field(60_000, gt=100)
 
 
+# The most pixels `media.max_pixels` may allow, and Pillow's own limit for every image the
+# process opens (a 10000x10000 picture, 400 MB decoded).
+MAX_PIXELS_CEILING = 100_000_000
+
+
 class MediaConfig(Section):
     """Photos, files and voice notes people send (DESIGN.md section 9)."""
 
     enabled: bool = True
     # Larger files are never downloaded: the person is told the limit and the model a note.
     max_bytes: int = Field(20_000_000, gt=0)
+    # Images with more pixels (width x height, read from the file's header) are refused
+    # before decoding; decoding costs about 4 bytes a pixel (160 MB at the default).
+    max_pixels: int = Field(40_000_000, gt=0, le=MAX_PIXELS_CEILING)
     image_max_edge: int = Field(1568, ge=64)  # long side of images sent to the model
     keep_images_turns: int = Field(3, ge=0)  # older images become placeholders once cold
     text_max_chars: int = Field(50_000, gt=0)  # text files and transcripts past this are cut

@@ -139,8 +139,9 @@ class Admission:
         if self.media is None or self.config.media.keep_images_turns <= 0:
             return []
         photos = [a for a in msg.attachments if a.kind == MediaKind.IMAGE and not a.error]
-        await self.media.store_incoming(photos)
-        return [a for a in photos if a.sha256]
+        # Prepared now, like an addressed message's: the later turn only reads them. One
+        # that cannot be shown is left out, as nobody asked the bot about it.
+        return [a for a in await self.media.accept(photos) if a.sha256 and not a.refused]
 
     def take_buffer(self, msg: InboundMessage, lines: list[BufferedLine]) -> None:
         """Put the buffered group lines before `msg`'s own context, and the newest of their

@@ -8,6 +8,7 @@ across replicas; commands beyond it are recorded and logged but neither run nor 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Protocol
@@ -107,9 +108,10 @@ class GatewayService:
         buffered = await self.admission.buffered(msg, key)
         if buffered is not None:
             return buffered
-        if self.media is not None:
-            # On disk before the row that refers to them is committed.
-            await self.media.store_incoming(msg.attachments)
+        if self.media is not None and msg.attachments:
+            # On disk, images prepared, before the row that refers to them is committed: the
+            # turn, however often it is started, only reads what is made here.
+            msg = dataclasses.replace(msg, attachments=await self.media.accept(msg.attachments))
         is_group = msg.chat_type != ChatType.DIRECT
         inbound_id, lines = await self.store.accept_inbound(
             msg.channel,
