@@ -25,7 +25,7 @@ from tests.krill_process import KrillProcess
 from tests.test_e2e_local import model_env, plain_echo
 from tests.test_webchat_browser import Browser, browser_at  # noqa: F401 (a fixture)
 
-TOKEN = "console-Token_4711"
+TOKEN = "console-Token_4711-long-enough"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "console"
 SIZES = ((1280, 800), (390, 844))
 PAGES = {

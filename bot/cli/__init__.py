@@ -20,6 +20,7 @@ from bot.config import Config, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
 from bot.logs import log_level, redact, setup_logging
 from bot.pairings import PAIRING_CHANNELS
+from bot.store.open_errors import url_passwords
 
 
 def _secrets(config: Config) -> list[str]:
@@ -31,6 +32,8 @@ def _secrets(config: Config) -> list[str]:
         config.slack.app_token,
         config.slack.signing_secret,
         config.admin.console_token,
+        config.local.token,
+        *url_passwords(config.storage.url),
     ]
 
 
