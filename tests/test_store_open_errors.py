@@ -73,9 +73,7 @@ async def test_a_password_in_the_query_is_masked_too(tmp_path: Path, password_db
     await refused_everywhere(tmp_path, url, "?password=***", "refused the password")
 
 
-async def test_the_right_password_written_encoded_gets_in(
-    tmp_path: Path, password_db: str
-) -> None:
+async def test_the_right_password_written_encoded_gets_in(tmp_path: Path, password_db: str) -> None:
     url = f"postgresql://{PASSWORD_ROLE}:{quote(RIGHT, safe='')}@{password_db}"
     config = write_config(tmp_path, {"storage": {"url": url}})
     code, out, err = await run_cli(tmp_path, "status", "--config", str(config))
