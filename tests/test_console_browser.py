@@ -88,6 +88,11 @@ async def test_operator_sees_sessions_edits_the_soul_and_every_page_fits(
         notes = tmp_path / "workspace" / "memory" / "shared"
         notes.mkdir(parents=True)
         (notes / "doors.md").write_text("# Doors\n\nThe blue door code is 4711.\n")
+        # A link out of the workspace: listed (and photographed) as not editable.
+        (tmp_path / "elsewhere.md").write_text("not the console's\n")
+        (tmp_path / "workspace" / "ELSEWHERE-WITH-A-LONG-NAME.md").symlink_to(
+            tmp_path / "elsewhere.md"
+        )
         await krill.chat("hello from alice", user="alice")
         browser = await asyncio.to_thread(browser_at, SIZES[0])
         await asyncio.to_thread(log_in, browser, krill.url)

@@ -15,6 +15,7 @@ from bot.console.auth import COOKIE
 from bot.console.logins import IDLE_SECONDS, LIFETIME_SECONDS, Logins
 from bot.store.sqlite import SQLiteStore
 from tests.krill_process import KrillProcess
+from tests.test_shared_state import Clock
 
 TOKEN = "console-token-for-logins-0123"
 HOUR = 3600.0
@@ -83,14 +84,6 @@ async def test_the_cookie_is_secure_when_a_trusted_proxy_says_https(tmp_path: Pa
     assert not forged[COOKIE]["secure"]
     for cookie in (behind_tls, behind_plain, forged):
         assert cookie[COOKIE]["httponly"] and cookie[COOKIE]["samesite"] == "Strict"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_a_login_ends_when_idle_at_its_age_limit_or_with_a_new_token(

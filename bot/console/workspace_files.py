@@ -85,7 +85,8 @@ def list_markdown(root: Path) -> list[Listed]:
         try:
             size = resolve(root, name).stat().st_size
         except (PathRefused, OSError) as exc:
-            listed.append(Listed(name, 0, str(exc)))
+            # The row names the file already: "'X.md' leads outside…" -> "leads outside…".
+            listed.append(Listed(name, 0, str(exc).removeprefix(f"{name!r} ")))
         else:
             listed.append(Listed(name, size))
     return sorted(listed, key=lambda f: ("/" in f.name, f.name))

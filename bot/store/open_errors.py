@@ -80,36 +80,51 @@ def _redacted(text: str, url: str) -> str:
     return text
 
 
+# What the server said no to, and what to do about it, by the driver's exception; each
+# template is completed with the masked URL, what the server said, and where to fix it.
+_REFUSALS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], ...] = (
+    (asyncpg.InvalidPasswordError, "the server at {where} refused the password ({said}); {fix}"),
+    (
+        asyncpg.InvalidAuthorizationSpecificationError,
+        "the server at {where} refused the login ({said}); check the user name and the "
+        "server's pg_hba.conf, or {fix}",
+    ),
+    (
+        asyncpg.InvalidCatalogNameError,
+        "{said} on the server at {where}; create it (createdb), or {fix}",
+    ),
+    (
+        asyncpg.InsufficientPrivilegeError,
+        "the user in {where} may not create Krill's tables ({said}); make it the database's "
+        "owner, or {fix}",
+    ),
+    (
+        _UNREADABLE,
+        "{where} cannot be read ({said}); {fix}: postgresql://USER:PASSWORD@HOST:PORT/DATABASE,"
+        " a port from 1 to 65535, and " + ENCODING_HINT,
+    ),
+    (
+        (OSError, TimeoutError),
+        "cannot reach the database at {where} ({kind}: {said}); start the PostgreSQL server, "
+        "or {fix}{hint}",
+    ),
+)
+
+
 def postgres_problem(exc: BaseException, url: str, fix: str) -> str:
     """One line: why the PostgreSQL server at `url` could not be used, and what to do;
     `fix` says where to change the URL (e.g. "fix storage.url in /srv/krill.toml")."""
-    where = masked_url(url)
-    said = _redacted(str(exc) or type(exc).__name__, url)
-    if isinstance(exc, asyncpg.InvalidPasswordError):
-        return f"the server at {where} refused the password ({said}); {fix}"
-    if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError):
-        return (
-            f"the server at {where} refused the login ({said}); check the user name and the "
-            f"server's pg_hba.conf, or {fix}"
-        )
-    if isinstance(exc, asyncpg.InvalidCatalogNameError):
-        return f"{said} on the server at {where}; create it (createdb), or {fix}"
-    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
-        return (
-            f"the user in {where} may not create Krill's tables ({said}); make it the "
-            f"database's owner, or {fix}"
-        )
-    if isinstance(exc, _UNREADABLE):
-        return (
-            f"{where} cannot be read ({said}); {fix}: postgresql://USER:PASSWORD@HOST:PORT/"
-            f"DATABASE, a port from 1 to 65535, and {ENCODING_HINT}"
-        )
-    if isinstance(exc, OSError | TimeoutError):
-        return (
-            f"cannot reach the database at {where} ({type(exc).__name__}: {said}); start the "
-            f"PostgreSQL server, or {fix}{encoding_hint(url)}"
-        )
-    return f"the database at {where} could not be opened ({type(exc).__name__}: {said}); {fix}"
+    facts = {
+        "where": masked_url(url),
+        "said": _redacted(str(exc) or type(exc).__name__, url),
+        "kind": type(exc).__name__,
+        "fix": fix,
+        "hint": encoding_hint(url),
+    }
+    for kinds, template in _REFUSALS:
+        if isinstance(exc, kinds):
+            return template.format(**facts)
+    return "the database at {where} could not be opened ({kind}: {said}); {fix}".format(**facts)
 
 
 def sqlite_damaged(exc: BaseException) -> bool:
