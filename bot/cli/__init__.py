@@ -33,6 +33,7 @@ def _secrets(config: Config) -> list[str]:
         config.slack.signing_secret,
         config.admin.console_token,
         config.local.token,
+        config.tools.web_search.api_key,
         *url_passwords(config.storage.url),
     ]
 

@@ -34,6 +34,7 @@ SECRET_ENV: dict[tuple[str, str], str] = {
     ("admin", "console_token"): "KRILL_ADMIN_TOKEN",
     ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
     ("memory.embeddings", "api_key"): "EMBEDDINGS_API_KEY",
+    ("tools.web_search", "api_key"): "BRAVE_API_KEY",
 }
 
 
@@ -169,6 +170,16 @@ def _check_consistency(config: Config, where: str) -> None:
             f"admin.console_token (or KRILL_ADMIN_TOKEN): must be at least "
             f"{CONSOLE_TOKEN_MIN_CHARS} characters, this one has {len(token)}; make one with "
             "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
+    search = config.tools.web_search
+    if search.enabled and search.backend == "searxng" and not search.base_url:
+        problems.append(
+            "tools.web_search.base_url: required for the searxng backend "
+            "(your SearXNG's address, e.g. http://127.0.0.1:8888)"
+        )
+    if search.enabled and search.backend == "brave" and not search.api_key:
+        problems.append(
+            "tools.web_search.api_key: required for the brave backend (or set BRAVE_API_KEY)"
         )
     for user in config.admin.users:
         if ":" not in user:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.memory.paths import NOTES_DIR
+from bot.skills.catalog import SKILLS_DIR
 
 SUFFIX = ".md"
 TEMP_SUFFIX = ".tmp"
@@ -30,6 +31,8 @@ _TEMP_RE = re.compile(r"^\..+\.md\.[^.]+\.tmp$")
 # Room left in a name for the temporary file's extra characters (most filesystems allow
 # 255 bytes a name).
 MAX_NAME_BYTES = 200
+# The folders whose markdown files the console lists and edits, besides the top level.
+_EDITABLE_FOLDERS = (NOTES_DIR, SKILLS_DIR)
 
 
 class PathRefused(ValueError):
@@ -65,12 +68,13 @@ def version_of(data: bytes) -> str:
 
 
 def _candidates(root: Path) -> list[str]:
-    """Names of the markdown files at the top level and under memory/, without hidden
-    files (and so without a save's temporary files)."""
+    """Names of the markdown files at the top level and under memory/ and skills/, without
+    hidden files (and so without a save's temporary files)."""
     found = [p.name for p in root.glob(f"*{SUFFIX}") if not p.name.startswith(".") and p.is_file()]
-    notes = root / NOTES_DIR
-    if notes.is_dir():
-        for path in notes.rglob(f"*{SUFFIX}"):
+    for folder in _EDITABLE_FOLDERS:
+        if not (root / folder).is_dir():
+            continue
+        for path in (root / folder).rglob(f"*{SUFFIX}"):
             relative = path.relative_to(root)
             if not any(part.startswith(".") for part in relative.parts) and path.is_file():
                 found.append(relative.as_posix())
@@ -170,11 +174,11 @@ def _replace(path: Path, data: bytes) -> None:
 
 def remove_leftovers(root: Path) -> list[Path]:
     """Delete the temporary files of saves that never finished (a kill, a crash) at the top
-    level and under memory/; the ones deleted."""
+    level and under memory/ and skills/; the ones deleted."""
     folders = [root]
-    notes = root / NOTES_DIR
-    if notes.is_dir():
-        folders += [p for p in notes.rglob("*") if p.is_dir() and not p.is_symlink()]
+    for below in (root / folder for folder in _EDITABLE_FOLDERS):
+        if below.is_dir():
+            folders += [below, *(p for p in below.rglob("*") if p.is_dir() and not p.is_symlink())]
     removed = []
     for folder in folders:
         for path in folder.glob(f".*{TEMP_SUFFIX}"):
