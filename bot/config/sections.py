@@ -7,9 +7,10 @@ Every default lives here, beside its key.
 from __future__ import annotations
 
 import re
+from ipaddress import ip_network
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
 
 
 class Section(BaseModel):
@@ -121,6 +122,16 @@ class ServerConfig(Section):
     allowed_hosts: list[str] = Field(default_factory=list)
     # Seconds without a successful poll (Telegram) or pong (Slack) before /healthz says 503.
     health_stale_after: float = Field(90.0, gt=0)
+    # Reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or
+    # networks): who the client is for the wrong-token limits, and HTTPS for Secure cookies.
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=lambda: [ip_network("127.0.0.0/8"), ip_network("::1")]
+    )
+
+
+# A shorter console token is refused at start: the wrong-token limits never lock out the
+# right token, so its length is what makes guessing it hopeless.
+CONSOLE_TOKEN_MIN_CHARS = 24
 
 
 class AdminConfig(Section):
@@ -129,6 +140,7 @@ class AdminConfig(Section):
     # commands unless the operator turns that off.
     local_is_admin: bool = True
     # Required for the operator console at /admin (KRILL_ADMIN_TOKEN); empty keeps it off.
+    # At least CONSOLE_TOKEN_MIN_CHARS long (checked once the environment is merged in).
     console_token: str = ""
 
 

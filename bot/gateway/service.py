@@ -34,6 +34,7 @@ from bot.sessions.keys import session_key
 from bot.store.base import InboundStatus
 from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
+from bot.wrong_tokens import WrongTokens
 
 if TYPE_CHECKING:
     from bot.channel_contract import Leadership
@@ -87,6 +88,7 @@ class GatewayService:
         self.metrics = metrics
         self.media = media
         self.holder = holder  # this replica's name on the leases it holds
+        self.wrong_tokens = WrongTokens(store, BudgetName.CHAT_TOKENS)
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         self.command_replies = SenderBudget(
             store, BudgetName.COMMANDS, limit=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS
@@ -206,6 +208,9 @@ class GatewayService:
 
     async def recall(self, channel: str, key: str) -> str | None:
         return await self.store.state_get(channel, key, now=time.time())
+
+    async def wrong_token(self, channel: str, client: str) -> float:
+        return await self.wrong_tokens.count(f"{channel}:{client}")
 
     async def close(self) -> None:
         await self.lanes.close()
