@@ -98,7 +98,8 @@ def test_images_count_by_their_pixels_and_become_placeholders_when_old(tmp_path:
     placeholders = image_placeholders(messages, keep_turns=1)
     resolved = resolve_media(messages, files, placeholders)
     placeholder = resolved[0]["content"][1]["text"]
-    assert placeholder.startswith("[image 1500x1000, not attached again]\n")
+    assert placeholder.startswith('<<<UNTRUSTED source="file"')
+    assert "\n[image: old.jpg, 1500x1000]\n" in placeholder
     assert 'untrusted metadata: {"file":"old.jpg","type":"image/jpeg"}' in placeholder
     sent = resolved[2]["content"][1]
     assert sent["type"] == "image" and base64.b64decode(sent["source"]["data"]) == b"new image"
@@ -128,7 +129,7 @@ async def test_old_images_turn_into_placeholders_only_once_the_cache_is_cold(
         now[0] += 400
         await h.send("one more")  # cold: older than keep_images_turns, so a placeholder
         cold = json.dumps(fake_anthropic.message_requests[-1].body["messages"])
-        assert "[image 256x128, not attached again]" in cold and '"type": "image"' not in cold
+        assert "[image: blue.png, 256x128]" in cold and '"type": "image"' not in cold
         assert '"file\\":\\"blue.png\\"' in cold  # the name, inside the untrusted block
         stored = list((tmp_path / "data" / "media").rglob("*"))
         assert sum(p.is_file() for p in stored) == 2  # the original and the downscaled copy

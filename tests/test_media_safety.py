@@ -183,5 +183,5 @@ def test_hostile_names_of_old_images_stay_inside_the_untrusted_block(
     ]
     resolved = resolve_media(messages, files, image_placeholders(messages, keep_turns=0))
     placeholder = resolved[0]["content"][1]["text"]
-    assert placeholder.startswith("[image 800x600, not attached again]")
+    assert placeholder.startswith('<<<UNTRUSTED source="file"') and ", 800x600]" in placeholder
     assert_contained(placeholder, payload)

@@ -58,14 +58,17 @@ class MediaLink:
 
     @property
     def placeholder(self) -> str:
+        """DESIGN's `[image: <name>, <w>x<h>]`; the name is the sender's, so the whole line
+        sits inside the file's untrusted block when the turn's marker is known."""
+        name = clean_name(self.name)
         if self.is_image:
-            said = f"[image {self.width}x{self.height}, not attached again]"
+            said = f"[image: {name}, {self.width}x{self.height}]"
         else:
-            said = "[document, not attached again]"
+            said = f"[document: {name}]"
         if not self.marker:
             return said
         meta = file_meta(self.name, self.mime)
-        return f"{said}\n{wrap_untrusted('', source='file', marker_id=self.marker, meta=meta)}"
+        return wrap_untrusted(said, source="file", marker_id=self.marker, meta=meta)
 
 
 def file_meta(name: str, mime: str, size: int | None = None) -> dict[str, Any]:
