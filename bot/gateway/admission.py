@@ -22,6 +22,7 @@ from bot.sessions.limits import requires_mention
 from bot.store.base import BufferedLine, InboundStatus, Pairing, PairingStatus
 from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Attachment, ChatType, InboundMessage, MediaKind
+from bot.untrusted import clean_name
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -120,7 +121,9 @@ class Admission:
         policy = self.config.channel_policy(msg.channel)
         limit = policy.group_buffer_limit if policy is not None else 0
         line = None
-        sender = msg.user_name or msg.user_id
+        # A display name is the sender's own text: one clean line, so it cannot start a
+        # line that reads as somebody else's message in the buffered context.
+        sender = clean_name(msg.user_name or msg.user_id)
         if msg.attachments:
             kinds = {"image": "photo", "audio": "voice note"}
             kind = kinds.get(str(msg.attachments[0].kind), "file")
