@@ -20,6 +20,7 @@ from bot.config.platforms import (
 )
 from bot.config.root import Config
 from bot.config.sections import (
+    MAX_PIXELS_CEILING,
     AdminConfig,
     ContextConfig,
     LoggingConfig,
@@ -40,6 +41,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelPolicyConfig",
     "Config",
