@@ -153,7 +153,7 @@ class App:
             model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
         )
 
-        # Media people send: stored under the data folder, prepared once per turn.
+        # Media people send: stored under the data folder, images prepared on acceptance.
         self.media_files = MediaFiles(config.media_dir)
         media = (
             MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))

@@ -244,7 +244,8 @@ async def test_two_replicas_send_one_session_the_same_pruned_prefix(
         storage={"url": pg_url},
         workspace={"path": str(tmp_path / "workspace")},
         scheduler={"cache_ttl_seconds": TTL},
-        tools={"web_fetch": {"allow_private": True}},
+        # Pages stay whole in the transcript (not kept on disk), so pruning has work to do.
+        tools={"web_fetch": {"allow_private": True}, "results": {"threshold_bytes": 100_000}},
     )
     for name in ("a", "b", "workspace"):
         (tmp_path / name).mkdir()

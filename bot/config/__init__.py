@@ -12,6 +12,7 @@ from bot.config.platforms import (
     GroupOverride,
     GroupPolicy,
     PeerOverride,
+    PlatformTimeouts,
     SlackConfig,
     SlackPacing,
     TelegramConfig,
@@ -20,6 +21,7 @@ from bot.config.platforms import (
 )
 from bot.config.root import Config
 from bot.config.sections import (
+    MAX_PIXELS_CEILING,
     AdminConfig,
     ContextConfig,
     LoggingConfig,
@@ -40,6 +42,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelPolicyConfig",
     "Config",
@@ -57,6 +60,7 @@ __all__ = [
     "ModelConfig",
     "ModelLimits",
     "PeerOverride",
+    "PlatformTimeouts",
     "SessionConfig",
     "SessionResetConfig",
     "SlackConfig",
