@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from bot.channel_contract import AcceptResult
+from bot.channel_contract import AcceptResult, PressAnswer, PressResult
 from bot.config import ChannelPolicyConfig, SessionConfig
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
-from bot.types import HistoryLine, InboundMessage
+from bot.types import ButtonPress, HistoryLine, InboundMessage
 
 
 class SoleLeader:
@@ -43,6 +43,9 @@ class StubGateway:
         self.bot_usernames: dict[str, str] = {}
         self.arrived = asyncio.Event()
         self.state: dict[tuple[str, str], str] = {}  # what the adapter asked to remember
+        self.presses: list[ButtonPress] = []
+        self.answer = PressAnswer(PressResult.DONE, "✓ Yes")  # what every press is told
+        self.press_gate: asyncio.Event | None = None  # press waits for it when set
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         if self.gate is not None and msg.text not in self.passes:
@@ -56,6 +59,16 @@ class StubGateway:
         if self.on_accept is not None:
             await self.on_accept(msg)
         return self.result
+
+    async def press(self, press: ButtonPress) -> PressAnswer:
+        if self.press_gate is not None:
+            await self.press_gate.wait()
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        self.presses.append(press)
+        self.arrived.set()
+        return self.answer
 
     def register_bot_username(self, channel: str, username: str) -> None:
         self.bot_usernames[channel] = username

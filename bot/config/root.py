@@ -20,6 +20,7 @@ from bot.config.sections import (
     LoggingConfig,
     MediaConfig,
     MemoryConfig,
+    ButtonsConfig,
     RemindersConfig,
     SchedulerConfig,
     Section,
@@ -53,6 +54,7 @@ class Config(Section):
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
+    buttons: ButtonsConfig = Field(default_factory=ButtonsConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 

@@ -205,6 +205,9 @@ class SessionConfig(Section):
     dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
     identity_links: dict[str, list[str]] = Field(default_factory=dict)
     reset: SessionResetConfig = Field(default_factory=SessionResetConfig)
+    # Where /reset and /new in a session with more than a few turns ask "are you sure?"
+    # with buttons first: "groups" (groups and channels), "always", or "off".
+    confirm_reset: Literal["off", "groups", "always"] = "groups"
 
     @field_validator("identity_links")
     @classmethod
@@ -325,6 +328,25 @@ class SchedulerConfig(Section):
     # Tests only: shifts the service's clock (reminders, resets, flush timing) this many
     # seconds ahead of the wall clock, so a test can start Krill "later" without waiting.
     clock_offset_seconds: float = 0.0
+
+
+class ButtonsConfig(Section):
+    """Choices offered with buttons (`[buttons]`)."""
+
+    # A choice nobody answered within this loses its buttons; a later press of one is told
+    # it expired. Approvals of tool calls have their own, shorter tools.policy.confirm_timeout.
+    expire_after: str = "1d"
+
+    @field_validator("expire_after")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if duration_seconds(value) <= 0:
+            raise ValueError("must be longer than zero")
+        return value
+
+    @property
+    def expire_seconds(self) -> float:
+        return duration_seconds(self.expire_after)
 
 
 class RemindersConfig(Section):

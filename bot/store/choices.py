@@ -1,0 +1,77 @@
+"""Choices offered with buttons: one row per message with buttons, holding everything a press
+needs (what each button means, who may press it, what the message says), so a button
+carries only the row's id. A press moves the row from pending to pressed once, whichever
+process receives it; its action then runs and moves it to done."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bot.types import Address, ButtonStyle
+
+
+class ChoiceKind(StrEnum):
+    """What a press of the choice does (`bot/buttons/`, and the action of each kind)."""
+
+    MODEL = "model"  # /model: switch the session's model
+    RESET = "reset"  # /reset, /new: start a fresh session, or keep this one
+    REMINDER = "reminder"  # a reminder that fired: snooze it, or mark it done
+    APPROVAL = "approval"  # a tool call marked confirm: run it, or refuse it
+    QUESTION = "question"  # ask_choice: the answer becomes the person's next message
+
+
+class ChoiceStatus(StrEnum):
+    PENDING = "pending"  # offered: waits for a press, or its expiry
+    PRESSED = "pressed"  # a press (or the expiry) is recorded; its action has not finished
+    DONE = "done"  # acted on; `outcome` says how
+
+
+# The `option` of a choice nobody answered before it expired.
+TIMED_OUT = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceOption:
+    label: str
+    value: str  # what the action reads: a model id, a snooze in seconds, "approve"
+    style: ButtonStyle = ButtonStyle.PLAIN
+
+    def to_dict(self) -> dict[str, str]:
+        return {"label": self.label, "value": self.value, "style": str(self.style)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChoiceOption:
+        return cls(str(data["label"]), str(data["value"]), ButtonStyle(data.get("style", "plain")))
+
+
+@dataclass(slots=True)
+class Choice:
+    id: str
+    kind: ChoiceKind
+    session_key: str
+    address: Address  # the conversation (chat, thread or topic) of the message
+    owner: str  # who the buttons are for, "<channel>:<user_id>"; admins may press them too
+    owner_name: str
+    text: str  # what the message with the buttons says
+    options: tuple[ChoiceOption, ...]
+    payload: dict[str, Any]  # what the kind's action needs besides the option
+    reply_id: str  # the outbox reply that carries the message
+    status: ChoiceStatus
+    created_at: float
+    expires_at: float
+    option: int | None = None  # the option pressed; TIMED_OUT when it expired
+    pressed_by: str = ""  # who pressed, "<channel>:<user_id>"
+    pressed_name: str = ""
+    press_id: str = ""  # the platform's id of the press, so a redelivery counts once
+    message_id: str = ""  # the platform message the buttons are under, as the press said
+    pressed_at: float | None = None
+    outcome: str = ""  # the line the message shows after the press
+
+    @property
+    def pressed_option(self) -> ChoiceOption | None:
+        """The option pressed (None: not pressed, or it expired)."""
+        if self.option is None or not 0 <= self.option < len(self.options):
+            return None
+        return self.options[self.option]
