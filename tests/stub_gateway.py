@@ -100,6 +100,14 @@ class StubGateway:
     async def wrong_token(self, channel: str, client: str) -> float:
         return 0.0  # adapter tests do not count guesses; the real gateway does
 
+    async def wait_presses(self, count: int, timeout: float = 5.0) -> list[ButtonPress]:
+        """The recorded presses, once there are at least `count`."""
+        async with asyncio.timeout(timeout):
+            while len(self.presses) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return self.presses
+
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""
         async with asyncio.timeout(timeout):

@@ -68,9 +68,10 @@ async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
 
 
 async def until(check: Callable[[], object], within: float = 5.0) -> None:
-    async with asyncio.timeout(within):
-        while not check():
-            await asyncio.sleep(0.01)
+    deadline = asyncio.get_running_loop().time() + within
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
 
 
 def offer(chat: str = "C1", **address: Any) -> OutboundMessage:

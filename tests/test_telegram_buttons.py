@@ -112,9 +112,7 @@ async def test_a_slow_press_is_answered_at_once_and_still_recorded(
     assert answers[0]["text"] == telegram_buttons.STILL_WORKING
     assert core.presses == []
     core.press_gate.set()
-    async with asyncio.timeout(5):
-        while not core.presses:
-            await asyncio.sleep(0.01)
+    await core.wait_presses(1)
 
 
 async def test_a_press_that_could_not_be_recorded_is_answered_and_fetched_again(
@@ -126,9 +124,7 @@ async def test_a_press_that_could_not_be_recorded_is_answered_and_fetched_again(
     fake_telegram.push_update(fake_telegram.press(GROUP, 7, "✅ Approve"))
     answers = await fake_telegram.wait_for("answerCallbackQuery", successful=True)
     assert answers[0]["text"] == telegram_buttons.NOT_RECORDED
-    async with asyncio.timeout(10):
-        while not core.presses:
-            await asyncio.sleep(0.05)
+    await core.wait_presses(1, timeout=10)
     # Fetched again and recorded; its second answer is refused by Telegram (answered once).
     await fake_telegram.wait_for("answerCallbackQuery", count=2)
     assert len(core.presses) == 1

@@ -271,7 +271,7 @@ async def test_misc_methods(fake_telegram: FakeTelegram, bot: Bot) -> None:
     assert await bot.delete_message(5, sent.message_id)
     with pytest.raises(BadRequest, match="not found"):
         await bot.delete_message(5, sent.message_id)
-    with pytest.raises(BadRequest, match="(?i)query id is invalid"):
+    with pytest.raises(BadRequest, match=r"(?i)query id is invalid"):
         await bot.answer_callback_query("abc")  # never handed out
 
 
@@ -388,11 +388,11 @@ async def test_inline_keyboards_presses_and_their_answers(
     query_id = update.callback_query.id
     assert await bot.answer_callback_query(query_id, text="✓ No")
     assert fake_telegram.callback_answers[query_id]["text"] == "✓ No"
-    with pytest.raises(BadRequest, match="(?i)query id is invalid"):
+    with pytest.raises(BadRequest, match=r"(?i)query id is invalid"):
         await bot.answer_callback_query(query_id)  # once only
     late = fake_telegram.press(5, 5, "Yes")["callback_query"]["id"]
     fake_telegram.callback_queries[late] -= 60  # the app stopped waiting long ago
-    with pytest.raises(BadRequest, match="(?i)query is too old"):
+    with pytest.raises(BadRequest, match=r"(?i)query is too old"):
         await bot.answer_callback_query(late)
 
     # An edit without a keyboard takes the buttons away, as editMessageReplyMarkup does.
@@ -405,5 +405,5 @@ async def test_inline_keyboards_presses_and_their_answers(
         await bot.edit_message_reply_markup(chat_id=5, message_id=again.message_id)
 
     too_long = InlineKeyboardMarkup([[InlineKeyboardButton("x", callback_data="d" * 65)]])
-    with pytest.raises(BadRequest, match="(?i)button_data_invalid"):
+    with pytest.raises(BadRequest, match=r"(?i)button_data_invalid"):
         await bot.send_message(5, "Too much data", reply_markup=too_long)
