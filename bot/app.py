@@ -3,16 +3,13 @@ order, and starts and stops them.
 
 `App.start()` brings everything up and `App.stop()` takes it down in reverse. Background
 work (the scheduler, the MCP servers and the platform channels) starts only when
-`background` is set, which `krill run` does and `krill chat` and the other CLI commands do
-not; `run_service` adds signal handling.
+`background` is set, which `krill run` does (bot/cli/service.py, with signal handling) and
+`krill chat` and the other CLI commands do not.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable
 
@@ -25,6 +22,10 @@ from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
+from bot.app_buttons import presses_for
+from bot.buttons.approvals import Approvals
+from bot.buttons.ask import AskChoiceTool
+from bot.buttons.offers import Offers
 from bot.channel_contract import STANDBY, Channel, ChannelHealth
 from bot.config import Config
 from bot.console.routes import console_routes
@@ -119,12 +120,20 @@ class App:
             clock=clock,
         )
 
+        # Choices offered with buttons: a row each, then the message in the outbox.
+        offers = Offers(
+            config=config, store=self.store, outbox=self.outbox, channels=self.channels, clock=clock
+        )
         # Tools: large results are kept on disk and read back with read_tool_result. Every
         # tool that reads a workspace path asks `readable` which files its session may read.
+        # A call [tools.policy] marks confirm is offered for approval instead of run.
         self.results = ResultStore(self.workspace.path, config.tools.results)
         processor = ResultProcessor(self.results, readable)
-        self.tools = ToolRegistry(result_hook=processor.process)
+        self.tools = ToolRegistry(
+            result_hook=processor.process, confirm_hook=Approvals(config=config, offers=offers).ask
+        )
         self.tools.register(processor.read_tool())
+        AskChoiceTool(offers).register(self.tools)
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
         search = web_search_tool(config.tools.web_search)
         if search is not None:
@@ -249,7 +258,7 @@ class App:
             jobs=jobs,
             lanes=self.lanes,
             runner=self.runner,
-            replies=self.replies,
+            offers=offers,
         )
         ReminderTools(self.reminders).register(self.tools)
         self.scheduler = Scheduler(
@@ -281,32 +290,39 @@ class App:
                 self.store, self.lanes, self.channels, after=config.storage.lease_seconds
             ),
         )
+        commands = SessionCommands(
+            config=config,
+            store=self.store,
+            lanes=self.lanes,
+            model_configured=self.model.configured,
+            tools=self.tools,
+            skills=self.skills,
+            compactor=self.context,
+            before_reset=self.flusher,
+            # MCP servers run only with the background work; elsewhere they have no status.
+            status_sources=(
+                [self.mcp, self.scheduler, self.sender]
+                if background
+                else [self.scheduler, self.sender]
+            ),
+            offers=offers,
+        )
+        self.presses = presses_for(
+            self, commands=commands, activity=self.scheduler, jobs=jobs, clock=clock
+        )
         self.gateway = GatewayService(
             config=config,
             store=self.store,
             lanes=self.lanes,
             admission=Admission(config=config, store=self.store, replies=self.replies, media=media),
-            commands=SessionCommands(
-                config=config,
-                store=self.store,
-                lanes=self.lanes,
-                model_configured=self.model.configured,
-                tools=self.tools,
-                skills=self.skills,
-                compactor=self.context,
-                before_reset=self.flusher,
-                # MCP servers run only with the background work; elsewhere they have no status.
-                status_sources=(
-                    [self.mcp, self.scheduler, self.sender]
-                    if background
-                    else [self.scheduler, self.sender]
-                ),
-            ),
+            commands=commands,
             replies=self.replies,
             delivered=self.sender,
             activity=self.scheduler,
             metrics=self.metrics,
             holder=self.leases.holder,
+            offers=offers,
+            presses=self.presses,
             media=media,
         )
         self._ready: dict[str, bool] = {}
@@ -355,6 +371,8 @@ class App:
         recovered = await self.gateway.recover(unanswered) if self.recover else 0
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
+        if self.background:  # presses come only from the channels krill run starts
+            await self.presses.start()
         if self.with_server:
             await self._start_server()
         for name, channel in self.channels.items():
@@ -420,24 +438,3 @@ class App:
             await self._runner.cleanup()
         await self.model.close()
         await self.store.close()
-
-
-def service_clock(config: Config) -> Callable[[], float]:
-    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
-    offset = config.scheduler.clock_offset_seconds
-    return (lambda: time.time() + offset) if offset else time.time
-
-
-async def run_service(config: Config) -> None:
-    app = App(config, background=True, clock=service_clock(config))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        await app.start()
-        await stop.wait()
-        log.info("shutting down")
-    finally:
-        await app.stop()

@@ -141,6 +141,13 @@ class SessionOrigin:
     thread_id: str | None = None  # forum topic id or Slack thread_ts
     peer_id: str | None = None  # direct sessions: the person's user id
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "chat_type": str(self.chat_type)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionOrigin:
+        return cls(**{**data, "chat_type": ChatType(data["chat_type"])})
+
     @classmethod
     def of(cls, msg: InboundMessage) -> SessionOrigin:
         direct = msg.chat_type == ChatType.DIRECT

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bot.channel_contract import PressAnswer, PressResult
 from bot.store.choices import TIMED_OUT, Choice, ChoiceKind, ChoiceOption, ChoiceStatus
@@ -30,6 +30,22 @@ ALREADY_TEXT = "Already answered."
 TIMED_OUT_LINE = "⌛ No answer in time; the buttons have expired."
 
 
+class ChoiceAction(Protocol):
+    """What pressing one kind of choice does (each kind has one, given to the gateway)."""
+
+    async def act(self, choice: Choice) -> str:
+        """Do what the option pressed on `choice` says (`option` is TIMED_OUT when nobody
+        answered in time); returns the line its message shows after. Runs in the session's
+        lane. It may run twice for one press (a crash between acting and recording that it
+        did): the second run must change nothing more."""
+        ...
+
+
+def presser(choice: Choice) -> str:
+    """Who pressed, as the outcome line names them."""
+    return choice.pressed_name or choice.pressed_by.partition(":")[2] or "someone"
+
+
 @dataclass(frozen=True, slots=True)
 class ChoiceSpec:
     """A choice to offer: the message, its options, who may answer, and what its kind's
@@ -43,6 +59,8 @@ class ChoiceSpec:
     payload: dict[str, Any] = field(default_factory=dict)
     columns: int = 1  # buttons per row
     expire_seconds: float | None = None  # None: buttons.expire_after
+    # What a channel without buttons shows instead ("": the text and the options listed).
+    fallback: str = ""
 
 
 def new_choice_id() -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from bot.types import Address, ButtonStyle
 
@@ -75,3 +75,34 @@ class Choice:
         if self.option is None or not 0 <= self.option < len(self.options):
             return None
         return self.options[self.option]
+
+
+class ChoiceStore(Protocol):
+    """Choices offered with buttons and their presses."""
+
+    async def choice_add(self, choice: Choice) -> None: ...
+    async def choice_get(self, choice_id: str) -> Choice | None: ...
+    async def choice_press(
+        self,
+        choice_id: str,
+        *,
+        option: int,
+        by: str,
+        name: str,
+        press_id: str,
+        message_id: str,
+        at: float,
+    ) -> bool:
+        """Record a press of `option` (TIMED_OUT: nobody answered in time) on a pending
+        choice; False when it was no longer pending (someone else's press came first)."""
+        ...
+
+    async def choice_finish(self, choice_id: str, outcome: str, *, at: float) -> bool:
+        """Move a pressed choice to done, with the line its message shows; False when it
+        was not pressed (done already)."""
+        ...
+
+    async def choices_unfinished(self, *, expired_by: float) -> list[Choice]:
+        """Choices whose press is recorded but not acted on, and pending ones that expired
+        by `expired_by`, oldest first."""
+        ...
