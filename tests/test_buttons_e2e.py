@@ -132,7 +132,7 @@ async def test_model_list_pressed_switches_once_and_the_message_says_so(env: Env
     tg.push_update(tg.command(ADMIN, ADMIN, "/model"))
     assert await env.buttons(ADMIN) == MODELS
     listing = tg.bot_messages(ADMIN)[-1]
-    query, answer = await env.press(ADMIN, ADMIN, "claude-haiku-4-5")
+    _, answer = await env.press(ADMIN, ADMIN, "claude-haiku-4-5")
     assert answer == "✓ claude-haiku-4-5"
     edited = await env.message(ADMIN, "Model switched to claude-haiku-4-5")
     assert edited["message_id"] == listing["message_id"] and "reply_markup" not in edited
