@@ -70,7 +70,9 @@ def instrument(h: Harness, model_times: list[float]) -> None:
 
 async def sequential(fake: FakeAnthropic, entries: int, turns: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
-        async with Harness(Path(tmp), fake.url) as h:
+        # One sender sends every turn: its turn budget would make the later ones wait.
+        toml = "[agent]\nsender_turns_per_minute = 0\n"
+        async with Harness(Path(tmp), fake.url, toml) as h:
             await prefill(h, "bench", entries)
             model_times: list[float] = []
             instrument(h, model_times)
