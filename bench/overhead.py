@@ -49,7 +49,7 @@ async def prefill(h: Harness, user: str, entries: int) -> None:
         )
     # Prefill is not part of the steady state: fold its WAL into the database and keep its
     # objects out of the garbage collector's way.
-    await store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    await store.db.fetch("PRAGMA wal_checkpoint(TRUNCATE)")
     gc.collect()
     gc.freeze()
 

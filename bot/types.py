@@ -35,6 +35,14 @@ class Address:
     def from_dict(cls, data: dict[str, Any]) -> Address:
         return cls(**data)
 
+    def to_json(self) -> str:
+        """The stored form."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, raw: str) -> Address:
+        return cls.from_dict(json.loads(raw))
+
 
 class MediaKind(StrEnum):
     IMAGE = "image"  # photos and image files

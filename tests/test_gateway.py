@@ -396,7 +396,9 @@ async def test_status_shows_a_failing_memory_flush(tmp_path: Path, fake_anthropi
     async with Harness(tmp_path, fake_anthropic.url) as h:
         await h.send("hello")
         session = await h.app.store.current_session("agent:main:local:direct:alice")
-        await h.app.store.update_session(session.session_id, memory_flush_error="timed out")
+        await h.app.store.record_memory_flush(
+            session.session_id, error="timed out", at=time.time(), compaction_count=None
+        )
         await h.send("/status")
     assert "last error: timed out" in h.channel.finals[-1]
 

@@ -1,7 +1,7 @@
 """Databases made by the release before the stores were written once (SQLite at schema
 version 13, PostgreSQL at version 1) upgrade in place: every row of every table is still
-there after the upgrade, each record reads back as it was written, and new rows follow the
-old ones.
+there after the upgrade, each record reads back as it was written, new rows follow the old
+ones, and the schema is the one a new database gets.
 
 The fixtures in tests/fixtures/ were made by that release's own store code, with rows in
 every table: `store-sqlite-v13.db.gz` is its SQLite file, `store-postgres-v1.sql` a
@@ -17,13 +17,13 @@ from typing import Any
 
 import asyncpg
 
-from bot.store.base import PairingStatus, ReminderStatus, Store
-from bot.store.inbound_rows import InboundStatus
-from bot.store.memory_rows import VisiblePaths
-from bot.store.postgres import PostgresStore
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import InboundStatus, PairingStatus, ReminderStatus, Store, VisiblePaths
+from bot.store.postgres import POSTGRES, PostgresStore
+from bot.store.sqlite import SQLITE, SQLiteStore
 from bot.transcript import EntryKind
 from bot.types import Address, ChatType, SessionOrigin
+from tests.postgres import PostgresCluster
+from tests.schema import postgres_schema, sqlite_schema
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = 1_760_000_000.0
@@ -78,7 +78,7 @@ async def assert_records(store: Store) -> None:
     old, dm = dm_sessions
     assert old.chosen_model == dm.chosen_model == "claude-haiku-4-5"
     assert dm.origin == SessionOrigin("telegram", ChatType.DIRECT, "42", peer_id="42")
-    assert dm.address == Address("telegram", "42", reply_to="2").to_dict()
+    assert dm.address == Address("telegram", "42", reply_to="2")
     assert (dm.input_tokens, dm.output_tokens, dm.cache_read_tokens) == (101, 22, 303)
     assert (dm.turns, dm.errors, dm.compaction_count, dm.memory_flush_count) == (1, 1, 1, 2)
     assert (dm.context_window, dm.memory_flush_error, dm.model) == (
@@ -88,7 +88,7 @@ async def assert_records(store: Store) -> None:
     )
     thread = await store.current_session(THREAD)
     assert thread is not None
-    assert thread.address == Address("slack", "C1", "17.5", private_to="U9").to_dict()
+    assert thread.address == Address("slack", "C1", "17.5", private_to="U9")
 
     transcript = await store.transcript(dm.session_id)
     assert [e.kind for e in transcript] == [
@@ -150,7 +150,7 @@ async def assert_records(store: Store) -> None:
         ("call 📞", ReminderStatus.CANCELLED),
         ("later", ReminderStatus.PENDING),
     ]
-    assert reminders[1].address == Address("slack", "C1", "17.5").to_dict()
+    assert reminders[1].address == Address("slack", "C1", "17.5")
     assert await store.state_get("slack:response_url", "C1", T0) == "https://hooks.example/x"
     use = await store.budget_use("turns", "telegram:42", T0)
     assert use is not None and use.used == 2
@@ -173,9 +173,16 @@ async def test_a_sqlite_database_of_the_last_release_upgrades_in_place(tmp_path:
         await assert_records(store)
     finally:
         await store.close()
+    fresh = SQLiteStore(tmp_path / "fresh.db")
+    await fresh.open()
+    await fresh.close()
+    owns = SQLITE.search.owns
+    assert sqlite_schema(path, owns) == sqlite_schema(tmp_path / "fresh.db", owns)
 
 
-async def test_a_postgres_database_of_the_last_release_upgrades_in_place(pg_url: str) -> None:
+async def test_a_postgres_database_of_the_last_release_upgrades_in_place(
+    pg_url: str, pg_cluster: PostgresCluster
+) -> None:
     admin = await asyncpg.connect(pg_url)
     try:
         await admin.execute((FIXTURES / "store-postgres-v1.sql").read_text())
@@ -189,3 +196,8 @@ async def test_a_postgres_database_of_the_last_release_upgrades_in_place(pg_url:
         await assert_records(store)
     finally:
         await store.close()
+    fresh = PostgresStore(pg_cluster.new_database(), busy_wait=5.0, connect_wait=5.0)
+    await fresh.open()
+    await fresh.close()
+    owns = POSTGRES.search.owns
+    assert await postgres_schema(pg_url, owns) == await postgres_schema(fresh.url, owns)

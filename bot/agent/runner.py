@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.agent.delivery import ReplyStream
 from bot.agent.loop import AgentLoop, Exchange, TranscriptConversation
@@ -225,15 +225,14 @@ class AgentRunner:
                     else None
                 )
                 entry = await self._user_entry(job, session, recall)
-                fields: dict[str, Any] = {}
-                if job.prompt is None:
-                    # Only a person's turn is activity: a reminder or heartbeat turn must not
-                    # hold off an idle reset, nor make the session due for another flush.
-                    fields["last_activity_at"] = self.clock()
-                if job.address:
-                    fields["address"] = job.address.to_dict()
+                # Only a person's turn is activity: a reminder or heartbeat turn must not
+                # hold off an idle reset, nor make the session due for another flush.
                 await self.store.begin_turn(
-                    [entry], job.inbound_ids, job.turn_id, session_fields=fields
+                    [entry],
+                    job.inbound_ids,
+                    job.turn_id,
+                    active_at=self.clock() if job.prompt is None else None,
+                    address=job.address,
                 )
             if not await self._replay_written_reply(job, session, stream):
                 outcome.model_calls = await self._converse(job, session, stream)

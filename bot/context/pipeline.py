@@ -207,7 +207,7 @@ class ContextPipeline:
             error.limit,
             session.window(configured),
         )
-        await self.store.update_session(session.session_id, context_window=error.limit)
+        await self.store.learn_context_window(session.session_id, error.limit)
         return await self.store.get_session(session.session_id) or session
 
     async def _truncate(self, session: SessionRow, error: ContextOverflow) -> bool:

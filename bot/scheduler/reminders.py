@@ -113,7 +113,7 @@ class Reminders:
         target = Address(address.channel, address.chat_id, address.thread_id, None, None)
         reminder = await self.store.reminder_add(
             session_key=session_key,
-            address=target.to_dict(),
+            address=target,
             creator=creator,
             due_at=due_at,
             text=text,
@@ -126,9 +126,7 @@ class Reminders:
     async def address_of(self, session_id: str) -> Address | None:
         """Where the session's current turn replies (its row's address)."""
         session = await self.store.get_session(session_id)
-        if session is None or session.address is None:
-            return None
-        return Address.from_dict(session.address)
+        return None if session is None else session.address
 
     async def pending_of(self, creator: str) -> list[Reminder]:
         return await self.store.reminders(status=ReminderStatus.PENDING, creator=creator)
@@ -183,7 +181,7 @@ class Reminders:
         """Run the reminder's turn (the caller holds its lane) and send what it wrote."""
         key = reminder.session_key
         session = await self.store.current_session(key)
-        address = Address.from_dict(reminder.address)
+        address = reminder.address
         lateness = self.jobs.clock() - reminder.due_at
         late = lateness > LATE_AFTER_SECONDS
         due = self.when(reminder)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.store.stored_row import StoredRow
+from bot.store.db import Row
 from bot.types import Address, OutboundFile
 
 # The columns `outbox_row` reads, in its order.
@@ -101,7 +101,7 @@ class OutboxSummary:
     dead_chunks: list[DeadChunk]  # the most recent ones
 
 
-def outbox_row(r: StoredRow) -> OutboxRow:
+def outbox_row(r: Row) -> OutboxRow:
     """An OutboxRow from the OUTBOX_COLUMNS of a stored row."""
     return OutboxRow(
         id=int(r[0]),
@@ -109,7 +109,7 @@ def outbox_row(r: StoredRow) -> OutboxRow:
         chunk_index=int(r[2]),
         chunk_count=int(r[3]),
         kind=OutboxKind(r[4]),
-        address=Address.from_dict(json.loads(r[5])),
+        address=Address.from_json(r[5]),
         text=str(r[6]),
         notice=str(r[7]),
         edit_of=r[8],
@@ -137,7 +137,7 @@ def chunk_values(chunk: OutboxChunk, now: float) -> tuple[Any, ...]:
         str(chunk.kind),
         chunk.address.channel,
         outbox_chat_key(chunk.address),
-        json.dumps(chunk.address.to_dict()),
+        chunk.address.to_json(),
         chunk.text,
         chunk.edit_of,
         payload,
@@ -164,7 +164,7 @@ def preview_values(turn_id: str, address: Address, platform_id: str, now: float)
         str(OutboxKind.PREVIEW),
         address.channel,
         outbox_chat_key(address),
-        json.dumps(address.to_dict()),
+        address.to_json(),
         "",
         str(OutboxStatus.SENT),
         now,
@@ -174,11 +174,11 @@ def preview_values(turn_id: str, address: Address, platform_id: str, now: float)
     )
 
 
-def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[StoredRow]) -> OutboxSummary:
+def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[Row]) -> OutboxSummary:
     """The summary from row counts by status and the DEAD_COLUMNS of the latest dead rows."""
     chunks = []
     for row_id, turn_id, index, count, address, reason, at in dead:
-        where = Address.from_dict(json.loads(address))
+        where = Address.from_json(address)
         chunks.append(
             DeadChunk(
                 id=int(row_id),

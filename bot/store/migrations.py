@@ -1,109 +1,61 @@
-"""Versioned schema for the SQLite store; each step runs once, in order, inside a transaction.
+"""The store's schema history: one list of versioned steps for both databases. A new
+database starts from `BASE` (bot/store/schema.py, version 14); the steps after it run once
+each, in order, in one transaction with the others still to run (on PostgreSQL under an
+advisory lock, so replicas starting together migrate once).
 
-Append new steps at the end; never edit a step that has shipped. A step whose data cannot be
-rewritten in SQL alone also has a backfill, run in the same transaction after its SQL.
+A step is written once and runs on both, in types both read the same (see
+bot/store/schema.py; `{key}` is the dialect's generated key); tests/test_store_schema.py
+fails when the two schemas drift apart. Append new steps to MIGRATIONS; never edit a step
+that has shipped. A step whose data cannot be rewritten in SQL alone also has a backfill,
+run after its SQL.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-
-import aiosqlite
+from dataclasses import dataclass
 
 from bot.sessions.keys import conversation_of_key
+from bot.store.db import SCHEMA_LOCK, Db
+from bot.store.schema import BASE, BASE_VERSION
 
-MIGRATIONS: list[tuple[int, str]] = [
-    (
-        1,
-        """
-        CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            session_key TEXT NOT NULL,
-            is_current INTEGER NOT NULL DEFAULT 1,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            channel TEXT NOT NULL DEFAULT '',
-            address TEXT,
-            model TEXT NOT NULL DEFAULT '',
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
-            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-            context_tokens INTEGER NOT NULL DEFAULT 0,
-            turns INTEGER NOT NULL DEFAULT 0,
-            compaction_count INTEGER NOT NULL DEFAULT 0,
-            memory_flush_at REAL,
-            memory_flush_compaction_count INTEGER,
-            memory_flush_count INTEGER NOT NULL DEFAULT 0,
-            memory_flush_error TEXT,
-            last_model_call_at REAL,
-            last_activity_at REAL,
-            cost_usd REAL NOT NULL DEFAULT 0,
-            errors INTEGER NOT NULL DEFAULT 0
-        );
-        CREATE UNIQUE INDEX sessions_current_key ON sessions(session_key) WHERE is_current = 1;
-        CREATE INDEX sessions_key ON sessions(session_key, created_at);
+log = logging.getLogger(__name__)
 
-        CREATE TABLE entries (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            id TEXT NOT NULL UNIQUE,
-            session_id TEXT NOT NULL,
-            parent_id TEXT,
-            type TEXT NOT NULL,
-            role TEXT,
-            turn_id TEXT,
-            payload TEXT NOT NULL,
-            usage TEXT,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX entries_session ON entries(session_id, seq);
-        CREATE INDEX entries_session_type ON entries(session_id, type, seq);
-        CREATE INDEX entries_session_role ON entries(session_id, role, seq);
 
-        CREATE TABLE inbound (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            channel TEXT NOT NULL,
-            external_id TEXT NOT NULL,
-            session_key TEXT NOT NULL,
-            status TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            received_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            turn_id TEXT,
-            UNIQUE (channel, external_id)
-        );
-        CREATE INDEX inbound_unfinished ON inbound(status, id)
-            WHERE status IN ('pending', 'processing');
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    sql: str
+    backfill: Callable[[Db], Awaitable[None]] | None = None
 
-        CREATE TABLE outbound (
-            turn_id TEXT NOT NULL,
-            chunk_index INTEGER NOT NULL,
-            platform_id TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (turn_id, chunk_index)
-        );
 
-        CREATE TABLE group_buffer (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            session_key TEXT NOT NULL,
-            sender TEXT NOT NULL,
-            text TEXT NOT NULL,
-            created_at REAL NOT NULL
-        );
-        CREATE INDEX group_buffer_key ON group_buffer(session_key, id);
+async def _backfill_session_origins(db: Db) -> None:
+    """Parse each existing session's key once; keys that do not parse stay without origin."""
+    for session_id, key, channel in await db.fetch(
+        "SELECT session_id, session_key, channel FROM sessions"
+    ):
+        try:
+            origin = conversation_of_key(key, channel)
+        except ValueError:
+            continue
+        await db.execute(
+            "UPDATE sessions SET channel = ?, chat_type = ?, chat_id = ?, thread_id = ?,"
+            " peer_id = ? WHERE session_id = ?",
+            origin.channel,
+            origin.chat_type,
+            origin.chat_id,
+            origin.thread_id,
+            origin.peer_id,
+            session_id,
+        )
 
-        CREATE TABLE pairings (
-            channel TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            code TEXT NOT NULL,
-            status TEXT NOT NULL,
-            user_name TEXT NOT NULL DEFAULT '',
-            created_at REAL NOT NULL,
-            PRIMARY KEY (channel, user_id)
-        );
-        """,
-    ),
-    (
+
+# SQLite's path from the releases before the two stores were written once to BASE_VERSION,
+# as it shipped (step 1 made the tables these change). A PostgreSQL database of those
+# releases is at its version 1, which already held all of it.
+SQLITE_BEFORE_BASE: list[Migration] = [
+    Migration(
         2,
         # The memory index (bot/memory/index.py) and the scheduler's run bookkeeping. The FTS
         # table is external-content over memory_chunks, kept in step by hand (no triggers).
@@ -136,7 +88,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
-    (
+    Migration(
         3,
         # Typed transcript entries (bot/transcript.py): the kind becomes a column, derived
         # once from the old type/role pair (and, for user-role rows, whether the payload
@@ -173,7 +125,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX entries_session_kind ON entries(session_id, kind, seq);
         """,
     ),
-    (
+    Migration(
         4,
         # The conversation a session belongs to (bot.types.SessionOrigin).
         """
@@ -182,8 +134,9 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE sessions ADD COLUMN thread_id TEXT;
         ALTER TABLE sessions ADD COLUMN peer_id TEXT
         """,
+        backfill=_backfill_session_origins,
     ),
-    (
+    Migration(
         5,
         # The outbox (DESIGN.md section 5): every reply chunk is a row before it is sent.
         # It replaces the outbound ledger; the ledger's rows were all delivered.
@@ -222,7 +175,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         DROP TABLE outbound
         """,
     ),
-    (
+    Migration(
         6,
         """
         CREATE TABLE session_leases (
@@ -232,7 +185,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         )
         """,
     ),
-    (
+    Migration(
         7,
         # The model /model chose for a session ('' = agent.model), and reminders: where a
         # due reminder's turn runs and replies (session key and address), who set it.
@@ -253,25 +206,25 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX reminders_creator ON reminders(creator, status)
         """,
     ),
-    (
+    Migration(
         8,
         # The window the provider named in a "prompt is too long" error (NULL: the configured
         # agent.context_window holds).
         "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
     ),
-    (
+    Migration(
         9,
         # What a `file` row sends (tool `send_file`): the file's path, name, type and caption
         # as JSON ('' for text rows).
         "ALTER TABLE outbox ADD COLUMN payload TEXT NOT NULL DEFAULT ''",
     ),
-    (
+    Migration(
         10,
         # The photos of an unaddressed group message (their attachment records as a JSON
         # list, bytes stored by hash; '' for none), attached when the bot is next addressed.
         "ALTER TABLE group_buffer ADD COLUMN attachments TEXT NOT NULL DEFAULT ''",
     ),
-    (
+    Migration(
         11,
         # A lane answers its session's unanswered messages, whichever process took them in.
         """
@@ -279,7 +232,7 @@ MIGRATIONS: list[tuple[int, str]] = [
             WHERE status IN ('pending', 'processing')
         """,
     ),
-    (
+    Migration(
         12,
         # Which sender (a process's holder id) is sending an outbox row, and until when its
         # claim holds unless renewed: several processes can share one outbox.
@@ -289,7 +242,7 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX outbox_claimed ON outbox(claimed_by) WHERE claimed_by IS NOT NULL
         """,
     ),
-    (
+    Migration(
         13,
         # What replicas share beyond sessions: small values a channel adapter keeps (the
         # threads the bot is in, slash commands' response_urls, open streams) until they
@@ -313,31 +266,61 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX budgets_resets ON budgets(resets_at)
         """,
     ),
+    Migration(
+        14,
+        # SQLite catches up with PostgreSQL's version 1: the index the console's charts read
+        # usage by, and each memory file's chunk count and folded length (BM25's corpus
+        # statistics on PostgreSQL; the index's size on both).
+        """
+        CREATE INDEX entries_created ON entries(created_at);
+        ALTER TABLE memory_files ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE memory_files ADD COLUMN chars INTEGER NOT NULL DEFAULT 0;
+        UPDATE memory_files SET
+            chunks = (SELECT COUNT(*) FROM memory_chunks c WHERE c.path = memory_files.path),
+            chars = (SELECT COALESCE(SUM(LENGTH(c.text)), 0) FROM memory_chunks c
+                WHERE c.path = memory_files.path)
+        """,
+    ),
 ]
 
+# Every step after BASE_VERSION, for both databases.
+MIGRATIONS: list[Migration] = []
 
-async def _backfill_session_origins(db: aiosqlite.Connection) -> None:
-    """Parse each existing session's key once; keys that do not parse stay without origin."""
-    rows = await db.execute_fetchall("SELECT session_id, session_key, channel FROM sessions")
-    for session_id, key, channel in rows:
-        try:
-            origin = conversation_of_key(key, channel)
-        except ValueError:
-            continue
-        await db.execute(
-            "UPDATE sessions SET channel = ?, chat_type = ?, chat_id = ?, thread_id = ?,"
-            " peer_id = ? WHERE session_id = ?",
-            (
-                origin.channel,
-                origin.chat_type,
-                origin.chat_id,
-                origin.thread_id,
-                origin.peer_id,
-                session_id,
-            ),
-        )
+LATEST = max([BASE_VERSION, *(step.version for step in MIGRATIONS)])
 
 
-BACKFILLS: dict[int, Callable[[aiosqlite.Connection], Awaitable[None]]] = {
-    4: _backfill_session_origins,
-}
+async def schema_version(db: Db) -> int:
+    return int(await db.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version") or 0)
+
+
+async def migrate(db: Db) -> None:
+    """Bring the schema up to LATEST: a new database from BASE, one from before BASE along
+    its own path, then every step after its version."""
+    dialect = db.dialect
+    async with db.transaction() as tx:
+        await dialect.lock_key(tx, SCHEMA_LOCK, "schema")
+        await tx.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = await schema_version(tx)
+        if current == 0:
+            base = Migration(BASE_VERSION, f"{BASE};{dialect.search.schema}")
+            await _apply(tx, base, "creating the schema")
+        elif current < BASE_VERSION:
+            # PostgreSQL's version 1 is BASE already.
+            path = SQLITE_BEFORE_BASE if dialect.name == "sqlite" else [Migration(BASE_VERSION, "")]
+            for step in path:
+                if step.version > current:
+                    await _apply(tx, step, "upgrading the schema")
+        for step in MIGRATIONS:
+            if step.version > max(current, BASE_VERSION):
+                await _apply(tx, step, "upgrading the schema")
+
+
+async def _apply(tx: Db, step: Migration, doing: str) -> None:
+    log.info("store: %s to version %d (%s)", doing, step.version, tx.dialect.name)
+    script = step.sql.replace("{key}", tx.dialect.generated_key)
+    for statement in (s.strip() for s in script.split(";")):
+        if statement:
+            await tx.execute(statement)
+    if step.backfill is not None:
+        await step.backfill(tx)
+    await tx.execute("INSERT INTO schema_version(version) VALUES (?)", step.version)
