@@ -85,9 +85,10 @@ class Attachment:
         return cls(**{**data, "kind": MediaKind(data["kind"])})
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
-    """One message a person sent, as an adapter understood it."""
+    """One message a person sent, as an adapter understood it; a change is a new message
+    (`dataclasses.replace`), so no part of the service edits another's copy."""
 
     channel: str  # "telegram" | "slack" | "local"
     message_id: str  # platform id, unique per channel; drives dedupe

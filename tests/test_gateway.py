@@ -85,8 +85,9 @@ async def test_memory_file_only_in_direct_sessions(tmp_path: Path, fake_anthropi
     async with Harness(tmp_path, fake_anthropic.url) as h:
         (h.workspace / "MEMORY.md").write_text("Secret: the vault code is 4321\n")
         await h.send("hello")
-        group = message("hey bot", user="bob", chat_type=ChatType.GROUP, chat_id="g1")
-        group.mentioned = True
+        group = message(
+            "hey bot", user="bob", chat_type=ChatType.GROUP, chat_id="g1", mentioned=True
+        )
         await h.send(group)
     dm, grp = fake_anthropic.message_requests
     assert "vault code is 4321" in dm.system_text
@@ -415,8 +416,9 @@ async def test_a_group_turn_that_uses_a_tool_then_stays_silent_shows_nothing(
     fake_anthropic.queue_text("NO_REPLY")
     async with Harness(tmp_path, fake_anthropic.url) as h:
         h.app.tools.register(Tool("note", "take a note", {"type": "object"}, note))
-        group = message("fyi: standup moved", user="bob", chat_type=ChatType.GROUP, chat_id="g")
-        group.mentioned = True
+        group = message(
+            "fyi: standup moved", user="bob", chat_type=ChatType.GROUP, chat_id="g", mentioned=True
+        )
         await h.send(group)
     assert len(fake_anthropic.message_requests) == 2
     assert h.channel.deliveries == [] and h.channel.typing_pulses == 0

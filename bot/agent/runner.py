@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.agent.delivery import ReplyStream
+from bot.agent.job import TurnJob
 from bot.agent.loop import AgentLoop, Exchange, TranscriptConversation
 from bot.agent.silent import is_silent
 from bot.agent.workspace import Workspace
@@ -36,9 +37,8 @@ from bot.transcript import (
     Payload,
     PersonTurn,
     PromptPurpose,
-    new_id,
 )
-from bot.types import Address, InboundMessage, SessionOrigin
+from bot.types import Address, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -55,29 +55,6 @@ INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side while answering. 
 
 # Sends a short notice without touching the store (which may be what is failing).
 Notify = Callable[[Address, str], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class TurnJob:
-    """Everything needed to run (or resume) one turn."""
-
-    session_key: str
-    turn_id: str
-    messages: list[InboundMessage] = field(default_factory=list)
-    inbound_ids: list[int] = field(default_factory=list)
-    resume: bool = False
-    # Silent turns (memory flush, heartbeat) carry an internal prompt and show nothing.
-    prompt: str | None = None
-    kind: str = "user"  # a PromptPurpose for internal prompts
-    history_limit: int = 0
-
-    @property
-    def first(self) -> InboundMessage | None:
-        return self.messages[0] if self.messages else None
-
-    @property
-    def address(self) -> Address | None:
-        return self.messages[-1].address if self.messages else None
 
 
 @dataclass(slots=True)
@@ -358,7 +335,3 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
         and isinstance(last.payload, AssistantReply)
         and not last.payload.calls_tools
     )
-
-
-def new_turn_id() -> str:
-    return new_id()

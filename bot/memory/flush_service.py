@@ -42,9 +42,9 @@ from bot.transcript import Entry, MemoryFlushRecord, new_id
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
+    from bot.agent.job import TurnJob
     from bot.agent.loop import AgentLoop
     from bot.agent.prefix import RequestPrefixes
-    from bot.agent.runner import TurnJob
     from bot.agent.workspace import Workspace
     from bot.config import Config
     from bot.store.base import Store

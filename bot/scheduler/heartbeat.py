@@ -9,7 +9,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from bot.agent.runner import TurnJob, new_turn_id
+from bot.agent.job import TurnJob, new_turn_id
 from bot.scheduler.jobs import claim_run
 from bot.sessions.limits import history_limit_for
 from bot.transcript import PromptPurpose

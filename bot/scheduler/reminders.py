@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from bot.agent.runner import TurnJob, new_turn_id
+from bot.agent.job import TurnJob, new_turn_id
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
 from bot.scheduler.when import check_due, describe_time, parse_when
 from bot.sessions.limits import history_limit_for

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.store.db import Db
+from bot.store.db import Db, Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,11 @@ class VisiblePaths:
         if self.everything or path.startswith(self.under):
             return True
         return self.outside is not None and not path.startswith(self.outside)
+
+
+def chunk_matches(rows: Sequence[Row]) -> list[ChunkMatch]:
+    """Rows of path, start_line, text and rank."""
+    return [ChunkMatch(r[0], r[1], r[2], float(r[3])) for r in rows]
 
 
 def visible_condition(visible: VisiblePaths) -> tuple[str, list[Any]]:
@@ -165,17 +170,26 @@ class MemoryIndexTables:
     async def memory_substring(
         self, terms: tuple[str, ...], *, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]:
-        """Newest chunks containing any of `terms` (for terms too short for trigrams)."""
-        search = self.db.dialect.search
-        return await search.substring(self.db, terms, limit=limit, visible=visible)
+        """Newest chunks containing any of `terms` (for terms too short for trigrams); a
+        scan, not an index lookup: callers reach it only when the index found nothing."""
+        holding, args = self.db.dialect.search.containing(terms)
+        return await newest_chunks(self.db, limit, visible, holding, *args)
 
     async def memory_recent(self, *, limit: int, visible: VisiblePaths) -> list[ChunkMatch]:
         """The newest `limit` chunks of the files `visible` allows (for vector ranking)."""
-        condition, args = visible_condition(visible)
-        rows = await self.db.fetch(
-            f"SELECT path, start_line, text FROM memory_chunks WHERE {condition}"
-            " ORDER BY id DESC LIMIT ?",
-            *args,
-            limit,
-        )
-        return [ChunkMatch(r[0], r[1], r[2], 0.0) for r in rows]
+        return await newest_chunks(self.db, limit, visible)
+
+
+async def newest_chunks(
+    db: Db, limit: int, visible: VisiblePaths, condition: str = "TRUE", *args: Any
+) -> list[ChunkMatch]:
+    """The newest `limit` chunks of the files `visible` allows that meet `condition`."""
+    allowed, allowed_args = visible_condition(visible)
+    rows = await db.fetch(
+        "SELECT path, start_line, text, 0.0 FROM memory_chunks"
+        f" WHERE {condition} AND {allowed} ORDER BY id DESC LIMIT ?",
+        *args,
+        *allowed_args,
+        limit,
+    )
+    return chunk_matches(rows)

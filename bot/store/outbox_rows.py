@@ -1,6 +1,6 @@
 """The outbox's typed rows: a chunk to write, a row as stored, its status, and the summary
 `krill status` and `/status` show (dead chunks included); and their mapping to and from the
-columns both stores keep."""
+outbox table's columns (bot/store/outbox.py runs the SQL)."""
 
 from __future__ import annotations
 

@@ -15,11 +15,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from bot.store.db import Db
-from bot.store.memory_index import ChunkMatch, IndexedChunk, VisiblePaths, visible_condition
-
-
-def _matches(rows: Sequence[Any]) -> list[ChunkMatch]:
-    return [ChunkMatch(r[0], r[1], r[2], float(r[3]) if len(r) > 3 else 0.0) for r in rows]
+from bot.store.memory_index import (
+    ChunkMatch,
+    IndexedChunk,
+    VisiblePaths,
+    chunk_matches,
+    newest_chunks,
+    visible_condition,
+)
 
 
 class Search(Protocol):
@@ -46,10 +49,9 @@ class Search(Protocol):
         newest first; files `visible` leaves out never take a place in the limit."""
         ...
 
-    async def substring(
-        self, db: Db, terms: Sequence[str], *, limit: int, visible: VisiblePaths
-    ) -> list[ChunkMatch]:
-        """Newest chunks containing any of `terms` (for terms too short for trigrams)."""
+    def containing(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        """A condition on a chunk holding any of `terms`, whatever their length (a scan),
+        and its arguments."""
         ...
 
 
@@ -114,23 +116,11 @@ class Fts5Search:
             *args,
             limit,
         )
-        found = _matches(rows)
+        found = chunk_matches(rows)
         return sorted(found, key=lambda c: c.rank) if ranked else found
 
-    async def substring(
-        self, db: Db, terms: Sequence[str], *, limit: int, visible: VisiblePaths
-    ) -> list[ChunkMatch]:
-        # A scan, not an index lookup: callers reach it only when the index found nothing.
-        condition, args = visible_condition(visible)
-        rows = await db.fetch(
-            "SELECT path, start_line, text FROM memory_chunks"
-            f" WHERE ({' OR '.join('text LIKE ?' for _ in terms)}) AND {condition}"
-            " ORDER BY id DESC LIMIT ?",
-            *(f"%{t}%" for t in terms),
-            *args,
-            limit,
-        )
-        return _matches(rows)
+    def containing(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        return f"({' OR '.join('text LIKE ?' for _ in terms)})", [f"%{t}%" for t in terms]
 
 
 # FTS5's bm25() defaults.
@@ -212,24 +202,15 @@ class TrigramSearch:
         self, db: Db, terms: Sequence[str], *, ranked: bool, limit: int, visible: VisiblePaths
     ) -> list[ChunkMatch]:
         if not ranked:
-            return await self.substring(db, terms, limit=limit, visible=visible)
+            holding, holding_args = self.containing(terms)
+            return await newest_chunks(db, limit, visible, holding, *holding_args)
         condition, args = visible_condition(visible)
         sql = _RANKED.format(
             visible=condition, min_idf=MIN_IDF, k1_plus_1=BM25_K1 + 1, k1=BM25_K1, b=BM25_B
         )
         patterns = [_pattern(t) for t in terms]
         folded = [t.casefold() for t in terms]
-        return _matches(await db.fetch(sql, folded, patterns, patterns, *args, limit))
+        return chunk_matches(await db.fetch(sql, folded, patterns, patterns, *args, limit))
 
-    async def substring(
-        self, db: Db, terms: Sequence[str], *, limit: int, visible: VisiblePaths
-    ) -> list[ChunkMatch]:
-        condition, args = visible_condition(visible)
-        rows = await db.fetch(
-            "SELECT path, start_line, text FROM memory_chunks"
-            f" WHERE folded LIKE ANY(?::text[]) AND {condition} ORDER BY id DESC LIMIT ?",
-            [_pattern(t) for t in terms],
-            *args,
-            limit,
-        )
-        return _matches(rows)
+    def containing(self, terms: Sequence[str]) -> tuple[str, list[Any]]:
+        return "folded LIKE ANY(?::text[])", [[_pattern(t) for t in terms]]
