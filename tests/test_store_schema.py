@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.store.postgres import POSTGRES, PostgresStore
-from bot.store.sqlite import SQLITE, SQLiteStore
+from bot.store.dialects import POSTGRES, SQLITE
+from bot.store.postgres import PostgresStore
+from bot.store.sqlite import SQLiteStore
 from tests.schema import difference, postgres_schema, sqlite_schema
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import asyncpg
 
 from bot.store.base import InboundStatus, PairingStatus, ReminderStatus, Store, VisiblePaths
-from bot.store.postgres import POSTGRES, PostgresStore
-from bot.store.sqlite import SQLITE, SQLiteStore
+from bot.store.dialects import POSTGRES, SQLITE
+from bot.store.postgres import PostgresStore
+from bot.store.sqlite import SQLiteStore
 from bot.transcript import EntryKind
 from bot.types import Address, ChatType, SessionOrigin
 from tests.postgres import PostgresCluster

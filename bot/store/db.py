@@ -1,13 +1,14 @@
 """The seam between the store and a database driver: `Db`, what every concern module runs
 its SQL through (written once, with `?` placeholders), and `Dialect`, the few things the
-two databases really do differently. bot/store/sqlite.py and bot/store/postgres.py are the
-two adapters; each concern (sessions, transcript, outbox, …) is written against these.
+two databases really do differently (the two are in bot/store/dialects.py). The adapters
+are bot/store/sqlite.py and bot/store/postgres.py; each concern (sessions, transcript,
+outbox, …) is written once against these.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,10 +67,15 @@ class Database(Db, Protocol):
 
 
 class Queries:
-    """`fetchrow` and `fetchval` over a driver's `fetch`, the same for both adapters."""
+    """What both adapters do alike: `fetchrow` and `fetchval` over the driver's `fetch`,
+    and `transaction()` on statements that already run in one (it joins it)."""
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         raise NotImplementedError
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        yield self
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         rows = await self.fetch(sql, *args)

@@ -26,8 +26,8 @@ import aiosqlite
 from bot.backoff import Backoff
 from bot.errors import StoreUnavailable
 from bot.store.backup import backup_database, hold_shared
-from bot.store.db import Db, Dialect, Queries, Row
-from bot.store.search import Fts5Search
+from bot.store.db import Db, Queries, Row
+from bot.store.dialects import SQLITE
 from bot.store.store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -40,17 +40,6 @@ RETRY_CAP = 2.0
 # SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock, not a broken database.
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 DEFAULT_BUSY_WAIT = 60.0
-
-# One writer at a time holds the whole database, so there is no row or key to lock.
-SQLITE = Dialect(
-    "sqlite",
-    key_lock="",
-    skip_locked="",
-    arrays=False,
-    # AUTOINCREMENT: an id is never handed out again, even after its row was deleted.
-    generated_key="INTEGER PRIMARY KEY AUTOINCREMENT",
-    search=Fts5Search(),
-)
 
 
 class _Statements(Queries):
@@ -71,10 +60,6 @@ class _Statements(Queries):
     # One round trip to the database thread: execute + fetch + close would be three.
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return list(await self.connection.execute_fetchall(sql, args))
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Db]:
-        yield self
 
 
 class SQLiteDb(Queries):
