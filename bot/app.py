@@ -39,6 +39,7 @@ from bot.gateway.session_commands import SessionCommands
 from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
+from bot.memory.access import readable
 from bot.memory.flush_service import FlushService
 from bot.memory.fresh_start import FreshStart
 from bot.memory.index import MemoryIndex
@@ -55,6 +56,9 @@ from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
+from bot.sessions.slots import TurnSlots
+from bot.skills.catalog import SkillCatalog
+from bot.skills.tool import SkillReadTool
 from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
 from bot.store.factory import store_for
@@ -63,6 +67,7 @@ from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.send_file import SendFileTool
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
+from bot.tools.web_search import web_search_tool
 from channels.registry import CHANNELS
 
 log = logging.getLogger(__name__)
@@ -85,10 +90,13 @@ class App:
         self.metrics = Metrics()
         self.store: Store = store_for(config)
         self.model = ModelClient(config)
+        # Skills are read from the workspace on every turn, like its other files.
+        self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(
             config.workspace_dir,
             file_max_chars=config.workspace.file_max_chars,
             total_max_chars=config.workspace.total_max_chars,
+            skills=self.skills,
         )
         self.channels: dict[str, Channel] = {}
         # Every reply is written to the outbox; the sender delivers it (and what an earlier
@@ -110,13 +118,18 @@ class App:
             clock=clock,
         )
 
-        # Tools: large results are kept on disk and read back with read_tool_result.
+        # Tools: large results are kept on disk and read back with read_tool_result. Every
+        # tool that reads a workspace path asks `readable` which files its session may read.
         self.results = ResultStore(self.workspace.path, config.tools.results)
-        processor = ResultProcessor(self.results)
+        processor = ResultProcessor(self.results, readable)
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
-        SendFileTool(self.channels, self.outbox).register(self.tools)
+        search = web_search_tool(config.tools.web_search)
+        if search is not None:
+            self.tools.register(search)
+        SendFileTool(self.channels, self.outbox, readable).register(self.tools)
+        SkillReadTool(self.skills).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
@@ -131,7 +144,13 @@ class App:
             clock=clock,
             cache_watch=cache_watch,
         )
-        self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
+        # Turns share the global turn slots, given back while their tools run.
+        slots = TurnSlots(
+            turns=config.agent.max_concurrent_turns, tools=config.agent.max_concurrent_tools
+        )
+        self.loop = AgentLoop(
+            model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
+        )
 
         # What a session's prompt cache holds, for the flush and warm compaction to read.
         prefixes = RequestPrefixes(
@@ -213,6 +232,7 @@ class App:
             budgets=self.store,
             channels=self.channels,
             metrics=self.metrics,
+            slots=slots,
         )
         jobs = Jobs(clock)
         self.reminders = Reminders(
@@ -264,6 +284,7 @@ class App:
                 lanes=self.lanes,
                 model_configured=self.model.configured,
                 tools=self.tools,
+                skills=self.skills,
                 compactor=self.context,
                 before_reset=self.flusher,
                 # MCP servers run only with the background work; elsewhere they have no status.

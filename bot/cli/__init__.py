@@ -31,6 +31,7 @@ def _secrets(config: Config) -> list[str]:
         config.slack.app_token,
         config.slack.signing_secret,
         config.admin.console_token,
+        config.tools.web_search.api_key,
     ]
 
 

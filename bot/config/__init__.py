@@ -30,7 +30,13 @@ from bot.config.sections import (
     SessionResetConfig,
     TranscriptionConfig,
 )
-from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
+from bot.config.tools import (
+    McpConfig,
+    McpServerConfig,
+    ToolResultsConfig,
+    WebFetchConfig,
+    WebSearchConfig,
+)
 
 __all__ = [
     "AdminConfig",
@@ -58,6 +64,7 @@ __all__ = [
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
+    "WebSearchConfig",
     "env_overrides",
     "load_config",
 ]

@@ -33,6 +33,7 @@ SECRET_ENV: dict[tuple[str, str], str] = {
     ("admin", "console_token"): "KRILL_ADMIN_TOKEN",
     ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
     ("memory.embeddings", "api_key"): "EMBEDDINGS_API_KEY",
+    ("tools.web_search", "api_key"): "BRAVE_API_KEY",
 }
 
 
@@ -162,6 +163,16 @@ def _check_consistency(config: Config, where: str) -> None:
         problems.append("slack.app_token: required in socket mode (or set SLACK_APP_TOKEN)")
     if sl.enabled and sl.mode == "http" and not sl.signing_secret:
         problems.append("slack.signing_secret: required in http mode (or set SLACK_SIGNING_SECRET)")
+    search = config.tools.web_search
+    if search.enabled and search.backend == "searxng" and not search.base_url:
+        problems.append(
+            "tools.web_search.base_url: required for the searxng backend "
+            "(your SearXNG's address, e.g. http://127.0.0.1:8888)"
+        )
+    if search.enabled and search.backend == "brave" and not search.api_key:
+        problems.append(
+            "tools.web_search.api_key: required for the brave backend (or set BRAVE_API_KEY)"
+        )
     for user in config.admin.users:
         if ":" not in user:
             problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")
