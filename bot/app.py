@@ -179,7 +179,7 @@ class App:
                 )
         flushers = [self.flusher] if self.flusher is not None else []
 
-        # Media people send: stored under the data folder, prepared once per turn.
+        # Media people send: stored under the data folder, images prepared on acceptance.
         self.media_files = MediaFiles(config.media_dir)
         media = (
             MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))

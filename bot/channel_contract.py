@@ -123,6 +123,12 @@ class Gateway(Protocol):
         """What `remember` kept under `key`, on any replica; None when unknown or expired."""
         ...
 
+    async def wrong_token(self, channel: str, client: str) -> float:
+        """Count a wrong token that `client` (an address) sent to `channel`'s own endpoints,
+        across replicas: 0 when it may be told the token is wrong, else the seconds before
+        it may try again (answer 429). Call it only after the right token was not given."""
+        ...
+
 
 class Channel(Protocol):
     """A chat platform adapter."""

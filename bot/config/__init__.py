@@ -19,6 +19,7 @@ from bot.config.platforms import (
 )
 from bot.config.root import Config
 from bot.config.sections import (
+    MAX_PIXELS_CEILING,
     AdminConfig,
     ContextConfig,
     LoggingConfig,
@@ -39,6 +40,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelPolicyConfig",
     "Config",

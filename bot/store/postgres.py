@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
@@ -34,6 +33,7 @@ from bot.backoff import Backoff
 from bot.errors import StoreUnavailable
 from bot.store.db import Db, Queries, Row
 from bot.store.dialects import POSTGRES
+from bot.store.open_errors import masked_url
 from bot.store.store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -60,16 +60,6 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 T = TypeVar("T")
-
-
-def masked_url(url: str) -> str:
-    """`url` with its password replaced by ***, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -590,6 +590,8 @@ class FakeTelegram:
         self.files: dict[str, tuple[JSONDict, bytes]] = {}
         # Photos and documents the bot uploaded: (message as the API returned it, bytes).
         self.sent_media: list[tuple[JSONDict, bytes]] = []
+        # Paths asked of the file endpoint (/file/bot<token>/<path>), in order.
+        self.file_requests: list[str] = []
         self.webhook: JSONDict | None = None
         self.allowed_updates: list[str] = []
 
@@ -854,6 +856,7 @@ class FakeTelegram:
         path = request.path
         file_match = re.fullmatch(r"/file/bot([^/]+)/(.+)", path)
         if file_match and request.method == "GET":
+            self.file_requests.append(file_match.group(2))
             return self._serve_file(file_match.group(1), file_match.group(2))
         api_match = re.fullmatch(r"/bot([^/]+)/([A-Za-z0-9_]+)/?", path)
         if api_match is None:
@@ -1317,14 +1320,23 @@ class FakeTelegram:
 
     # ---- files -----------------------------------------------------------------------
 
-    def add_file(self, data: bytes, *, folder: str = "documents", suffix: str = "") -> JSONDict:
-        """Register downloadable bytes; returns the File dict (file_id, file_path, ...)."""
+    def add_file(
+        self,
+        data: bytes,
+        *,
+        folder: str = "documents",
+        suffix: str = "",
+        file_path: str | None = None,
+    ) -> JSONDict:
+        """Register downloadable bytes; returns the File dict (file_id, file_path, ...).
+        `file_path` replaces the path getFile answers with (a hostile or misconfigured
+        server naming, say, a file on the bot's own disk)."""
         n = next(self._file_seq)
         meta = {
             "file_id": f"FAKE{folder[:3].upper()}{n:04d}{uuid.uuid4().hex[:12]}",
             "file_unique_id": f"U{n:06d}",
             "file_size": len(data),
-            "file_path": f"{folder}/file_{n}{suffix}",
+            "file_path": file_path or f"{folder}/file_{n}{suffix}",
         }
         self.files[meta["file_id"]] = (meta, data)
         return meta
@@ -1591,11 +1603,12 @@ class FakeTelegram:
         caption: str | None = None,
         group: bool = False,
         first_name: str = "Alice",
+        file_path: str | None = None,
     ) -> JSONDict:
         """A file sent as a document (downloadable via getFile up to the API's 20 MB)."""
         user = self._user(user_id, first_name, None)
         chat = self._chat(chat_id, group=group, user=user)
-        meta = self.add_file(data, folder="documents", suffix="")
+        meta = self.add_file(data, folder="documents", suffix="", file_path=file_path)
         document = {
             "file_id": meta["file_id"],
             "file_unique_id": meta["file_unique_id"],
