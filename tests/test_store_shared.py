@@ -13,18 +13,10 @@ import pytest
 
 from bot.store.base import (
     InboundStatus,
-    JobStore,
     Pairing,
     PairingStatus,
-    PairingStore,
     ReminderStatus,
-    ReminderStore,
-    RetentionStore,
-    SessionStore,
     Store,
-    TranscriptStore,
-    TurnStore,
-    UsageStore,
 )
 from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
@@ -131,6 +123,32 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
     assert row.last_model_call_at == reply.created_at
 
 
+async def test_context_state_one_process_writes_is_what_another_reads(
+    any_store: Store, twin: Store
+) -> None:
+    """The context plan, the compaction breaker and a learned window, as replicas share them."""
+    session = await any_store.get_or_create_session(KEY, ORIGIN)
+    sid = session.session_id
+    assert await twin.context_plan(sid) is None
+    plan = '{"actions": {"toolu_1": "trim"}, "version": 1}'
+    await any_store.put_context_plan(sid, plan)
+    assert await twin.context_plan(sid) == plan
+    await twin.set_compaction_breaker(sid, failures=3, paused_until=1_800_000_300.5)
+    await twin.learn_context_window(sid, 90_000, "claude-haiku-4-5")
+    row = await any_store.get_session(sid)
+    assert row is not None
+    assert (row.compaction_failures, row.compaction_paused_until) == (3, 1_800_000_300.5)
+    assert (row.context_window, row.context_window_model) == (90_000, "claude-haiku-4-5")
+    await any_store.set_compaction_breaker(sid, failures=0, paused_until=None)
+    row = await twin.get_session(sid)
+    assert row is not None and (row.compaction_failures, row.compaction_paused_until) == (0, None)
+    assert await twin.context_plan(sid) == plan  # the breaker leaves the plan alone
+    # A new session of the key starts with neither plan nor breaker.
+    fresh = await twin.start_new_session(KEY, ORIGIN, "/reset")
+    assert await any_store.context_plan(fresh.session_id) is None
+    assert (fresh.compaction_failures, fresh.compaction_paused_until) == (0, None)
+
+
 async def test_a_turn_claims_its_messages_and_updates_its_session_at_once(
     whole_store: Store,
 ) -> None:
@@ -220,15 +238,13 @@ async def test_retention_keeps_unanswered_messages(whole_store: Store) -> None:
     assert not await whole_store.seen_inbound("telegram", "42:1")
 
 
-def test_the_postgres_store_implements_the_concerns_it_holds() -> None:
+def test_both_stores_implement_every_concern() -> None:
     import inspect
 
-    concerns = (SessionStore, TranscriptStore, UsageStore, TurnStore, PairingStore)
-    for concern in (*concerns, JobStore, ReminderStore, RetentionStore):
-        wanted = {
-            n for n, _ in inspect.getmembers(concern, inspect.isfunction) if not n.startswith("_")
-        }
-        assert {n for n in wanted if not callable(getattr(PostgresStore, n, None))} == set()
+    wanted = {n for n, _ in inspect.getmembers(Store, inspect.isfunction) if not n.startswith("_")}
+    assert "put_context_plan" in wanted
+    for store in (SQLiteStore, PostgresStore):
+        assert {n for n in wanted if not callable(getattr(store, n, None))} == set()
 
 
 async def test_writes_go_on_after_the_server_drops_every_connection(

@@ -1,11 +1,12 @@
-"""Databases made by the release before the stores were written once (SQLite at schema
-version 13, PostgreSQL at version 1) upgrade in place: every row of every table is still
-there after the upgrade, each record reads back as it was written, new rows follow the old
-ones, and the schema is the one a new database gets.
+"""Databases made by the releases with two stores upgrade in place: every row of every
+table is still there after the upgrade, each record reads back as it was written, new rows
+follow the old ones, and the schema is the one a new database gets.
 
-The fixtures in tests/fixtures/ were made by that release's own store code, with rows in
-every table: `store-sqlite-v13.db.gz` is its SQLite file, `store-postgres-v1.sql` a
-`pg_dump --inserts` of its PostgreSQL database.
+The fixtures in tests/fixtures/ were made by those releases' own store code, with rows in
+every table: `store-sqlite-v13.db.gz` and `store-postgres-v1.sql` (a `pg_dump --inserts`)
+by the release before #27, `store-sqlite-v14.db.gz` and `store-postgres-v2.sql` by the one
+with #27's context columns (the window's model, the compaction breaker, the context plan)
+and the outbox's maybe-sent rows, which the one migration list numbers differently.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from bot.store.base import InboundStatus, PairingStatus, ReminderStatus, Store, VisiblePaths
 from bot.store.dialects import POSTGRES, SQLITE
+from bot.store.migrations import LATEST
 from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import EntryKind
@@ -72,8 +75,10 @@ def assert_kept(before: Rows, after: Rows) -> None:
             assert row in kept, (table, row)
 
 
-async def assert_records(store: Store) -> None:
-    """The records the fixture's release wrote, read through today's store."""
+async def assert_records(store: Store, *, with_context: bool) -> None:
+    """The records the fixture's release wrote, read through today's store;
+    `with_context`: a release with #27's columns wrote them too."""
+    assert await store.schema_version() == LATEST
     dm_sessions = await store.sessions_for_key(DM)
     assert [s.is_current for s in dm_sessions] == [False, True]
     old, dm = dm_sessions
@@ -156,6 +161,20 @@ async def assert_records(store: Store) -> None:
     use = await store.budget_use("turns", "telegram:42", T0)
     assert use is not None and use.used == 2
 
+    if with_context:
+        assert dm.context_window_model == "claude-sonnet-4-5"
+        assert (dm.compaction_failures, dm.compaction_paused_until) == (2, T0 + 300)
+        assert (
+            await store.context_plan(dm.session_id) == '{"actions": {"t1": "trim"}, "version": 1}'
+        )
+        assert summary.maybe_sent == 1
+        assert summary.maybe_sent_chunks[0].reason == "no answer in time"
+    else:
+        assert (dm.context_window_model, dm.compaction_failures) == ("", 0)
+        assert dm.compaction_paused_until is None
+        assert await store.context_plan(dm.session_id) is None
+        assert summary.maybe_sent == 0
+
     # New rows follow the old ones: no identity the old rows hold is handed out again.
     new_id, _ = await store.accept_inbound("telegram", "42:99", DM, "{}")
     assert new_id is not None and new_id > max(r.id for r in unfinished)
@@ -163,15 +182,25 @@ async def assert_records(store: Store) -> None:
     assert len(await store.transcript(dm.session_id)) == len(transcript) + 1
 
 
-async def test_a_sqlite_database_of_the_last_release_upgrades_in_place(tmp_path: Path) -> None:
+# (SQLite fixture, PostgreSQL fixture, made with #27's context columns)
+RELEASES = [
+    pytest.param("store-sqlite-v13.db.gz", "store-postgres-v1.sql", False, id="before-27"),
+    pytest.param("store-sqlite-v14.db.gz", "store-postgres-v2.sql", True, id="with-27"),
+]
+
+
+@pytest.mark.parametrize(("sqlite_fixture", "postgres_fixture", "with_context"), RELEASES)
+async def test_a_sqlite_database_of_a_release_with_two_stores_upgrades_in_place(
+    tmp_path: Path, sqlite_fixture: str, postgres_fixture: str, with_context: bool
+) -> None:
     path = tmp_path / "krill.db"
-    path.write_bytes(gzip.decompress((FIXTURES / "store-sqlite-v13.db.gz").read_bytes()))
+    path.write_bytes(gzip.decompress((FIXTURES / sqlite_fixture).read_bytes()))
     before = sqlite_rows(path)
     store = SQLiteStore(path)
     await store.open()
     try:
         assert_kept(before, sqlite_rows(path))
-        await assert_records(store)
+        await assert_records(store, with_context=with_context)
     finally:
         await store.close()
     fresh = SQLiteStore(tmp_path / "fresh.db")
@@ -181,12 +210,17 @@ async def test_a_sqlite_database_of_the_last_release_upgrades_in_place(tmp_path:
     assert sqlite_schema(path, owns) == sqlite_schema(tmp_path / "fresh.db", owns)
 
 
-async def test_a_postgres_database_of_the_last_release_upgrades_in_place(
-    pg_url: str, pg_cluster: PostgresCluster
+@pytest.mark.parametrize(("sqlite_fixture", "postgres_fixture", "with_context"), RELEASES)
+async def test_a_postgres_database_of_a_release_with_two_stores_upgrades_in_place(
+    pg_url: str,
+    pg_cluster: PostgresCluster,
+    sqlite_fixture: str,
+    postgres_fixture: str,
+    with_context: bool,
 ) -> None:
     admin = await asyncpg.connect(pg_url)
     try:
-        await admin.execute((FIXTURES / "store-postgres-v1.sql").read_text())
+        await admin.execute((FIXTURES / postgres_fixture).read_text())
     finally:
         await admin.close()
     before = await postgres_rows(pg_url)
@@ -194,7 +228,7 @@ async def test_a_postgres_database_of_the_last_release_upgrades_in_place(
     await store.open()
     try:
         assert_kept(before, await postgres_rows(pg_url))
-        await assert_records(store)
+        await assert_records(store, with_context=with_context)
     finally:
         await store.close()
     fresh = PostgresStore(pg_cluster.new_database(), busy_wait=5.0, connect_wait=5.0)

@@ -5,12 +5,14 @@ names below from `bot.config`.
 """
 
 from bot.config.loading import env_overrides, load_config
+from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
     DmPolicy,
     GroupOverride,
     GroupPolicy,
     PeerOverride,
+    PlatformTimeouts,
     SlackConfig,
     SlackPacing,
     TelegramConfig,
@@ -55,7 +57,10 @@ __all__ = [
     "MemoryConfig",
     "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
+    "ModelConfig",
+    "ModelLimits",
     "PeerOverride",
+    "PlatformTimeouts",
     "SessionConfig",
     "SessionResetConfig",
     "SlackConfig",
@@ -67,6 +72,7 @@ __all__ = [
     "TranscriptionConfig",
     "WebFetchConfig",
     "WebSearchConfig",
+    "WindowSource",
     "env_overrides",
     "load_config",
 ]

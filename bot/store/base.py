@@ -23,7 +23,7 @@ from bot.store.outbox import OutboxStore
 from bot.store.pairings import Pairing, PairingStatus, PairingStore
 from bot.store.reminders import Reminder, ReminderStatus, ReminderStore
 from bot.store.retention import Pruned, RetentionStore
-from bot.store.sessions import SessionRow, SessionStore
+from bot.store.sessions import ContextPlanStore, SessionRow, SessionStore
 from bot.store.shared_state import SharedStateStore
 from bot.store.transcript import TranscriptStore, UsagePoint, UsageStore
 from bot.store.turns import TurnStore
@@ -31,6 +31,7 @@ from bot.store.turns import TurnStore
 __all__ = [
     "BufferedLine",
     "ChunkMatch",
+    "ContextPlanStore",
     "InboundRow",
     "InboundStatus",
     "InboundStore",
@@ -62,6 +63,7 @@ __all__ = [
 
 class Store(
     SessionStore,
+    ContextPlanStore,
     TranscriptStore,
     UsageStore,
     TurnStore,

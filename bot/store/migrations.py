@@ -1,5 +1,5 @@
 """The store's schema history: one list of versioned steps for both databases. A new
-database starts from `BASE` (bot/store/schema.py, version 14); the steps after it run once
+database starts from `BASE` (bot/store/schema.py, version 15); the steps after it run once
 each, in order, in one transaction with the others still to run (on PostgreSQL under an
 advisory lock, so replicas starting together migrate once).
 
@@ -8,6 +8,10 @@ bot/store/schema.py; `{key}` is the dialect's generated key); tests/test_store_s
 fails when the two schemas drift apart. Append new steps to MIGRATIONS; never edit a step
 that has shipped. A step whose data cannot be rewritten in SQL alone also has a backfill,
 run after its SQL.
+
+Databases of the releases with two stores carry those stores' own numbers (SQLite up to 14,
+PostgreSQL up to 2); BASE is numbered past both so that no version means two schemas, and
+`_from_two_stores` says which of the one list's versions each of them holds.
 """
 
 from __future__ import annotations
@@ -267,7 +271,7 @@ SQLITE_BEFORE_BASE: list[Migration] = [
         """,
     ),
     Migration(
-        14,
+        15,
         # SQLite catches up with PostgreSQL's version 1: the index the console's charts read
         # usage by, and each memory file's chunk count and folded length (BM25's corpus
         # statistics on PostgreSQL; the index's size on both).
@@ -284,9 +288,39 @@ SQLITE_BEFORE_BASE: list[Migration] = [
 ]
 
 # Every step after BASE_VERSION, for both databases.
-MIGRATIONS: list[Migration] = []
+MIGRATIONS: list[Migration] = [
+    Migration(
+        16,
+        # Context management that every replica sees alike: the model a learned window was
+        # learned on (it holds for that model only; '' for windows learned before), the
+        # compaction breaker (failures in a row, and until when compaction is paused), and
+        # the context plan (what pruning, placeholders and cuts decided, as JSON; NULL: none).
+        """
+        ALTER TABLE sessions ADD COLUMN context_window_model TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN compaction_failures BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN compaction_paused_until DOUBLE PRECISION;
+        ALTER TABLE sessions ADD COLUMN context_plan TEXT
+        """,
+    ),
+]
 
 LATEST = max([BASE_VERSION, *(step.version for step in MIGRATIONS)])
+
+# Steps of MIGRATIONS the last release with two stores had already taken, by the version
+# each store gave them there: step 16 shipped as SQLite's 14 and PostgreSQL's 2.
+_TAKEN_BY_TWO_STORES = {16: {"sqlite": 14, "postgresql": 2}}
+
+
+def _from_two_stores(dialect: str, version: int) -> list[Migration]:
+    """The steps that bring a database at `version` of the two stores' numbering to the
+    one list's: SQLite along its shipped path to BASE (PostgreSQL's version 1 is BASE
+    already), then the record of the later steps it took under its own number."""
+    if dialect == "sqlite":
+        path = [step for step in SQLITE_BEFORE_BASE if step.version > version]
+    else:
+        path = [Migration(BASE_VERSION, "")]
+    taken = [v for v, numbers in _TAKEN_BY_TWO_STORES.items() if version >= numbers[dialect]]
+    return path + [Migration(v, "") for v in taken]
 
 
 async def schema_version(db: Db) -> int:
@@ -294,25 +328,24 @@ async def schema_version(db: Db) -> int:
 
 
 async def migrate(db: Db) -> None:
-    """Bring the schema up to LATEST: a new database from BASE, one from before BASE along
-    its own path, then every step after its version."""
+    """Bring the schema up to LATEST: a new database from BASE, one of the two stores'
+    releases along `_from_two_stores`, then every step after its version."""
     dialect = db.dialect
     async with db.transaction() as tx:
         await dialect.lock_key(tx, SCHEMA_LOCK, "schema")
         await tx.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         current = await schema_version(tx)
         if current == 0:
-            base = Migration(BASE_VERSION, f"{BASE};{dialect.search.schema}")
-            await _apply(tx, base, "creating the schema")
+            steps = [Migration(BASE_VERSION, f"{BASE};{dialect.search.schema}")]
         elif current < BASE_VERSION:
-            # PostgreSQL's version 1 is BASE already.
-            path = SQLITE_BEFORE_BASE if dialect.name == "sqlite" else [Migration(BASE_VERSION, "")]
-            for step in path:
-                if step.version > current:
-                    await _apply(tx, step, "upgrading the schema")
-        for step in MIGRATIONS:
-            if step.version > max(current, BASE_VERSION):
-                await _apply(tx, step, "upgrading the schema")
+            steps = _from_two_stores(dialect.name, current)
+        else:
+            steps = []
+        reached = max([current, *(step.version for step in steps)])
+        steps += [step for step in MIGRATIONS if step.version > reached]
+        doing = "creating the schema" if current == 0 else "upgrading the schema"
+        for step in steps:
+            await _apply(tx, step, doing)
 
 
 async def _apply(tx: Db, step: Migration, doing: str) -> None:

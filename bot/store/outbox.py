@@ -1,10 +1,11 @@
 """The outbox: every reply chunk as a row before it is sent, its status (pending, sending,
-sent, dead), its attempts and when the next one is due (bot/store/outbox_rows.py maps the
-rows). Rows of one chat go out in `id` order; a chat's first unfinished row is its head.
-A sender claims a head (one conditional UPDATE … RETURNING) before it sends it: a head
-another process is claiming right now is passed over rather than waited for, and one it
-has claimed (a live `claimed_until`) is not claimable, nor is any row of its chat, so
-senders of several processes sharing the store never send one row twice."""
+unconfirmed, sent, dead, maybe sent), its attempts and when the next one is due
+(bot/store/outbox_rows.py maps the rows). Rows of one chat go out in `id` order; a chat's
+first unfinished row is its head. A sender claims a head (one conditional UPDATE …
+RETURNING) before it sends it: a head another process is claiming right now is passed over
+rather than waited for, and one it has claimed (a live `claimed_until`) is not claimable,
+nor is any row of its chat, so senders of several processes sharing the store never send
+one row twice."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bot.store.outbox_rows import (
     OUTBOX_COLUMNS,
     PREVIEW_COLUMNS,
     PREVIEW_INDEX,
+    SET_ASIDE_OUTBOX,
     UNFINISHED_OUTBOX,
     OutboxChunk,
     OutboxRow,
@@ -78,10 +80,14 @@ class OutboxStore(Protocol):
     async def outbox_retry_at(
         self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
     ) -> None:
-        """Try the row again at `at`; `unknown`: its last send may have gone out."""
+        """Try the row again at `at`; `unknown`: its last send may have gone out, so it is
+        left `unconfirmed` (looked up or waited out before anything else is sent)."""
 
-    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
-        """Mark the row dead; `notice` is said before the next chunk of its reply."""
+    async def outbox_mark_dead(
+        self, row_id: int, reason: str, notice: str, now: float, *, maybe_sent: bool = False
+    ) -> None:
+        """Mark the row dead (`maybe_sent`: maybe sent, not to be sent again); `notice` is
+        said before the next chunk of its reply."""
 
     async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
         """Put dead row `row_id` back in line, due now (False: no such dead row)."""
@@ -242,7 +248,7 @@ class OutboxTables:
     async def outbox_retry_at(
         self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
     ) -> None:
-        status = OutboxStatus.SENDING if unknown else OutboxStatus.PENDING
+        status = OutboxStatus.UNCONFIRMED if unknown else OutboxStatus.PENDING
         await self._update(
             "status = ?, next_attempt_at = ?, dead_reason = ?",
             (str(status), at, reason),
@@ -250,7 +256,10 @@ class OutboxTables:
             now,
         )
 
-    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
+    async def outbox_mark_dead(
+        self, row_id: int, reason: str, notice: str, now: float, *, maybe_sent: bool = False
+    ) -> None:
+        set_aside = OutboxStatus.MAYBE_SENT if maybe_sent else OutboxStatus.DEAD
         async with self.db.transaction() as tx:
             found = await tx.fetchrow(
                 "SELECT turn_id, chunk_index, notice FROM outbox WHERE id = ?", row_id
@@ -258,7 +267,7 @@ class OutboxTables:
             await tx.execute(
                 f"UPDATE outbox SET status = ?, dead_reason = ?, updated_at = ?, {_UNCLAIM}"
                 " WHERE id = ?",
-                str(OutboxStatus.DEAD),
+                str(set_aside),
                 reason,
                 now,
                 row_id,
@@ -292,13 +301,14 @@ class OutboxTables:
         return retried == 1
 
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary:
-        status, statuses = _unfinished(self.db, OutboxStatus.DEAD)
+        status, statuses = _unfinished(self.db, *SET_ASIDE_OUTBOX)
         counts = await self.db.fetch(
             f"SELECT status, COUNT(*) FROM outbox WHERE {status} GROUP BY status", *statuses
         )
+        set_aside, kinds = self.db.dialect.one_of("status", [str(s) for s in SET_ASIDE_OUTBOX])
         dead = await self.db.fetch(
-            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE status = ? ORDER BY id DESC LIMIT ?",
-            str(OutboxStatus.DEAD),
+            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE {set_aside} ORDER BY id DESC LIMIT ?",
+            *kinds,
             dead_limit,
         )
         return outbox_summary_of({str(s): int(n) for s, n in counts}, dead)

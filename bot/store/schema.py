@@ -1,4 +1,4 @@
-"""The schema a new database starts from, written once for both: version 14, where the
+"""The schema a new database starts from, written once for both: version 15, where the
 SQLite and PostgreSQL stores met when they were written once (bot/store/migrations.py
 holds the steps before and after it). Never edit it: a change is a new migration step.
 
@@ -7,7 +7,7 @@ Types are ones both databases read the same: TEXT, INTEGER and BIGINT, DOUBLE PR
 integer key, and the dialect's full-text search adds its own objects after these tables.
 """
 
-BASE_VERSION = 14
+BASE_VERSION = 15
 
 BASE = """
 CREATE TABLE sessions (

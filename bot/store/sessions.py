@@ -51,14 +51,14 @@ class SessionRow:
     thread_id: str | None = None
     peer_id: str | None = None
     chosen_model: str = ""  # what /model picked; "" = agent.model
-    # The window the provider named when it refused a prompt as too long (None: the
-    # configured agent.context_window holds).
+    # The window the provider named when it refused a prompt as too long (None: the model's
+    # own window holds), and the model it named it for ("": any, for rows from before).
     context_window: int | None = None
-
-    def window(self, configured: int) -> int:
-        """The context window every step of this session works with."""
-        learned = self.context_window
-        return configured if learned is None else min(configured, learned)
+    context_window_model: str = ""
+    # The compaction breaker: failed compactions in a row, and until when compaction is
+    # paused (None: it is not).
+    compaction_failures: int = 0
+    compaction_paused_until: float | None = None
 
     @property
     def origin(self) -> SessionOrigin | None:
@@ -108,10 +108,15 @@ class SessionStore(Protocol):
     async def choose_model(self, session_id: str, model: str) -> None:
         """What /model picked ("" = agent.model); a new session of the key keeps it."""
 
-    async def learn_context_window(self, session_id: str, tokens: int) -> None:
-        """The window the provider named when it refused a prompt as too long."""
+    async def learn_context_window(self, session_id: str, tokens: int, model: str) -> None:
+        """The window the provider named for `model` when it refused a prompt as too long."""
 
     async def count_compaction(self, session_id: str) -> None: ...
+    async def set_compaction_breaker(
+        self, session_id: str, *, failures: int, paused_until: float | None
+    ) -> None:
+        """The breaker after a compaction: failures in a row, and until when it is paused."""
+
     async def record_memory_flush(
         self, session_id: str, *, error: str | None, at: float, compaction_count: int | None
     ) -> None:
@@ -128,6 +133,14 @@ class SessionStore(Protocol):
         at: float | None,
     ) -> None:
         """Add `usage` to the counters atomically; None keeps context size / call time."""
+
+
+class ContextPlanStore(Protocol):
+    """A session's context plan: what pruning, image placeholders and cuts decided for its
+    requests, as the JSON text `bot.context` writes, so every replica builds the same one."""
+
+    async def context_plan(self, session_id: str) -> str | None: ...
+    async def put_context_plan(self, session_id: str, plan: str) -> None: ...
 
 
 # None leaves the context size or the last model call time as they are: one statement, so
@@ -245,12 +258,37 @@ class SessionTables:
     async def choose_model(self, session_id: str, model: str) -> None:
         await self.db.execute(_CHOOSE_MODEL, model, time.time(), session_id)
 
-    async def learn_context_window(self, session_id: str, tokens: int) -> None:
+    async def learn_context_window(self, session_id: str, tokens: int, model: str) -> None:
         await self.db.execute(
-            "UPDATE sessions SET context_window = ?, updated_at = ? WHERE session_id = ?",
+            "UPDATE sessions SET context_window = ?, context_window_model = ?, updated_at = ?"
+            " WHERE session_id = ?",
             tokens,
+            model,
             time.time(),
             session_id,
+        )
+
+    async def set_compaction_breaker(
+        self, session_id: str, *, failures: int, paused_until: float | None
+    ) -> None:
+        await self.db.execute(
+            "UPDATE sessions SET compaction_failures = ?, compaction_paused_until = ?,"
+            " updated_at = ? WHERE session_id = ?",
+            failures,
+            paused_until,
+            time.time(),
+            session_id,
+        )
+
+    async def context_plan(self, session_id: str) -> str | None:
+        plan = await self.db.fetchval(
+            "SELECT context_plan FROM sessions WHERE session_id = ?", session_id
+        )
+        return None if plan is None else str(plan)
+
+    async def put_context_plan(self, session_id: str, plan: str) -> None:
+        await self.db.execute(
+            "UPDATE sessions SET context_plan = ? WHERE session_id = ?", plan, session_id
         )
 
     async def count_compaction(self, session_id: str) -> None:

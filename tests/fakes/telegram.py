@@ -472,12 +472,14 @@ class Call(tuple[str, JSONDict]):
     status: int | None
     response: JSONDict | None
     client: str  # the client's connection (host:port), to tell pollers apart
+    at: float  # when it arrived (time.monotonic)
 
     def __new__(cls, method: str, params: JSONDict, client: str = "") -> Call:
         self = super().__new__(cls, (method, params))
         self.status = None
         self.response = None
         self.client = client
+        self.at = time.monotonic()
         return self
 
     @property
@@ -600,6 +602,7 @@ class FakeTelegram:
         self._message_ids: dict[int, int] = {}
         self._bot_message_order: list[tuple[int, int]] = []
         self._failures: list[_Failure] = []
+        self._late: dict[str, list[float]] = {}  # see answer_late
         self.flood: FloodControl | None = None  # see enforce_flood_limits
         self._random_failure: tuple[str, float, random.Random, int, str] | None = None
         self._file_seq = itertools.count(1)
@@ -797,6 +800,12 @@ class FakeTelegram:
         error = _ApiError(status, description, parameters)
         self._failures.append(_Failure(method.lower(), error, times, after))
 
+    def answer_late(self, method: str, *seconds: float) -> None:
+        """Carry out each of the next calls to `method` at once (a message is sent and shows
+        in the chat, as on the real platform) but answer it only after the next of
+        `seconds`, whether or not the client is still waiting."""
+        self._late.setdefault(method.lower(), []).extend(seconds)
+
     def fail_randomly(self, method: str, rate: float, status: int = 502, seed: int = 0) -> None:
         """Answer a share `rate` of the calls to `method` with `status` (a flaky server)."""
         description = _DEFAULT_DESCRIPTIONS.get(status, "Internal Server Error")
@@ -869,6 +878,8 @@ class FakeTelegram:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         call = Call(method, params, f"{peer[0]}:{peer[1]}" if peer else "")
         self.calls.append(call)
+        late = self._late.get(method.lower())
+        delay = late.pop(0) if late else 0.0
         try:
             result = await self._handle(method, params)
         except _ApiError as exc:
@@ -880,6 +891,8 @@ class FakeTelegram:
             call.status, call.response = 200, {"ok": True, "result": result}
         # Notify only once the outcome is recorded, so waiters can trust Call.status.
         self._call_signal.notify()
+        if delay:
+            await asyncio.sleep(delay)  # done; only the answer is late
         return web.json_response(call.response, status=call.status)
 
     async def _handle(self, method: str, params: JSONDict) -> Any:
