@@ -298,6 +298,11 @@ def _model_list(config: Config, current: str) -> str:
     )
 
 
+def model_listing(config: Config, current: str) -> str:
+    """`/model`'s list of the models a session may use, `current` marked."""
+    return f"Models for this session:\n{_model_list(config, current)}"
+
+
 async def reply_model(
     host: CommandHost, command: Command, msg: InboundMessage, key: str
 ) -> str | ChoiceSpec:
@@ -305,7 +310,7 @@ async def reply_model(
     current = current_model(cfg, await host.current_session(key))
     wanted = command.args.strip()
     if not wanted:
-        listing = f"Models for this session:\n{_model_list(cfg, current)}"
+        listing = model_listing(cfg, current)
         models = allowed_models(cfg)
         # Buttons only for someone who may switch: the listing alone is for everyone.
         switch = Command("model", models[0])

@@ -59,7 +59,12 @@ def script(body: dict[str, Any]) -> Reply | str:
         return Reply.tool_use(
             "ask_choice", {"question": "Tea or coffee?", "options": ["Tea", "Coffee"]}
         )
-    return "echo: " + said.strip().split("\n")[-1]
+    return "echo: " + last_line(said)
+
+
+def last_line(said: str) -> str:
+    """The last line of what the person said (inside its untrusted markers)."""
+    return [line for line in said.strip().split("\n") if not line.startswith("<<<")][-1]
 
 
 @dataclass
@@ -70,10 +75,14 @@ class Env:
     directory: Path
 
     async def until(self, check: Callable[[], Any], what: str) -> Any:
-        async with asyncio.timeout(TIMEOUT):
-            while not (found := check()):  # noqa: ASYNC110 (the fakes' state has no event)
-                await asyncio.sleep(0.05)
-        assert found, what
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not (found := check()):
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(
+                    f"timed out waiting for {what}; calls:\n{self.tg.dump_calls(12)}\n"
+                    f"log:\n{self.krill.log()[-3000:]}"
+                )
+            await asyncio.sleep(0.05)
         return found
 
     async def buttons(self, chat: int) -> list[str]:
@@ -82,11 +91,13 @@ class Env:
     async def press(self, chat: int, user: int, label: str, **kw: Any) -> tuple[dict, str]:
         """Press `label` as `user`; (the callback query, the answer Telegram showed)."""
         update = self.tg.push_update(self.tg.press(chat, user, label, **kw))
-        query = update["callback_query"]
-        answer = await self.until(
-            lambda: self.tg.callback_answers.get(query["id"]), f"an answer to {label}"
-        )
-        return query, str(answer.get("text", ""))
+        return update["callback_query"], await self.answer(update)
+
+    async def answer(self, update: dict[str, Any]) -> str:
+        """What Telegram showed for the press `update` (pushed already)."""
+        query = update["callback_query"]["id"]
+        answer = await self.until(lambda: self.tg.callback_answers.get(query), "an answer")
+        return str(answer.get("text", ""))
 
     async def message(self, chat: int, needle: str) -> dict[str, Any]:
         def found() -> dict[str, Any] | None:
@@ -132,13 +143,15 @@ async def test_model_list_pressed_switches_once_and_the_message_says_so(env: Env
     tg.push_update(tg.command(ADMIN, ADMIN, "/model"))
     assert await env.buttons(ADMIN) == MODELS
     listing = tg.bot_messages(ADMIN)[-1]
-    _, answer = await env.press(ADMIN, ADMIN, "claude-haiku-4-5")
-    assert answer == "✓ claude-haiku-4-5"
+    # Two presses before the buttons go away (a double tap): the first counts, once.
+    first = tg.press(ADMIN, ADMIN, "claude-haiku-4-5")
+    second = tg.press(ADMIN, ADMIN, "claude-sonnet-4-6")
+    tg.push_update(first)
+    tg.push_update(second)
+    assert await env.answer(first) == "✓ claude-haiku-4-5"
+    assert (await env.answer(second)).startswith("Already answered.")
     edited = await env.message(ADMIN, "Model switched to claude-haiku-4-5")
     assert edited["message_id"] == listing["message_id"] and "reply_markup" not in edited
-    # The same button pressed again (its row answered): said so, and nothing changes.
-    _, again = await env.press(ADMIN, ADMIN, "claude-sonnet-4-6", message_id=listing["message_id"])
-    assert again.startswith("Already answered.")
     tg.push_update(tg.private_message(ADMIN, "which model?"))
     await env.message(ADMIN, "echo: which model?")
     assert env.model.message_requests[-1].body["model"] == "claude-haiku-4-5"
@@ -185,6 +198,8 @@ async def test_an_approval_refuses_another_member_and_runs_on_approve(env: Env) 
     assert tg.sent_media == []  # it waits
     _, refused = await env.press(group, OTHER, "✅ Approve", first_name="Otto")
     assert refused == "Only Mia or an admin can answer this."
+    _, metrics = await env.krill.get("/metrics")
+    assert 'krill_button_presses_total{channel="telegram",result="not_yours"}' in metrics
     _, answer = await env.press(group, MEMBER, "✅ Approve", first_name="Mia")
     assert answer == "✓ ✅ Approve"
     await env.message(group, "MODEL TOLD: [Approval] Mia approved your call to send_file")
@@ -223,10 +238,4 @@ async def test_ask_choice_comes_back_as_the_person_s_next_message(env: Env) -> N
     await env.message(chat, "echo: Coffee")
     await env.message(chat, "✅ Mia: Coffee")
     answered = env.requests_saying("answered your question by pressing a button")
-    assert len(answered) == 1 and answered[0].strip().endswith("Coffee")
-
-
-async def test_metrics_count_presses_by_outcome(env: Env) -> None:
-    _, metrics = await env.krill.get("/metrics")
-    assert 'krill_button_presses_total{channel="telegram",result="done"}' in metrics
-    assert 'krill_button_presses_total{channel="telegram",result="not_yours"} 1.0' in metrics
+    assert len(answered) == 1 and last_line(answered[0]) == "Coffee", answered

@@ -17,6 +17,7 @@ from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.slack import FakeSlack, interactivity_form, post_event
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
+from tests.test_buttons_e2e import last_line
 
 PERSON = 301
 TIMEOUT = 15.0
@@ -97,7 +98,7 @@ async def test_a_snoozed_reminder_fires_again_ten_minutes_later(tmp_path: Path) 
 
 async def test_a_press_in_flight_at_kill_9_is_acted_on_once_after_restart(tmp_path: Path) -> None:
     async with FakeTelegram() as tg, FakeAnthropic() as model:
-        model.default_handler = lambda body: "echo: " + said(body).strip().split("\n")[-1]
+        model.default_handler = lambda body: "echo: " + last_line(said(body))
         krill = await KrillProcess(tmp_path, config(tg), model.env()).start()
         try:
             tg.push_update(tg.command(PERSON, PERSON, "/model"))

@@ -30,12 +30,21 @@ ALREADY_TEXT = "Already answered."
 TIMED_OUT_LINE = "⌛ No answer in time; the buttons have expired."
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a press came to: the line its message shows under its text, and the text to
+    show instead where the old one is no longer true (the model list's marker)."""
+
+    line: str
+    text: str | None = None
+
+
 class ChoiceAction(Protocol):
     """What pressing one kind of choice does (each kind has one, given to the gateway)."""
 
-    async def act(self, choice: Choice) -> str:
+    async def act(self, choice: Choice) -> Outcome:
         """Do what the option pressed on `choice` says (`option` is TIMED_OUT when nobody
-        answered in time); returns the line its message shows after. Runs in the session's
+        answered in time); returns what its message shows after. Runs in the session's
         lane. It may run twice for one press (a crash between acting and recording that it
         did): the second run must change nothing more."""
         ...
@@ -134,9 +143,10 @@ def press_answer(result: PressResult, choice: Choice | None, option: int) -> Pre
     return PressAnswer(result, _clip(text, ANSWER_CHARS))
 
 
-def answered_text(choice: Choice, outcome: str) -> str:
-    """What the message says once answered: its text, then the outcome."""
-    return f"{choice.text}\n\n{outcome}" if outcome else choice.text
+def answered_text(choice: Choice, outcome: Outcome) -> str:
+    """What the message says once answered: its text (or the new one), then the outcome."""
+    text = choice.text if outcome.text is None else outcome.text
+    return f"{text}\n\n{outcome.line}" if outcome.line else text
 
 
 def _clip(text: str, limit: int) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from bot.agent.runner import TurnJob
 from bot.buttons.approvals import APPROVE, HeldCall
-from bot.buttons.choices import presser
+from bot.buttons.choices import Outcome, presser
 from bot.sessions.limits import history_limit_for
 from bot.store.choices import Choice, ChoiceOption
 from bot.tools.policy import resolve_policy
@@ -78,12 +78,12 @@ class ApprovalChoice:
         self.outbox = outbox
         self.workspace = workspace
 
-    async def act(self, choice: Choice) -> str:
+    async def act(self, choice: Choice) -> Outcome:
         held = HeldCall.from_payload(choice.payload, self.workspace)
         ctx = held.context
         session = await self.store.current_session(choice.session_key)
         if session is None or session.session_id != ctx.session_id:
-            return RESET_SINCE
+            return Outcome(RESET_SINCE)
         who = presser(choice)
         option = choice.pressed_option
         turn_id = f"approval-{choice.id}"
@@ -109,7 +109,7 @@ class ApprovalChoice:
         if reply.text and ctx.address is not None:
             await self.outbox.send_text(ctx.address, reply.text, reply_id=f"{turn_id}/reply")
         log.info("approval %s of %s: %s", choice.id, held.call["name"], outcome)
-        return outcome
+        return Outcome(outcome)
 
     async def _prompt(
         self, held: HeldCall, who: str, option: ChoiceOption | None, timeout: str

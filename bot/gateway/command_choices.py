@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.buttons.choices import TIMED_OUT_LINE, presser
-from bot.commands import RESET, current_model
+from bot.buttons.choices import TIMED_OUT_LINE, Outcome, presser
+from bot.commands import RESET, current_model, model_listing
 from bot.sessions.models import allowed_models
 from bot.store.choices import Choice
 from bot.types import SessionOrigin
@@ -23,22 +23,25 @@ class ModelChoice:
     def __init__(self, host: CommandHost) -> None:
         self.host = host
 
-    async def act(self, choice: Choice) -> str:
+    async def act(self, choice: Choice) -> Outcome:
         option = choice.pressed_option
         if option is None:
-            return TIMED_OUT_LINE
+            return Outcome(TIMED_OUT_LINE)
         config, key = self.host.config, choice.session_key
         model = option.value
         if model not in allowed_models(config):
-            return f"⚠️ {model} is no longer offered; nothing changed."
+            return Outcome(f"⚠️ {model} is no longer offered; nothing changed.")
+        # The list shows its marker on the model the session uses after the press.
+        listing = Outcome(f"✅ This session uses {model}.", model_listing(config, model))
         if current_model(config, await self.host.current_session(key)) == model:
-            return f"✅ This session uses {model}."
+            return listing
         origin = SessionOrigin.from_dict(choice.payload["origin"])
         await self.host.choose_model(key, origin, model)
-        return (
+        line = (
             f"✅ Model switched to {model} by {presser(choice)}. The next request starts a new "
             "prompt cache for it."
         )
+        return Outcome(line, listing.text)
 
 
 class ResetChoice:
@@ -47,16 +50,16 @@ class ResetChoice:
     def __init__(self, host: CommandHost) -> None:
         self.host = host
 
-    async def act(self, choice: Choice) -> str:
+    async def act(self, choice: Choice) -> Outcome:
         option = choice.pressed_option
         if option is None:
-            return "⌛ No answer in time; the session was kept."
+            return Outcome("⌛ No answer in time; the session was kept.")
         if option.value != RESET:
-            return f"Kept this session ({presser(choice)})."
+            return Outcome(f"Kept this session ({presser(choice)}).")
         key = choice.session_key
         current = await self.host.current_session(key)
         if current is None or current.session_id != choice.payload["session_id"]:
-            return "✅ A new session has started already."
+            return Outcome("✅ A new session has started already.")
         origin = SessionOrigin.from_dict(choice.payload["origin"])
         session = await self.host.reset(key, origin, reason=choice.payload["reason"])
-        return f"✅ New session started by {presser(choice)}: {session.session_id}"
+        return Outcome(f"✅ New session started by {presser(choice)}: {session.session_id}")

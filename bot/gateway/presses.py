@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.buttons.choices import (
     TIMED_OUT_LINE,
     ChoiceAction,
+    Outcome,
     answered_text,
     parse_button_data,
     press_answer,
@@ -176,11 +177,11 @@ class Presses:
             outcome = await action.act(choice)
         else:
             log.warning("no action for %s choices; %s is only closed", choice.kind, choice.id)
-            outcome = TIMED_OUT_LINE
+            outcome = Outcome(TIMED_OUT_LINE)
         await self._show(choice, outcome)
-        await self.store.choice_finish(choice.id, outcome, at=self.clock())
+        await self.store.choice_finish(choice.id, outcome.line, at=self.clock())
 
-    async def _show(self, choice: Choice, outcome: str) -> None:
+    async def _show(self, choice: Choice, outcome: Outcome) -> None:
         """Edit the choice's message: its text and the outcome, and no buttons."""
         target = choice.message_id or await self.store.outbox_sent_id(choice.reply_id)
         if not target:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bot.buttons.choices import TIMED_OUT_LINE
+from bot.buttons.choices import TIMED_OUT_LINE, Outcome
 from bot.gateway.lanes import MessageWork
 from bot.store.choices import Choice
 from bot.types import Address, ChatType, InboundMessage, SessionOrigin
@@ -74,10 +74,10 @@ class QuestionChoice:
         self.metrics = metrics
         self.clock = clock
 
-    async def act(self, choice: Choice) -> str:
+    async def act(self, choice: Choice) -> Outcome:
         msg = answer_message(choice, choice.pressed_at or self.clock())
         if msg is None:
-            return TIMED_OUT_LINE
+            return Outcome(TIMED_OUT_LINE)
         key = choice.session_key
         inbound_id, _ = await self.inbound.accept_inbound(
             msg.channel, msg.message_id, key, msg.to_json()
@@ -86,4 +86,4 @@ class QuestionChoice:
             self.metrics.messages_in.labels(msg.channel).inc()
             self.lanes.submit(key, MessageWork(inbound_id, msg))
             self.activity.note_activity(key)
-        return ANSWERED.format(who=msg.user_name or msg.user_id, label=msg.text)
+        return Outcome(ANSWERED.format(who=msg.user_name or msg.user_id, label=msg.text))

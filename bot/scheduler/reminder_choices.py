@@ -8,7 +8,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from bot.buttons.choices import TIMED_OUT_LINE, ChoiceSpec, presser
+from bot.buttons.choices import TIMED_OUT_LINE, ChoiceSpec, Outcome, presser
 from bot.scheduler.when import describe_time
 from bot.store.choices import Choice, ChoiceKind, ChoiceOption
 from bot.types import ButtonStyle
@@ -56,16 +56,16 @@ class ReminderChoice:
     def __init__(self, reminders: Reminders) -> None:
         self.reminders = reminders
 
-    async def act(self, choice: Choice) -> str:
+    async def act(self, choice: Choice) -> Outcome:
         option = choice.pressed_option
         if option is None:
-            return TIMED_OUT_LINE
+            return Outcome(TIMED_OUT_LINE)
         if option.value == DONE:
-            return f"✅ Done ({presser(choice)})."
+            return Outcome(f"✅ Done ({presser(choice)}).")
         pressed_at = choice.pressed_at or choice.created_at
         due = snooze_until(
             option.value, pressed_at, choice.payload["due_at"], self.reminders.timezone
         )
         await self.reminders.snooze(int(choice.payload["reminder"]), due)
         until = describe_time(due, self.reminders.timezone)
-        return f"⏰ Snoozed by {presser(choice)} until {until}."
+        return Outcome(f"⏰ Snoozed by {presser(choice)} until {until}.")
