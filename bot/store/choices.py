@@ -5,10 +5,12 @@ process receives it; its action then runs and moves it to done."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from bot.store.db import Db, Row
 from bot.types import Address, ButtonStyle
 
 
@@ -106,3 +108,91 @@ class ChoiceStore(Protocol):
         """Choices whose press is recorded but not acted on, and pending ones that expired
         by `expired_by`, oldest first."""
         ...
+
+
+COLUMNS = (
+    "id, kind, session_key, address, owner, owner_name, text, options, payload, reply_id,"
+    " status, created_at, expires_at, option_index, pressed_by, pressed_name, press_id,"
+    " message_id, pressed_at, outcome"
+)
+# The columns choice_add fills: a choice as offered, nobody having pressed it yet.
+_NEW = COLUMNS.split(", option_index")[0]
+
+
+def _choice(row: Row) -> Choice:
+    (cid, kind, key, address, owner, owner_name, text, options, payload, reply_id, status,
+     created_at, expires_at, option, by, name, press_id, message_id, pressed_at,
+     outcome) = row  # fmt: skip
+    return Choice(
+        id=cid,
+        kind=ChoiceKind(kind),
+        session_key=key,
+        address=Address.from_json(address),
+        owner=owner,
+        owner_name=owner_name,
+        text=text,
+        options=tuple(ChoiceOption.from_dict(o) for o in json.loads(options)),
+        payload=json.loads(payload),
+        reply_id=reply_id,
+        status=ChoiceStatus(status),
+        created_at=float(created_at),
+        expires_at=float(expires_at),
+        option=None if option is None else int(option),
+        pressed_by=by,
+        pressed_name=name,
+        press_id=press_id,
+        message_id=message_id,
+        pressed_at=None if pressed_at is None else float(pressed_at),
+        outcome=outcome,
+    )
+
+
+class ChoiceTables:
+    db: Db
+
+    async def choice_add(self, choice: Choice) -> None:
+        c = choice
+        await self.db.execute(
+            f"INSERT INTO choices({_NEW}) VALUES ({', '.join('?' * 13)})",
+            *(c.id, str(c.kind), c.session_key, c.address.to_json(), c.owner, c.owner_name),
+            *(c.text, json.dumps([o.to_dict() for o in c.options]), json.dumps(c.payload)),
+            *(c.reply_id, str(c.status), c.created_at, c.expires_at),
+        )
+
+    async def choice_get(self, choice_id: str) -> Choice | None:
+        row = await self.db.fetchrow(f"SELECT {COLUMNS} FROM choices WHERE id = ?", choice_id)
+        return _choice(row) if row else None
+
+    async def choice_press(
+        self,
+        choice_id: str,
+        *,
+        option: int,
+        by: str,
+        name: str,
+        press_id: str,
+        message_id: str,
+        at: float,
+    ) -> bool:
+        pressed = await self.db.execute(
+            "UPDATE choices SET status = ?, option_index = ?, pressed_by = ?, pressed_name = ?,"
+            " press_id = ?, message_id = ?, pressed_at = ? WHERE id = ? AND status = ?",
+            *(str(ChoiceStatus.PRESSED), option, by, name, press_id, message_id, at),
+            *(choice_id, str(ChoiceStatus.PENDING)),
+        )
+        return pressed == 1
+
+    async def choice_finish(self, choice_id: str, outcome: str, *, at: float) -> bool:
+        done = await self.db.execute(
+            "UPDATE choices SET status = ?, outcome = ?, done_at = ? WHERE id = ? AND status = ?",
+            *(str(ChoiceStatus.DONE), outcome, at, choice_id, str(ChoiceStatus.PRESSED)),
+        )
+        return done == 1
+
+    async def choices_unfinished(self, *, expired_by: float) -> list[Choice]:
+        rows = await self.db.fetch(
+            f"SELECT {COLUMNS} FROM choices WHERE status = ?"
+            " OR (status = ? AND expires_at <= ?) ORDER BY created_at",
+            *(str(ChoiceStatus.PRESSED), str(ChoiceStatus.PENDING), expired_by),
+        )
+        return [_choice(row) for row in rows]
