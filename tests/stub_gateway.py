@@ -37,7 +37,7 @@ class StubGateway:
         self.failures = 0  # accepts that raise, as if the store failed
         self.gate: asyncio.Event | None = None  # accept waits for it when set...
         self.passes: set[str] = set()  # ...except for these texts (sentinels)
-        self.waiting = asyncio.Event()  # set once a message waits at the gate
+        self.waiting = asyncio.Event()  # set once a message (or press) waits at its gate
         self.on_accept: Callable[[InboundMessage], Awaitable[object]] | None = None
         self.sessions: set[str] = set()  # session keys that have history
         self.bot_usernames: dict[str, str] = {}
@@ -62,6 +62,7 @@ class StubGateway:
 
     async def press(self, press: ButtonPress) -> PressAnswer:
         if self.press_gate is not None:
+            self.waiting.set()
             await self.press_gate.wait()
         if self.failures:
             self.failures -= 1

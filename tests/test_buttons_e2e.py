@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.fakes.anthropic import FakeAnthropic, Reply, text_of
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess
 
@@ -29,18 +29,6 @@ MEMBER = 102  # an ordinary member of the groups
 OTHER = 103  # another member
 TIMEOUT = 15.0
 MODELS = ["claude-sonnet-4-6", "claude-haiku-4-5"]
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        elif block.get("type") == "tool_result":
-            parts.append(text_of(block.get("content") or ""))
-    return "\n".join(parts)
 
 
 def script(body: dict[str, Any]) -> Reply | str:
@@ -196,6 +184,9 @@ async def test_an_approval_refuses_another_member_and_runs_on_approve(env: Env) 
     assert await env.buttons(group) == ["✅ Approve", "❌ Deny"]
     assert "send_file" in tg.bot_messages(group)[-1]["text"]
     assert tg.sent_media == []  # it waits
+    # ...without holding up the chat: typing instead of pressing is answered as usual.
+    tg.push_update(tg.group_message(group, MEMBER, "still there?", mention=True, first_name="Mia"))
+    await env.message(group, "echo: still there?")
     _, refused = await env.press(group, OTHER, "✅ Approve", first_name="Otto")
     assert refused == "Only Mia or an admin can answer this."
     _, metrics = await env.krill.get("/metrics")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.channel_env import slack_section, telegram_section
-from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.fakes.anthropic import FakeAnthropic, Reply, text_of
 from tests.fakes.slack import FakeSlack, interactivity_form, post_event
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
@@ -34,10 +34,7 @@ async def until(check: Callable[[], Any], what: str) -> Any:
 
 
 def said(body: dict[str, Any]) -> str:
-    content = body["messages"][-1]["content"]
-    if isinstance(content, str):
-        return content
-    return "\n".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+    return text_of(body["messages"][-1]["content"])
 
 
 def reminder_script(body: dict[str, Any]) -> Reply | str:

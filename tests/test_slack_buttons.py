@@ -7,71 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
-
-import pytest
-from aiohttp import web
 
 from bot.buttons.choices import button_data
 from bot.channel_contract import PressAnswer, PressResult
-from bot.config import SlackConfig
 from bot.types import Address, Button, ButtonStyle, InboundMessage, OutboundMessage
-from channels.slack.adapter import SlackChannel
 from tests.fakes.slack import FakeSlack, interactivity_form, post_event
-from tests.stub_gateway import StubGateway
+from tests.slack_channel import Factory, until
 
-Factory = Callable[..., Any]
 ROWS = (
     (
         Button("✅ Approve", button_data("B" * 16, 0), ButtonStyle.PRIMARY),
         Button("❌ Deny", button_data("B" * 16, 1), ButtonStyle.DANGER),
     ),
 )
-
-
-@pytest.fixture
-async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
-    started: list[tuple[SlackChannel, web.AppRunner | None]] = []
-
-    async def make(mode: str = "socket") -> tuple[SlackChannel, StubGateway, str]:
-        config = SlackConfig(
-            enabled=True,
-            bot_token=fake_slack.bot_token,
-            app_token=fake_slack.app_token,
-            signing_secret=fake_slack.signing_secret,
-            mode=mode,
-            api_base_url=fake_slack.api_url,
-            pacing={"channel_interval": 0},
-        )
-        core = StubGateway(config)
-        channel = SlackChannel(config, core, ping_interval=0.5)
-        base, runner = "", None
-        if mode == "http":
-            app = web.Application()
-            app.add_routes(channel.routes())
-            runner = web.AppRunner(app)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            host, port = runner.addresses[0][:2]
-            base = f"http://{host}:{port}"
-        started.append((channel, runner))
-        await channel.start()
-        return channel, core, base
-
-    yield make
-    for channel, runner in started:
-        await channel.stop()
-        if runner is not None:
-            await runner.cleanup()
-
-
-async def until(check: Callable[[], object], within: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 def offer(chat: str = "C1", **address: Any) -> OutboundMessage:
@@ -90,7 +39,7 @@ async def test_buttons_are_actions_and_a_socket_press_is_recorded_before_the_ack
     assert post["text"]  # the notification's text, beside the blocks
     core.press_gate = asyncio.Event()
     envelope = await fake_slack.push_socket_interactive(fake_slack.press("C1", "U7", "❌ Deny"))
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(core.waiting.wait(), 5)
     assert envelope not in fake_slack.socket_acks  # not recorded yet, so not acknowledged
     core.press_gate.set()
     await fake_slack.wait_for_ack(envelope)
@@ -108,10 +57,10 @@ async def test_buttons_are_actions_and_a_socket_press_is_recorded_before_the_ack
 async def test_http_presses_are_signed_and_a_forged_one_is_refused(
     make_channel: Factory, fake_slack: FakeSlack
 ) -> None:
-    channel, core, base = await make_channel("http")
+    channel, core, events = await make_channel("http")
     await channel.deliver(offer())
     secret = fake_slack.signing_secret
-    url = f"{base}/slack/interactivity"
+    url = events.replace("/slack/events", "/slack/interactivity")
     forged = interactivity_form(fake_slack.press("C1", "U7", "✅ Approve"))
     status, _ = await post_event(None, url, forged, secret, forge=True)
     assert status == 401
@@ -123,7 +72,7 @@ async def test_http_presses_are_signed_and_a_forged_one_is_refused(
     status, _ = await post_event(None, url, good, secret)
     assert status == 200
     # The events URL takes presses too, with the same signature check.
-    status, _ = await post_event(None, f"{base}/slack/events", good, secret)
+    status, _ = await post_event(None, events, good, secret)
     assert status == 200
     assert [p.user_id for p in core.presses] == ["U7", "U7"]
 

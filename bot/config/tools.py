@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.config.sections import Section, duration_seconds
+from bot.config.sections import Duration, Section, duration_seconds
 
 
 class WebFetchConfig(Section):
@@ -81,14 +81,7 @@ class ToolPolicyConfig(Section):
     # Only in groups and channels: send_file posts a file everyone there sees.
     confirm_in_groups: list[str] = Field(default_factory=lambda: ["send_file"])
     # An approval nobody gave within this is a refusal, and the model is told so.
-    confirm_timeout: str = "10m"
-
-    @field_validator("confirm_timeout")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        if duration_seconds(value) <= 0:
-            raise ValueError("must be longer than zero")
-        return value
+    confirm_timeout: Duration = "10m"
 
     @property
     def timeout_seconds(self) -> float:

@@ -165,6 +165,14 @@ class WebChannel:
             for ws in list(sockets):
                 await ws.close()
 
+    async def _json_refusal(self, request: web.Request) -> web.Response | None:
+        """The answer to a JSON API call that may not use the chat (`_refusal`) or whose
+        body is not JSON, or None when it may go on."""
+        refusal = await self._refusal(request)
+        if refusal is None and request.content_type != "application/json":
+            return web.json_response({"error": "Content-Type must be application/json"}, status=415)
+        return refusal
+
     async def _refusal(self, request: web.Request) -> web.Response | None:
         """The answer to a request that may not use the chat, or None when it may (foreign
         hosts and origins are refused before this, by the server's browser guard)."""
@@ -270,11 +278,9 @@ class WebChannel:
         return ws
 
     async def api_chat(self, request: web.Request) -> web.Response:
-        refusal = await self._refusal(request)
+        refusal = await self._json_refusal(request)
         if refusal:
             return refusal
-        if request.content_type != "application/json":
-            return web.json_response({"error": "Content-Type must be application/json"}, status=415)
         try:
             data = await request.json()
             name = str(data.get("user", "web"))
@@ -319,11 +325,9 @@ class WebChannel:
     async def api_press(self, request: web.Request) -> web.Response:
         """`POST {"user": "name", "data": "...", "press_id": "..."}`: press a button of that
         person's chat, for scripts and tests; answers {"result", "text"}."""
-        refusal = await self._refusal(request)
+        refusal = await self._json_refusal(request)
         if refusal:
             return refusal
-        if request.content_type != "application/json":
-            return web.json_response({"error": "Content-Type must be application/json"}, status=415)
         try:
             data = await request.json()
             name = str(data.get("user", "web"))
