@@ -1,10 +1,12 @@
 """The composition root: builds every collaborator through its constructor, in dependency
 order, and starts and stops them.
 
-`App.start()` brings everything up and `App.stop()` takes it down in reverse. Background
-work (the scheduler, the MCP servers and the platform channels) starts only when
-`background` is set, which `krill run` does and `krill chat` and the other CLI commands do
-not; `run_service` adds signal handling.
+`async with App(config) as app:` starts the components one by one through a `Lifespan`, each
+registering its stop as it starts, so they stop in reverse order by construction, and a
+start that fails halfway stops what had started. Background work (the scheduler, the
+MCP servers and the platform channels) starts only when `background` is set, which `krill
+run` does and `krill chat` and the other CLI commands do not; `run_service` adds signal
+handling.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from functools import partial
 
 from aiohttp import web
 
@@ -36,6 +39,7 @@ from bot.gateway.recovery import Unattended
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
+from bot.lifespan import Lifespan
 from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
@@ -282,6 +286,7 @@ class App:
         )
         self._ready: dict[str, bool] = {}
         self._runner: web.AppRunner | None = None
+        self.lifespan = Lifespan()
         self.server_url = ""
 
     def add_channel(self, channel: Channel) -> None:
@@ -300,10 +305,27 @@ class App:
                     found.append(channel)
         return found
 
-    async def start(self) -> None:
+    async def __aenter__(self) -> App:
+        """Start every component in order. A start that fails stops what had started, in
+        reverse, before the error goes on."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.lifespan.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Stop every started component, the last started first."""
+        await self.lifespan.close()
+
+    async def _start(self) -> None:
         if prepare_workspace(self.config):
             log.info("created workspace %s from the bundled template", self.workspace.path)
-        await open_store(self.store, self.config)
+        await self.lifespan.start(
+            "store", partial(open_store, self.store, self.config), self.store.close
+        )
+        await self.lifespan.start("model client", None, self.model.close)
         if not self.model.configured:
             log.warning(
                 "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "
@@ -314,23 +336,35 @@ class App:
         for channel in self._enabled_channels():
             self.add_channel(channel)
         if self.background:
-            self.mcp.start()  # connects in the background; never holds up start-up
-            await self.scheduler.start()
+            await self.lifespan.start("MCP servers", self._start_mcp, self.mcp.stop)
+            await self.lifespan.start("scheduler", self.scheduler.start, self.scheduler.stop)
+        await self.lifespan.start("gateway", self._recover, self.gateway.close)
+        if self.with_server:
+            await self.lifespan.start("server", self._start_server, self._stop_server)
+        for name, channel in self.channels.items():
+            await self.lifespan.start(
+                f"channel {name}", partial(self._start_channel, name), channel.stop
+            )
+        await self.lifespan.start("outbox sender", self.sender.start, self.sender.stop)
+
+    async def _start_mcp(self) -> None:
+        self.mcp.start()  # connects in the background; never holds up start-up
+
+    async def _recover(self) -> None:
+        if not self.recover:
+            return
         # Read before any channel can accept a message: one accepted during start-up is
         # queued by `accept` already and must not be queued a second time as "unanswered".
-        unanswered = await self.store.unfinished_inbound() if self.recover else []
         # Queued before any channel can queue a newer message of the same chat behind which
         # they would otherwise be answered, out of order.
-        recovered = await self.gateway.recover(unanswered) if self.recover else 0
+        recovered = await self.gateway.recover(await self.store.unfinished_inbound())
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
-        if self.with_server:
-            await self._start_server()
-        for name, channel in self.channels.items():
-            await channel.start()
-            self._ready[name] = True
-            log.info("channel %s is up", name)
-        await self.sender.start()
+
+    async def _start_channel(self, name: str) -> None:
+        await self.channels[name].start()
+        self._ready[name] = True
+        log.info("channel %s is up", name)
 
     def _health(self) -> dict[str, ChannelHealth]:
         return {name: self._channel_health(name, up) for name, up in self._ready.items()}
@@ -372,23 +406,9 @@ class App:
         self.server_url = f"http://{self.config.server.host}:{port}"
         log.info("listening on %s", self.server_url)
 
-    async def stop(self) -> None:
-        await self.sender.stop()  # before the channels it sends through
-        for name, channel in reversed(list(self.channels.items())):
-            try:
-                await channel.stop()
-            except Exception:
-                log.exception("channel %s did not stop cleanly", name)
-        await self.gateway.close()
-        for what, stop in (("scheduler", self.scheduler.stop), ("MCP servers", self.mcp.stop)):
-            try:
-                await stop()
-            except Exception:
-                log.exception("the %s did not stop cleanly", what)
+    async def _stop_server(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        await self.model.close()
-        await self.store.close()
 
 
 def service_clock(config: Config) -> Callable[[], float]:
@@ -398,15 +418,11 @@ def service_clock(config: Config) -> Callable[[], float]:
 
 
 async def run_service(config: Config) -> None:
-    app = App(config, background=True, clock=service_clock(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
             loop.add_signal_handler(sig, stop.set)
-    try:
-        await app.start()
+    async with App(config, background=True, clock=service_clock(config)):
         await stop.wait()
         log.info("shutting down")
-    finally:
-        await app.stop()

@@ -136,12 +136,12 @@ class Harness:
         config = load_config(str(self.config_path), env=self.env)
         self.app = App(config, with_server=False, background=True, clock=self.clock)
         self.app.add_channel(self.channel)
-        await self.app.start()
+        await self.app.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.app is not None
-        await self.app.stop()
+        await self.app.__aexit__(*exc)
 
     async def send(self, msg: InboundMessage | str, *, wait: bool = True, **kw: Any) -> str:
         assert self.app is not None

@@ -44,11 +44,8 @@ async def test_unanswered_and_start_up_messages_are_each_answered_once(
     channel = AcceptsWhileStarting()
     channel.app = app
     app.add_channel(channel)
-    await app.start()
-    try:
+    async with app:
         await app.gateway.lanes.wait_idle()
-    finally:
-        await app.stop()
     answered = "\n".join(channel.finals)
     assert answered.count("left unanswered") == 1
     assert answered.count("arrived during start-up") == 1

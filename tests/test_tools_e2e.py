@@ -68,14 +68,11 @@ timeout = 10
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
     app = App(load_config(str(config_path), env=env), with_server=False, background=True)
     app.add_channel(TerminalChannel(out=io.StringIO()))
-    await app.start()
-    try:
+    async with app:
         async with asyncio.timeout(READY_SECONDS):
             while "fake__echo" not in app.tools.names():  # noqa: ASYNC110 - MCP starts in the background
                 await asyncio.sleep(0.05)
         yield app
-    finally:
-        await app.stop()
 
 
 async def say(app: App, text: str) -> str:

@@ -139,17 +139,13 @@ async def _reset(config: Config, key: str) -> int:
     from bot.app import App
     from bot.sessions.keys import conversation_of_key
 
-    app = App(config, with_server=False, recover=False)
-    try:
-        await app.start()
+    async with App(config, with_server=False, recover=False) as app:
         current = await app.store.current_session(key)
         if current is None:
             print(f"krill reset: no session with key {key}", file=sys.stderr)
             return 1
         origin = current.origin or conversation_of_key(key, current.channel)
         session = await app.gateway.commands.reset(key, origin, reason="krill reset")
-    finally:
-        await app.stop()
     print(f"reset {key}: new session {session.session_id} (old {current.session_id} kept)")
     return 0
 
