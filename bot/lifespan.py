@@ -42,6 +42,7 @@ class Lifespan:
 
 
 async def _stop(name: str, stop: Callable[[], Awaitable[object]]) -> None:
+    log.debug("stopping %s", name)  # the last such line names a stop that hangs
     try:
         await stop()
     except Exception:
