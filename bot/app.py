@@ -16,8 +16,9 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 from aiohttp import web
 
@@ -28,7 +29,14 @@ from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
-from bot.channel_contract import STANDBY, Channel, ChannelHealth
+from bot.channel_contract import (
+    STANDBY,
+    Channel,
+    ChannelHealth,
+    ChannelSpec,
+    HealthChannel,
+    StandbyChannel,
+)
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
@@ -81,8 +89,11 @@ class App:
         recover: bool = True,
         background: bool = False,
         clock: Callable[[], float] = time.time,
+        channels: Sequence[ChannelSpec[Any]] = CHANNELS,
     ):
         self.config = config
+        # The channels it may run: the registry (tests add one of their own).
+        self.channel_specs = channels
         self.with_server = with_server
         self.recover = recover
         self.background = background
@@ -295,12 +306,13 @@ class App:
 
     def _enabled_channels(self) -> list[Channel]:
         found = []
-        for spec in CHANNELS:
+        for spec in self.channel_specs:
             wanted = (self.with_server or not spec.needs_server) and (
                 self.background or not spec.background
             )
-            if wanted and spec.settings(self.config).enabled:
-                channel = spec.create(self.config, self.gateway)
+            settings = spec.settings(self.config)
+            if wanted and settings.enabled:
+                channel = spec.create(settings, self.config, self.gateway)
                 if channel is not None:
                     found.append(channel)
         return found
@@ -371,9 +383,9 @@ class App:
 
     def _channel_health(self, name: str, up: bool) -> ChannelHealth:
         channel = self.channels[name]
-        if up and getattr(channel, "standby", False):
+        if up and isinstance(channel, StandbyChannel) and channel.standby:
             return STANDBY
-        return up and getattr(channel, "healthy", True)
+        return up and (channel.healthy if isinstance(channel, HealthChannel) else True)
 
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]

@@ -16,6 +16,7 @@ from aiohttp import web
 from bot.app import App
 from bot.config import load_config
 from bot.types import Address, ChatType, InboundMessage, OutboundMessage
+from channels.registry import CHANNELS
 
 
 @dataclass
@@ -133,7 +134,7 @@ class Harness:
         self.app: App | None = None
 
     async def __aenter__(self) -> Harness:
-        config = load_config(str(self.config_path), env=self.env)
+        config = load_config(str(self.config_path), env=self.env, channels=CHANNELS)
         self.app = App(config, with_server=False, background=True, clock=self.clock)
         self.app.add_channel(self.channel)
         await self.app.__aenter__()

@@ -18,6 +18,7 @@ import pytest
 from bot.app import App
 from bot.config import Config, load_config
 from bot.lifespan import Lifespan
+from channels.registry import CHANNELS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.mcp_server import stdio_command
 from tests.fakes.telegram import FakeTelegram
@@ -54,7 +55,7 @@ def service_config(tmp_path: Path, tg: FakeTelegram, model: FakeAnthropic, port:
         },
     )
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": model.url}
-    return load_config(str(path), env=env)
+    return load_config(str(path), env=env, channels=CHANNELS)
 
 
 def children() -> set[int]:

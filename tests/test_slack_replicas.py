@@ -20,6 +20,7 @@ from bot.app import App
 from bot.config import load_config
 from bot.gateway.budgets import COMMAND_REPLIES
 from bot.types import Address, OutboundMessage
+from channels.registry import CHANNELS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.log_sentinel import log_sentinel
@@ -92,7 +93,7 @@ async def replicas(
                 encoding="utf-8",
             )
             env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
-            config = load_config(str(folder / "krill.toml"), env=env)
+            config = load_config(str(folder / "krill.toml"), env=env, channels=CHANNELS)
             app = App(config, with_server=False, background=True)
             started.append(await running.enter_async_context(app))
             await fake_slack.wait_for_socket(i + 1)

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from bot.channel_contract import SendFailure, SendFailureKind
-from bot.config import Config, TelegramConfig
+from bot.config import Config
 from bot.errors import ConfigError
 from bot.types import Address, OutboundMessage
 from channels import telegram as telegram_channel
 from channels.telegram import polling
 from channels.telegram.adapter import WEBHOOK_PATH, TelegramChannel
+from channels.telegram.config import TelegramConfig
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway
 

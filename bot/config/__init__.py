@@ -7,17 +7,14 @@ names below from `bot.config`.
 from bot.config.loading import env_overrides, load_config
 from bot.config.platforms import (
     ChannelPolicyConfig,
+    ChannelSection,
     DmPolicy,
     GroupOverride,
     GroupPolicy,
     PeerOverride,
-    SlackConfig,
-    SlackPacing,
-    TelegramConfig,
-    TelegramPacing,
     ToolFilterConfig,
 )
-from bot.config.root import Config
+from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import (
     AdminConfig,
     ContextConfig,
@@ -26,6 +23,7 @@ from bot.config.sections import (
     MemoryConfig,
     MemoryEmbeddingsConfig,
     MemorySearchConfig,
+    Section,
     SessionConfig,
     SessionResetConfig,
     TranscriptionConfig,
@@ -34,7 +32,9 @@ from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebF
 
 __all__ = [
     "AdminConfig",
+    "ChannelEntry",
     "ChannelPolicyConfig",
+    "ChannelSection",
     "Config",
     "ContextConfig",
     "DmPolicy",
@@ -48,16 +48,14 @@ __all__ = [
     "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
     "PeerOverride",
+    "Section",
     "SessionConfig",
     "SessionResetConfig",
-    "SlackConfig",
-    "SlackPacing",
-    "TelegramConfig",
-    "TelegramPacing",
     "ToolFilterConfig",
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
+    "config_model",
     "env_overrides",
     "load_config",
 ]

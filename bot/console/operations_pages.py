@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 
 from bot.console.layout import count, esc, notice, page, url, when
-from bot.pairings import PAIRING_CHANNELS, decide_pairing, minutes_left, pending_pairings
+from bot.pairings import decide_pairing, minutes_left, pending_pairings
 from bot.store.base import OutboxStore, PairingStore
 from bot.store.outbox_rows import DeadChunk
 
@@ -21,6 +21,7 @@ class OperationsPages:
         self,
         *,
         pairings: PairingStore,
+        pairing_channels: list[str],
         health: Callable[[], Mapping[str, bool | str]],
         outbox: OutboxStore,
         wake_sender: Callable[[], None],
@@ -28,6 +29,7 @@ class OperationsPages:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.pairings = pairings
+        self.pairing_channels = pairing_channels
         self.health = health
         self.outbox = outbox
         self.wake_sender = wake_sender
@@ -44,7 +46,7 @@ class OperationsPages:
 
     async def pairings_page(self, request: web.Request) -> web.Response:
         now = self.clock()
-        pending = await pending_pairings(self.pairings, PAIRING_CHANNELS, now)
+        pending = await pending_pairings(self.pairings, self.pairing_channels, now)
         said = request.query.get("said", "")
         cards = "".join(
             f'<li class="card" data-testid="pairing-row"><p><b>{esc(p.channel)}:'

@@ -164,6 +164,7 @@ def console_routes(
         *MemoryPage(index=index, sessions=store, root=root).routes(),
         *OperationsPages(
             pairings=store,
+            pairing_channels=config.pairing_channels(),
             health=health,
             outbox=store,
             wake_sender=wake_sender,

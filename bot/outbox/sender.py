@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.backoff import backoff_delay
-from bot.channel_contract import FileChannel, SendFailure, SendFailureKind
+from bot.channel_contract import FileChannel, SendFailure, SendFailureKind, SentLookupChannel
 from bot.store.outbox_rows import (
     OutboxKind,
     OutboxRow,
@@ -296,11 +296,10 @@ class Sender:
 
     async def _already_sent(self, channel: Channel, row: OutboxRow, out: OutboundMessage) -> bool:
         """Whether a send a crash left unknown did go out (only where the platform can say)."""
-        find_sent = getattr(channel, "find_sent", None)
-        if find_sent is None:
+        if not isinstance(channel, SentLookupChannel):
             return False
         try:
-            found = await find_sent(out)
+            found = await channel.find_sent(out)
         except Exception as exc:  # still unknown: ask again later, never send blind
             delay = self._backoff(row)
             log.warning("outbox row %d: could not check whether it went out (%s)", row.id, exc)

@@ -25,10 +25,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.backoff import Backoff
 from bot.channel_contract import Gateway, SendFailure, SendFailureKind
-from bot.config import SlackConfig
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.pacing import Limit, Window
 from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error, send_failure
+from channels.slack.config import SlackConfig
 from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory

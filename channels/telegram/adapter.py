@@ -23,7 +23,6 @@ from telegram.ext import Application, ApplicationBuilder, ExtBot
 from bot.backoff import Backoff
 from bot.channel_contract import AcceptResult, Gateway, Leadership
 from bot.commands import COMMANDS
-from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.telegram import files, media
@@ -34,6 +33,7 @@ from channels.telegram.calls import (
     is_not_modified,
     is_parse_error,
 )
+from channels.telegram.config import TelegramConfig
 from channels.telegram.format import plain_fallback, split_markdown, to_telegram
 from channels.telegram.leading import LeadPolling
 from channels.telegram.mapping import (
