@@ -29,14 +29,7 @@ from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
-from bot.channel_contract import (
-    STANDBY,
-    Channel,
-    ChannelHealth,
-    ChannelSpec,
-    HealthChannel,
-    StandbyChannel,
-)
+from bot.channel_contract import Channel, ChannelHealth, ChannelSpec, channel_health
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
@@ -51,6 +44,7 @@ from bot.lifespan import Lifespan
 from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
+from bot.memory.access import readable
 from bot.memory.flush_service import FlushService
 from bot.memory.fresh_start import FreshStart
 from bot.memory.index import MemoryIndex
@@ -66,7 +60,10 @@ from bot.scheduler.reminder_tools import ReminderTools
 from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
-from bot.server import build_server
+from bot.server import build_server, listen
+from bot.sessions.slots import TurnSlots
+from bot.skills.catalog import SkillCatalog
+from bot.skills.tool import SkillReadTool
 from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
 from bot.store.factory import store_for
@@ -75,6 +72,7 @@ from bot.tools.registry import ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.send_file import SendFileTool
 from bot.tools.web_fetch import WebFetcher, WebFetchTool
+from bot.tools.web_search import web_search_tool
 from channels.registry import CHANNELS
 
 log = logging.getLogger(__name__)
@@ -100,10 +98,13 @@ class App:
         self.metrics = Metrics()
         self.store: Store = store_for(config)
         self.model = ModelClient(config)
+        # Skills are read from the workspace on every turn, like its other files.
+        self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(
             config.workspace_dir,
             file_max_chars=config.workspace.file_max_chars,
             total_max_chars=config.workspace.total_max_chars,
+            skills=self.skills,
         )
         self.channels: dict[str, Channel] = {}
         # Every reply is written to the outbox; the sender delivers it (and what an earlier
@@ -125,13 +126,18 @@ class App:
             clock=clock,
         )
 
-        # Tools: large results are kept on disk and read back with read_tool_result.
+        # Tools: large results are kept on disk and read back with read_tool_result. Every
+        # tool that reads a workspace path asks `readable` which files its session may read.
         self.results = ResultStore(self.workspace.path, config.tools.results)
-        processor = ResultProcessor(self.results)
+        processor = ResultProcessor(self.results, readable)
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
-        SendFileTool(self.channels, self.outbox).register(self.tools)
+        search = web_search_tool(config.tools.web_search)
+        if search is not None:
+            self.tools.register(search)
+        SendFileTool(self.channels, self.outbox, readable).register(self.tools)
+        SkillReadTool(self.skills).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
         # Every model call goes through the one loop (turns, heartbeats, flushes) and is
@@ -146,7 +152,13 @@ class App:
             clock=clock,
             cache_watch=cache_watch,
         )
-        self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
+        # Turns share the global turn slots, given back while their tools run.
+        slots = TurnSlots(
+            turns=config.agent.max_concurrent_turns, tools=config.agent.max_concurrent_tools
+        )
+        self.loop = AgentLoop(
+            model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
+        )
 
         # What a session's prompt cache holds, for the flush and warm compaction to read.
         prefixes = RequestPrefixes(
@@ -228,6 +240,7 @@ class App:
             budgets=self.store,
             channels=self.channels,
             metrics=self.metrics,
+            slots=slots,
         )
         jobs = Jobs(clock)
         self.reminders = Reminders(
@@ -279,6 +292,7 @@ class App:
                 lanes=self.lanes,
                 model_configured=self.model.configured,
                 tools=self.tools,
+                skills=self.skills,
                 compactor=self.context,
                 before_reset=self.flusher,
                 # MCP servers run only with the background work; elsewhere they have no status.
@@ -303,19 +317,6 @@ class App:
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
         self._ready[channel.name] = False
-
-    def _enabled_channels(self) -> list[Channel]:
-        found = []
-        for spec in self.channel_specs:
-            wanted = (self.with_server or not spec.needs_server) and (
-                self.background or not spec.background
-            )
-            settings = spec.settings(self.config)
-            if wanted and settings.enabled:
-                channel = spec.create(settings, self.config, self.gateway)
-                if channel is not None:
-                    found.append(channel)
-        return found
 
     async def __aenter__(self) -> App:
         """Start every component in order. A start that fails stops what had started, in
@@ -345,8 +346,13 @@ class App:
                 "krill.toml)"
             )
         await self.leases.release_dead()  # before any work can wait for those leases
-        for channel in self._enabled_channels():
-            self.add_channel(channel)
+        for spec in self.channel_specs:
+            wanted = (self.with_server or not spec.needs_server) and (
+                self.background or not spec.background
+            )
+            channel = spec.create_enabled(self.config, self.gateway) if wanted else None
+            if channel is not None:
+                self.add_channel(channel)
         if self.background:
             await self.lifespan.start("MCP servers", self._start_mcp, self.mcp.stop)
             await self.lifespan.start("scheduler", self.scheduler.start, self.scheduler.stop)
@@ -379,13 +385,7 @@ class App:
         log.info("channel %s is up", name)
 
     def _health(self) -> dict[str, ChannelHealth]:
-        return {name: self._channel_health(name, up) for name, up in self._ready.items()}
-
-    def _channel_health(self, name: str, up: bool) -> ChannelHealth:
-        channel = self.channels[name]
-        if up and isinstance(channel, StandbyChannel) and channel.standby:
-            return STANDBY
-        return up and (channel.healthy if isinstance(channel, HealthChannel) else True)
+        return {name: channel_health(self.channels[name], up) for name, up in self._ready.items()}
 
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]
@@ -406,15 +406,10 @@ class App:
             max_body_bytes=self.config.server.max_body_bytes,
             allowed_hosts=self.config.server.allowed_hosts,
         )
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
         try:
-            await site.start()
+            self._runner, port = await listen(app, self.config.server.host, self.config.server.port)
         except OSError as exc:
             raise listen_failed(self.config, exc) from None
-        sockets = getattr(site._server, "sockets", None) or []
-        port = sockets[0].getsockname()[1] if sockets else self.config.server.port
         self.server_url = f"http://{self.config.server.host}:{port}"
         log.info("listening on %s", self.server_url)
 

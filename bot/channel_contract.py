@@ -253,3 +253,16 @@ class ChannelSpec(Generic[S]):
         """Its section of `config`; the defaults when `config` was built without it."""
         section = config.channel(self.name)
         return section if isinstance(section, self.config) else self.config()
+
+    def create_enabled(self, config: Config, gateway: Gateway) -> Channel | None:
+        """Its adapter when its section enables it (and it need not stay off)."""
+        settings = self.settings(config)
+        return self.create(settings, config, gateway) if settings.enabled else None
+
+
+def channel_health(channel: Channel, up: bool) -> ChannelHealth:
+    """What /healthz says of `channel`, started (`up`) or not: STANDBY while it waits for its
+    leader lock, else whether it is up and, if it can tell, still working."""
+    if up and isinstance(channel, StandbyChannel) and channel.standby:
+        return STANDBY
+    return up and (channel.healthy if isinstance(channel, HealthChannel) else True)

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
 from bot.sessions.access import how_to_grant_admin
+from bot.sessions.models import allowed_models, session_model
 from bot.tools.policy import describe_tools, policy_for_messages
 from bot.types import ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.config import Config
+    from bot.skills.catalog import SkillCatalog
     from bot.store.base import SessionRow
 
 COMMANDS: dict[str, str] = {
@@ -31,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "new": "same as /reset",
     "compact": "summarize older history now; optional focus text",
     "model": "list the models this session may use, or switch: /model <id>",
+    "skills": "list the skills this chat has",
     "stop": "stop the running reply and drop queued messages",
     "help": "list commands",
     "whoami": "show your id and whether you are an admin",
@@ -39,7 +42,7 @@ COMMANDS: dict[str, str] = {
 # DESIGN grants them in their own DM, and the two that only give information anywhere
 # (/whoami is how a person learns the id an operator needs for admin.users).
 OWN_DM_COMMANDS = {"status", "reset", "new", "model"}
-INFO_COMMANDS = {"help", "whoami"}
+INFO_COMMANDS = {"help", "whoami", "skills"}
 # Commands that change the session run in its lane, after the turn in progress.
 LANE_COMMANDS = {"reset", "new", "compact"}
 
@@ -102,6 +105,7 @@ class CommandHost(Protocol):
 
     config: Config
     model_configured: bool
+    skills: SkillCatalog | None
 
     def is_admin(self, msg: InboundMessage) -> bool: ...
     async def current_session(self, key: str) -> SessionRow | None: ...
@@ -152,7 +156,7 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
     session = await host.current_session(key)
     cfg = host.config
     window = cfg.agent.context_window
-    lines = [f"🦐 Krill {__version__}", f"Model: {session_model(cfg, session)}"]
+    lines = [f"🦐 Krill {__version__}", f"Model: {current_model(cfg, session)}"]
     lines.append(f"Session: {key}")
     if session is None:
         lines.append("Session id: (none yet - send a message to start one)")
@@ -188,20 +192,31 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
     return "\n".join(lines)
 
 
+async def reply_skills(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    """The skills this chat has, as its prompt lists them; admins also hear of the skills
+    left out because their SKILL.md is broken."""
+    if host.skills is None:
+        return "No skills in this chat."
+    policy = policy_for_messages(host.config, [msg])
+    usable = host.skills.available(SessionOrigin.of(msg), policy.allows)
+    lines = [f"Skills in this chat ({len(usable)}):" if usable else "No skills in this chat."]
+    lines += [f"• {s.name} - {s.description}" for s in usable]
+    problems = host.skills.scan().problems
+    if problems and host.is_admin(msg):
+        lines.append(f"⚠️ Left out ({len(problems)}); fixed, they load on the next turn:")
+        lines += [f"• {problem}" for problem in problems]
+    return "\n".join(lines)
+
+
 async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     session = await host.reset(key, SessionOrigin.of(msg), reason=f"/{command.name}")
-    model = session_model(host.config, session)
+    model = current_model(host.config, session)
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
 
 
-def allowed_models(config: Config) -> list[str]:
-    """The ids /model offers: agent.models, or only agent.model when that is empty."""
-    return list(config.agent.models) or [config.agent.model]
-
-
-def session_model(config: Config, session: SessionRow | None) -> str:
-    """The model a session's next request uses."""
-    return (session.chosen_model if session else "") or config.agent.model
+def current_model(config: Config, session: SessionRow | None) -> str:
+    """The model a session's next request uses (a choice agent.models dropped is not it)."""
+    return session_model(config, session.chosen_model if session else "").model
 
 
 def _model_list(config: Config, current: str) -> str:
@@ -213,7 +228,7 @@ def _model_list(config: Config, current: str) -> str:
 
 async def reply_model(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     cfg = host.config
-    current = session_model(cfg, await host.current_session(key))
+    current = current_model(cfg, await host.current_session(key))
     wanted = command.args.strip()
     if not wanted:
         return f"Models for this session:\n{_model_list(cfg, current)}\nSwitch with /model <id>."
@@ -246,4 +261,5 @@ REPLIES: dict[str, Reply] = {
     "stop": reply_stop,
     "compact": reply_compact,
     "model": reply_model,
+    "skills": reply_skills,
 }

@@ -1,5 +1,6 @@
-"""`krill doctor`: check config, workspace, port, store, model, platforms and MCP servers with
-real calls, and say what is wrong, where the value came from and how to fix it.
+"""`krill doctor`: check config, workspace (skills included), port, store, model, web search,
+platforms and MCP servers with real calls, and say what is wrong, where the value came from
+and how to fix it.
 
 It exits non-zero whenever a check finds something that would stop or degrade the service.
 """
@@ -12,13 +13,18 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
+from anthropic.types import MessageCountTokensToolParam
+
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
-from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
+from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import Config, load_config
 from bot.config.origins import origin
 from bot.errors import ConfigError
+from bot.skills.catalog import SkillCatalog
 from bot.startup import DEFAULT_WORKSPACE, nearest_existing, probe_folder
 from bot.tools.mcp import check_servers
+from bot.tools.search_backends import backend_for
+from bot.tools.web_search import check_backend, server_definition
 from channels.registry import CHANNELS
 
 
@@ -64,6 +70,18 @@ def check_workspace(config: Config) -> list[Check]:
         f" (missing, skipped in the prompt: {', '.join(missing)})" if missing else ""
     )
     return [Check("workspace", OK, detail)]
+
+
+def check_skills(config: Config) -> list[Check]:
+    """Every skill that loads, and each SKILL.md left out, with its file and line."""
+    scan = SkillCatalog(config.workspace_dir).scan()
+    checks = [
+        Check("skills", FAIL, f"{problem}; that skill is left out until it is fixed")
+        for problem in scan.problems
+    ]
+    if scan.skills:
+        checks.append(Check("skills", OK, ", ".join(s.name for s in scan.skills)))
+    return checks
 
 
 def check_port(config: Config) -> list[Check]:
@@ -165,13 +183,12 @@ def _schema_check(store: str, version: int, latest: int, note: str) -> Check:
     return Check("store", OK, f"{store} (schema v{version}{pending}, {note})")
 
 
-async def check_anthropic(config: Config) -> list[Check]:
-    if not config.anthropic.api_key:
-        return [Check("anthropic", FAIL, "no API key: set ANTHROPIC_API_KEY or anthropic.api_key")]
+async def _count_tokens(
+    config: Config, tools: list[MessageCountTokensToolParam] | None = None
+) -> None:
+    """One token count against the model API: checks the key, the model and `tools`
+    without running or billing anything. Raises what the SDK raises."""
     import anthropic
-
-    key = origin(config, "anthropic", "api_key")
-    url = config.anthropic.base_url or "https://api.anthropic.com"
 
     client = anthropic.AsyncAnthropic(
         api_key=config.anthropic.api_key,
@@ -181,8 +198,23 @@ async def check_anthropic(config: Config) -> list[Check]:
     )
     try:
         await client.messages.count_tokens(
-            model=config.agent.model, messages=[{"role": "user", "content": "ping"}]
+            model=config.agent.model,
+            messages=[{"role": "user", "content": "ping"}],
+            tools=tools or anthropic.omit,
         )
+    finally:
+        await client.close()
+
+
+async def check_anthropic(config: Config) -> list[Check]:
+    if not config.anthropic.api_key:
+        return [Check("anthropic", FAIL, "no API key: set ANTHROPIC_API_KEY or anthropic.api_key")]
+    import anthropic
+
+    key = origin(config, "anthropic", "api_key")
+    url = config.anthropic.base_url or "https://api.anthropic.com"
+    try:
+        await _count_tokens(config)
     except anthropic.AuthenticationError:
         return [Check("anthropic", FAIL, f"the API key was rejected (401); check {key}")]
     except anthropic.NotFoundError:
@@ -202,14 +234,42 @@ async def check_anthropic(config: Config) -> list[Check]:
                 f"check the network, or {where}",
             )
         ]
-    finally:
-        await client.close()
     return [Check("anthropic", OK, f"key accepted; model {config.agent.model}")]
+
+
+async def check_web_search(config: Config) -> list[Check]:
+    """One test search through SearXNG or Brave, or, for the server-side search, the model
+    API accepting the tool's definition (a token count: nothing is searched or billed)."""
+    search = config.tools.web_search
+    if not search.enabled:
+        return []
+    backend = backend_for(search)
+    if backend is not None:
+        return [await check_backend(search, backend)]
+    if not config.anthropic.api_key:
+        return [Check("web_search", WARN, "anthropic: not checked without an API key")]
+    import anthropic
+
+    try:
+        await _count_tokens(config, [server_definition(search)])
+    except anthropic.APIStatusError as exc:
+        return [
+            Check(
+                "web_search",
+                FAIL,
+                f"anthropic refused the web search tool ({exc.status_code}: {exc.message}); "
+                "check tools.web_search, and that your organization allows web search",
+            )
+        ]
+    except Exception as exc:
+        return [Check("web_search", WARN, f"anthropic: not checked ({type(exc).__name__}: {exc})")]
+    return [Check("web_search", OK, f"anthropic server-side search (max_uses {search.max_uses})")]
 
 
 async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
     checks += check_workspace(config)
+    checks += check_skills(config)
     checks += check_port(config)
     channel_checks = [
         partial(spec.check, spec.settings(config)) for spec in CHANNELS if spec.check is not None
@@ -217,6 +277,7 @@ async def _run_checks(config: Config) -> list[Check]:
     remote: list[Callable[[Config], Awaitable[list[Check]]]] = [
         check_store,
         check_anthropic,
+        check_web_search,
         *channel_checks,
         check_servers,
     ]

@@ -141,6 +141,15 @@ class SessionOrigin:
         return cls(msg.channel, msg.chat_type, msg.chat_id, thread, peer)
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A web page a reply drew on (a search result the model cited), shown to the person
+    as a link with the reply."""
+
+    title: str
+    url: str
+
+
 @dataclass(slots=True)
 class OutboundMessage:
     """One chunk of a reply, ready for the adapter to send (or to edit in place)."""
@@ -154,6 +163,9 @@ class OutboundMessage:
     # The outbox row's id, for platforms that can carry it on the message (Slack metadata)
     # and so be asked later whether a send whose outcome is unknown went out.
     chunk_id: str = ""
+    # The pages the reply cited, on its last chunk only: each adapter shows them its own
+    # way (links at the end, a context block) after the text.
+    sources: tuple[Source, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +206,8 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # Server-side web searches the call ran (billed per search, not per token).
+    web_search_requests: int = 0
 
     @property
     def prompt_tokens(self) -> int:
@@ -206,6 +220,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.web_search_requests + other.web_search_requests,
         )
 
     def to_dict(self) -> dict[str, int]:

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from bot.app import App
 from bot.config import load_config
-from bot.types import Address, ChatType, InboundMessage, OutboundMessage
+from bot.types import Address, ChatType, InboundMessage, OutboundMessage, Source
 from channels.registry import CHANNELS
 
 
@@ -26,6 +26,7 @@ class Delivery:
     edit_of: str | None
     address: Address
     message_id: str
+    sources: tuple[Source, ...] = ()
 
 
 @dataclass
@@ -63,7 +64,9 @@ class RecordingChannel:
         else:
             self._ids += 1
             message_id = str(self._ids)
-        self.deliveries.append(Delivery(out.text, out.final, out.edit_of, out.address, message_id))
+        self.deliveries.append(
+            Delivery(out.text, out.final, out.edit_of, out.address, message_id, out.sources)
+        )
         return message_id
 
     async def typing(self, address: Address) -> None:

@@ -1,10 +1,11 @@
-"""Shared fixtures: the loopback fakes of the Anthropic, Telegram, Slack and embeddings
-servers, and the throwaway PostgreSQL server."""
+"""Shared fixtures: the loopback fakes of the Anthropic, Telegram, Slack, embeddings and web
+search servers, and the throwaway PostgreSQL server."""
 
 pytest_plugins = [
     "tests.fakes.anthropic",
     "tests.fakes.telegram",
     "tests.fakes.slack",
     "tests.fakes.embeddings",
+    "tests.fakes.search",
     "tests.postgres",
 ]

@@ -30,6 +30,7 @@ CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
     *("bot.errors", "bot.http_guard", "bot.log_context", "bot.types", "channels.chunking"),
     "channels.pacing",
+    "channels.sources",
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
 # the `bot` package's version; README's module map says the same, one line a unit.
@@ -51,7 +52,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.config": ("bot.errors",),
     "bot.channel_contract": ("bot.checks", "bot.config", "bot.types"),
     "bot.server": ("bot.http_guard", "bot.metrics"),
-    "bot.commands": ("bot.config", "bot.sessions", "bot.store", "bot.tools", "bot.types"),
+    "bot.commands": (
+        *("bot.config", "bot.sessions", "bot.skills", "bot.store", "bot.tools"),
+        "bot.types",
+    ),
     "bot.sessions": ("bot.config", "bot.types"),
     # The factory (bot/store/factory.py) reads storage.url to pick one of the two stores.
     "bot.store": (
@@ -81,9 +85,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.media": ("bot.config", "bot.transcript", "bot.types"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.store"),
-        *("bot.tools", "bot.transcript", "bot.types"),
+        *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),
+        *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
+    "bot.skills": ("bot.tools", "bot.types"),
     "bot.outbox": (
         *("bot.backoff", "bot.channel_contract", "bot.metrics", "bot.store", "bot.types"),
     ),
@@ -96,14 +101,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     ),
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
-        *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.store"),
-        *("bot.transcript", "bot.types"),
+        *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.skills"),
+        *("bot.store", "bot.transcript", "bot.types"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
-        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.store"),
-        *("bot.transcript", "bot.transcript_export", "bot.types"),
+        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.skills"),
+        *("bot.store", "bot.transcript", "bot.transcript_export", "bot.types"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
@@ -113,6 +118,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "channels": (),
     "channels.chunking": (),
     "channels.pacing": ("bot.errors",),
+    "channels.sources": ("bot.types",),
     "channels.local": CHANNEL_SIDE,
     "channels.slack": CHANNEL_SIDE,
     "channels.telegram": CHANNEL_SIDE,

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
-from bot.types import Address, InboundMessage, OutboundMessage
+from bot.types import Address, InboundMessage, OutboundMessage, Source
 from channels.slack.adapter import SlackChannel
 from channels.slack.config import SlackConfig
 from channels.slack.indicators import THINKING_STATUS
@@ -432,3 +432,63 @@ async def test_refused_tokens_stop_start_up(make_channel: Factory) -> None:
         await make_channel("http", bot_token="xoxb-wrong")
     with pytest.raises(SlackSetupError, match=r"slack\.app_token"):
         await make_channel("socket", app_token="xapp-wrong")
+
+
+# --- sources -------------------------------------------------------------------------------
+
+SOURCES = (
+    Source("What's New <3.14>", "https://docs.python.org/3.14/whatsnew/"),
+    Source("a|b", "https://peps.python.org/pep-0750/"),
+)
+CONTEXT = {
+    "type": "context",
+    "elements": [
+        {"type": "mrkdwn", "text": "*Sources:*"},
+        {
+            "type": "mrkdwn",
+            "text": "<https://docs.python.org/3.14/whatsnew/|What's New &lt;3.14&gt;>",
+        },
+        {"type": "mrkdwn", "text": "<https://peps.python.org/pep-0750/|a¦b>"},
+    ],
+}
+
+
+async def test_sources_are_a_context_block_under_the_reply(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    address = Address("slack", "C1", thread_id="12.000100")
+    await channel.deliver(out(address, "**Template** strings.", sources=SOURCES))
+    (post,) = fake_slack.calls_to("chat.postMessage")
+    # Slack takes markdown_text only alone, so the text rides in a markdown block.
+    assert "markdown_text" not in post
+    assert post["blocks"] == [{"type": "markdown", "text": "**Template** strings."}, CONTEXT]
+    assert post["text"] == "*Template* strings."  # what notifications show
+    assert post["thread_ts"] == "12.000100"
+
+
+async def test_sources_close_a_stream_and_join_an_edit(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    address = Address("slack", "D1", thread_id="13.000100")
+    ts = await channel.deliver(out(address, "Draft", final=False))
+    await channel.deliver(out(address, "Draft done.", edit_of=ts, sources=SOURCES))
+    (stop,) = fake_slack.calls_to("chat.stopStream")
+    assert stop["markdown_text"] == " done." and stop["blocks"] == [CONTEXT]
+    fake_slack.fail_next("chat.startStream", "missing_scope")
+    ts = await channel.deliver(out(address, "Hel", final=False))
+    await channel.deliver(out(address, "Hello.", edit_of=ts, sources=SOURCES))
+    final = fake_slack.calls_to("chat.update")[-1]
+    assert final["blocks"][-1] == CONTEXT and "markdown_text" not in final
+
+
+async def test_sources_become_a_mrkdwn_line_where_markdown_is_refused(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket")
+    fake_slack.fail_next("chat.postMessage", "invalid_blocks")
+    await channel.deliver(out(Address("slack", "C2"), "Answer.", sources=SOURCES[1:]))
+    _, retried = fake_slack.calls_to("chat.postMessage")
+    assert "blocks" not in retried
+    assert retried["text"] == "Answer.\n\n*Sources:* <https://peps.python.org/pep-0750/|a¦b>"

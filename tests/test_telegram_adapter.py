@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,12 @@ import pytest
 from bot.channel_contract import SendFailure, SendFailureKind
 from bot.config import Config
 from bot.errors import ConfigError
-from bot.types import Address, OutboundMessage
+from bot.types import Address, OutboundMessage, Source
 from channels import telegram as telegram_channel
 from channels.telegram import polling
 from channels.telegram.adapter import WEBHOOK_PATH, TelegramChannel
 from channels.telegram.config import TelegramConfig
+from channels.telegram.format import MAX_MESSAGE_UNITS, rendered_units, with_fitting_sources
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway
 
@@ -301,3 +303,31 @@ async def test_group_turn_clears_only_the_messages_it_answered(
     assert fake_telegram.reactions[(group, second_id)] == [{"type": "emoji", "emoji": "👀"}]
     await channel.done_typing(Address("telegram", str(group), reply_to=str(second_id)))
     assert fake_telegram.reactions[(group, second_id)] == thumbs
+
+
+async def test_sources_are_links_at_the_end_of_the_last_message(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    sources = (
+        Source("What's New [3.14]", "https://docs.python.org/3.14/whatsnew/"),
+        Source("PEP 750 *template*", "https://peps.python.org/pep-0750/"),
+    )
+    await channel.deliver(replace(out("Template strings arrive."), sources=sources))
+    (sent,) = fake_telegram.calls_to("sendMessage")
+    assert sent["text"] == (
+        "Template strings arrive.\n\nSources: What's New [3.14] · PEP 750 *template*"
+    )
+    links = [e for e in sent["entities"] if e["type"] == "text_link"]
+    assert [(e["url"], e["offset"]) for e in links] == [
+        ("https://docs.python.org/3.14/whatsnew/", sent["text"].index("What's")),
+        ("https://peps.python.org/pep-0750/", sent["text"].index("PEP 750")),
+    ]
+
+
+def test_sources_that_do_not_fit_the_message_are_left_out() -> None:
+    sources = tuple(Source(f"Page {i}", f"https://example.org/{i}") for i in range(5))
+    full = "x" * (MAX_MESSAGE_UNITS - 25)  # room for "Sources: Page 0", not one more
+    kept = with_fitting_sources(full, sources)
+    assert kept.startswith(full + "\n\nSources: [Page 0](https://example.org/0)")
+    assert rendered_units(kept) <= MAX_MESSAGE_UNITS and "Page 1" not in kept
+    assert with_fitting_sources("x" * MAX_MESSAGE_UNITS, sources) == "x" * MAX_MESSAGE_UNITS

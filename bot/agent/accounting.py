@@ -39,7 +39,8 @@ class UsageAccountant:
         if latency is not None:
             self.metrics.model_latency.observe(latency)
         for kind, value in usage.to_dict().items():
-            self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
+            if kind.endswith("_tokens"):  # searches are counted in the cost, not as tokens
+                self.metrics.tokens.labels(kind.removesuffix("_tokens")).inc(value)
 
     async def record_reply(self, entry: Entry, usage: Usage, model: str, latency: float) -> None:
         """A call that is part of the conversation: its reply `entry` is appended and the

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from anthropic.types import MessageParam, TextBlockParam, ToolParam
+from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 from cachetools import LRUCache
 
 from bot.context.blocks import content_blocks
@@ -75,7 +75,7 @@ def _hash_json(value: Iterable[Any]) -> int:
 def fingerprint(
     *,
     system: list[TextBlockParam],
-    tools: list[ToolParam],
+    tools: list[ToolUnionParam],
     messages: list[MessageParam],
     usage: Usage,
     at: float,
@@ -127,7 +127,7 @@ class CacheWatch:
         session_key: str,
         *,
         system: list[TextBlockParam],
-        tools: list[ToolParam],
+        tools: list[ToolUnionParam],
         messages: list[MessageParam],
         usage: Usage,
     ) -> str | None:

@@ -13,7 +13,7 @@ from anthropic.types import (
     CacheControlEphemeralParam,
     MessageParam,
     TextBlockParam,
-    ToolParam,
+    ToolUnionParam,
 )
 
 from bot.context.blocks import content_blocks, make_message
@@ -43,10 +43,10 @@ def _marked(message: MessageParam, marker: CacheControlEphemeralParam) -> Messag
 def apply_breakpoints(
     *,
     system: list[TextBlockParam],
-    tools: list[ToolParam],
+    tools: list[ToolUnionParam],
     messages: list[MessageParam],
     ttl: CacheTTL,
-) -> tuple[list[TextBlockParam], list[ToolParam], list[MessageParam]]:
+) -> tuple[list[TextBlockParam], list[ToolUnionParam], list[MessageParam]]:
     """Return system, tools and messages with cache_control markers placed. Inputs are not
     changed; only the few dicts that get a marker are copied (a long history is not)."""
     marker = cache_marker(ttl)

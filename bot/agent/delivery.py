@@ -19,7 +19,7 @@ from bot.errors import PreviewSkipped
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
     from bot.outbox.writer import Outbox
-    from bot.types import Address
+    from bot.types import Address, Source
 
 from bot.types import OutboundMessage
 
@@ -185,9 +185,10 @@ class ReplyStream:
         self._text += self._gate.finish()
         return self._text.strip()
 
-    async def deliver(self, text: str) -> int:
+    async def deliver(self, text: str, sources: tuple[Source, ...] = ()) -> int:
         """Write every chunk of `text` to the outbox (chunk 0 replacing the preview, if one
-        was shown). Returns the number of chunks; the sender delivers them."""
+        was shown; the last carrying `sources`). Returns the number of chunks; the sender
+        delivers them."""
         if self._preview_task is not None:
             try:
                 await self._preview_task
@@ -198,7 +199,9 @@ class ReplyStream:
         assert self.channel is not None and self.address is not None
         preview_id = await self.outbox.preview(self.turn_id) or self._preview_id
         chunks = self.channel.render(text)
-        await self.outbox.put(self.address, self.turn_id, chunks, edit_of=preview_id)
+        await self.outbox.put(
+            self.address, self.turn_id, chunks, edit_of=preview_id, sources=sources
+        )
         return len(chunks)
 
     async def close(self) -> None:

@@ -1,5 +1,6 @@
 """The one model⇄tools loop: call the model, run the tools it asks for, repeat until it
-answers without tools or the tool-round limit is reached.
+answers without tools or the tool-round limit is reached. While tools run, the turn gives
+its global turn slot back (`bot.sessions.slots`), and each call holds a tool slot instead.
 
 Person turns, heartbeats and memory flushes all run through it. What differs is given per
 run: where the messages come from and where each step goes (a `Conversation`: the session's
@@ -18,18 +19,21 @@ from typing import TYPE_CHECKING, Protocol
 from anthropic.types import (
     MessageParam,
     TextBlockParam,
-    ToolParam,
     ToolResultBlockParam,
+    ToolUnionParam,
     ToolUseBlockParam,
 )
 
 from bot.agent.cache_breaks import CacheWatch
-from bot.agent.model import ModelClient, ModelReply
+from bot.agent.model import PAUSE_TURN, ModelClient, ModelReply
+from bot.agent.sources import cited_sources
 from bot.context.messages import build_messages, clean_block
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
+from bot.sessions.slots import TurnSlots
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
+from bot.types import Source
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -66,7 +70,7 @@ class Exchange:
     """The request pieces of one run besides its messages."""
 
     system: list[TextBlockParam]
-    tools: list[ToolParam]
+    tools: list[ToolUnionParam]
     policy: ToolPolicy
     context: ToolContext
     max_tool_rounds: int
@@ -83,13 +87,22 @@ class LoopOutcome:
     texts: list[str] = field(default_factory=list)  # each reply's text, in order
     ran: list[tuple[str, ToolResult]] = field(default_factory=list)  # (tool name, result)
     hit_limit: bool = False
+    sources: list[Source] = field(default_factory=list)  # pages the replies cited, in order
 
 
 class AgentLoop:
-    def __init__(self, *, model: ModelClient, tools: ToolRegistry, cache_watch: CacheWatch) -> None:
+    def __init__(
+        self,
+        *,
+        model: ModelClient,
+        tools: ToolRegistry,
+        cache_watch: CacheWatch,
+        slots: TurnSlots,
+    ) -> None:
         self.model = model
         self.tools = tools
         self.cache_watch = cache_watch
+        self.slots = slots
 
     async def run(self, conversation: Conversation, exchange: Exchange) -> LoopOutcome:
         outcome = LoopOutcome()
@@ -141,8 +154,16 @@ class AgentLoop:
             await conversation.add_reply(reply)
             if reply.text.strip():
                 outcome.texts.append(reply.text)
+            outcome.sources += cited_sources(reply.content)
             if not reply.tool_uses:
-                return outcome
+                if reply.stop_reason != PAUSE_TURN or rounds >= exchange.max_tool_rounds:
+                    return outcome
+                # The provider paused a long run of its own tools (web search) half-way;
+                # the reply, sent back as the last message, lets it go on where it stopped.
+                rounds += 1
+                if stream is not None:
+                    stream.next_iteration()
+                continue
             if rounds >= exchange.max_tool_rounds:
                 log.warning("tool-call limit (%d) reached", exchange.max_tool_rounds)
                 outcome.hit_limit = True
@@ -150,7 +171,9 @@ class AgentLoop:
                     await stream.on_text(TOOL_LIMIT_NOTE.format(n=exchange.max_tool_rounds))
                 await conversation.add_results([_not_run(call) for call in reply.tool_uses])
                 return outcome
-            results = await asyncio.gather(*(self._tool(c, exchange) for c in reply.tool_uses))
+            # Tools wait on the outside world: the turn's slot serves other sessions meanwhile.
+            async with self.slots.away():
+                results = await asyncio.gather(*(self._tool(c, exchange) for c in reply.tool_uses))
             outcome.ran += [(c["name"], r) for c, r in zip(reply.tool_uses, results, strict=True)]
             await conversation.add_results([r.block() for r in results])
             rounds += 1
@@ -161,7 +184,8 @@ class AgentLoop:
         refusal = exchange.gate(call["name"]) if exchange.gate else None
         if refusal is not None:
             return ToolResult(call["id"], refusal, True)
-        return await self.tools.run(call, exchange.context, policy=exchange.policy)
+        async with self.slots.tool():
+            return await self.tools.run(call, exchange.context, policy=exchange.policy)
 
 
 def _not_run(call: ToolUseBlockParam) -> ToolResultBlockParam:

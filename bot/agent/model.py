@@ -24,7 +24,7 @@ from anthropic.types import (
     ContentBlockParam,
     MessageParam,
     TextBlockParam,
-    ToolParam,
+    ToolUnionParam,
     ToolUseBlockParam,
 )
 
@@ -49,6 +49,9 @@ OVERFLOW_RE = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
 # TypeError in Krill's own callbacks, say) is a bug and reaches the caller as it is.
 MODEL_FAILURES = (anthropic.APIError, httpx2.HTTPError, OSError)
 
+# The stop reason of a reply the provider paused during its own (server-side) tool use.
+PAUSE_TURN = "pause_turn"
+
 TextCallback = Callable[[str], Awaitable[None]]
 ToolStartCallback = Callable[[str], Awaitable[None]]
 
@@ -69,11 +72,13 @@ class ModelReply:
 
 
 def _usage_from(raw: Any) -> Usage:
+    server = getattr(raw, "server_tool_use", None)
     return Usage(
         input_tokens=getattr(raw, "input_tokens", 0) or 0,
         output_tokens=getattr(raw, "output_tokens", 0) or 0,
         cache_read_tokens=getattr(raw, "cache_read_input_tokens", 0) or 0,
         cache_write_tokens=getattr(raw, "cache_creation_input_tokens", 0) or 0,
+        web_search_requests=getattr(server, "web_search_requests", 0) or 0,
     )
 
 
@@ -155,7 +160,7 @@ class ModelClient:
         *,
         system: list[TextBlockParam],
         messages: list[MessageParam],
-        tools: list[ToolParam] | None = None,
+        tools: list[ToolUnionParam] | None = None,
         on_text: TextCallback | None = None,
         on_tool_start: ToolStartCallback | None = None,
         max_tokens: int | None = None,

@@ -76,7 +76,9 @@ class RequestPrefixes:
         # Same system prompt and tools as the session's turns: the cached prefix.
         policy = policy_for_messages(config, turn_senders(history, session))
         prefix = CachedPrefix(
-            system=self.workspace.system_blocks(is_direct=session.is_direct),
+            system=self.workspace.system_blocks(
+                is_direct=session.is_direct, origin=session.origin, policy=policy
+            ),
             tools=self.tools.definitions(policy=policy),
             messages=rendered,
         )

@@ -23,6 +23,8 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-haiku-4": (1.0, 5.0),
 }
 DEFAULT_PRICE = (3.0, 15.0)
+# Server-side web search, dollars per 1,000 searches, on top of the tokens its results add.
+WEB_SEARCH_USD_PER_1000 = 10.0
 
 
 def price_for(model: str) -> tuple[float, float]:
@@ -40,4 +42,5 @@ def estimate_cost(model: str, usage: Usage, cache_ttl: str = "5m") -> float:
         + usage.cache_write_tokens * dollars_per_token * CACHE_WRITE_MULTIPLIER.get(cache_ttl, 1.25)
         + usage.cache_read_tokens * dollars_per_token * CACHE_READ_MULTIPLIER
         + usage.output_tokens * output_price / 1_000_000
+        + usage.web_search_requests * WEB_SEARCH_USD_PER_1000 / 1_000
     )

@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.agent.delivery import ReplyStream
-from bot.agent.loop import AgentLoop, Exchange, TranscriptConversation
+from bot.agent.loop import AgentLoop, Exchange, LoopOutcome, TranscriptConversation
+from bot.agent.model import PAUSE_TURN
 from bot.agent.silent import is_silent
+from bot.agent.sources import cited_sources, reply_sources
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
 from bot.sessions.access import all_admins
+from bot.sessions.models import session_model
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -38,7 +41,7 @@ from bot.transcript import (
     PromptPurpose,
     new_id,
 )
-from bot.types import Address, InboundMessage, SessionOrigin
+from bot.types import Address, InboundMessage, SessionOrigin, Source
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -52,6 +55,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side while answering. Please try again."
+MODEL_DROPPED_NOTE = (
+    "ℹ️ This conversation's model {dropped} is no longer offered here, so it now uses "
+    "{model}. /model lists the models you can switch to."
+)
 
 # Sends a short notice without touching the store (which may be what is failing).
 Notify = Callable[[Address, str], Awaitable[None]]
@@ -87,6 +94,7 @@ class TurnOutcome:
     error: ModelError | None = None
     model_calls: int = 0
     delivered: bool = False  # the reply (or the failure note) reached the channel
+    sources: tuple[Source, ...] = ()  # the web pages the reply cited
 
 
 class AgentRunner:
@@ -212,6 +220,7 @@ class AgentRunner:
                     await stream.on_text(notice)
                     stream.next_iteration()
             if job.prompt is None and not job.resume:
+                await self._drop_retired_model(session, stream)
                 for work in self.before_turn:
                     try:
                         await work.before_turn(job, session)
@@ -235,14 +244,18 @@ class AgentRunner:
                 await self.store.begin_turn(
                     [entry], job.inbound_ids, job.turn_id, session_fields=fields
                 )
-            if not await self._replay_written_reply(job, session, stream):
-                outcome.model_calls = await self._converse(job, session, stream)
+            written = await self._replay_written_reply(job, session, stream)
+            if written is None:
+                loop_outcome = await self._converse(job, session, stream)
+                outcome.model_calls = loop_outcome.model_calls
+                written = loop_outcome.sources
+            outcome.sources = reply_sources(written)
             text = stream.finish_text()
             log.debug("turn %s: reply %s", job.kind, Content(text))
             outcome.silent = not text or is_silent(text)
             outcome.text = "" if outcome.silent else text
             if not outcome.silent:
-                await stream.deliver(outcome.text)
+                await stream.deliver(outcome.text, outcome.sources)
                 outcome.delivered = True
             await self.store.finish_turn(
                 session.session_id, job.inbound_ids, InboundStatus.DONE, turns=1
@@ -279,25 +292,48 @@ class AgentRunner:
         finally:
             await stream.close()
 
+    async def _drop_retired_model(self, session: SessionRow, stream: ReplyStream) -> None:
+        """A /model choice the operator took out of agent.models: the session goes back to
+        agent.model for good (the choice is cleared), and the person is told once, ahead of
+        the reply. Requests use the fallback from the moment the choice is gone."""
+        choice = session_model(self.config, session.chosen_model)
+        if not choice.dropped:
+            return
+        log.warning(
+            "session %s chose model %s, which agent.models no longer offers; it uses %s now",
+            session.session_key,
+            choice.dropped,
+            choice.model,
+        )
+        await self.store.update_session(session.session_id, chosen_model="")
+        session.chosen_model = ""
+        await stream.on_text(MODEL_DROPPED_NOTE.format(dropped=choice.dropped, model=choice.model))
+        stream.next_iteration()
+
     async def _replay_written_reply(
         self, job: TurnJob, session: SessionRow, stream: ReplyStream
-    ) -> bool:
+    ) -> list[Source] | None:
         """A turn resumed after its reply was written: feed that text to the stream for
-        delivery (the outbox keeps the rows it already has) instead of calling the model."""
+        delivery (the outbox keeps the rows it already has) instead of calling the model,
+        and return the sources it cited; None when the model still has to answer."""
         if not job.resume:
-            return False
+            return None
         history = await self.store.load_history(
             session.session_id, max_user_turns=job.history_limit
         )
         if not _reply_written(history, job.turn_id):
-            return False
+            return None
+        sources: list[Source] = []
         for entry in history:
             if entry.turn_id == job.turn_id and isinstance(entry.payload, AssistantReply):
                 await stream.on_text(entry.payload.text)
                 stream.next_iteration()
-        return True
+                sources += cited_sources(entry.payload.content)
+        return sources
 
-    async def _converse(self, job: TurnJob, session: SessionRow, stream: ReplyStream) -> int:
+    async def _converse(
+        self, job: TurnJob, session: SessionRow, stream: ReplyStream
+    ) -> LoopOutcome:
         policy = policy_for_messages(self.config, job.messages)
         context = ToolContext(
             session_key=job.session_key,
@@ -327,18 +363,19 @@ class AgentRunner:
             prepare=self.context.prepare if self.context is not None else None,
         )
         exchange = Exchange(
-            system=self.workspace.system_blocks(is_direct=session.is_direct),
+            system=self.workspace.system_blocks(
+                is_direct=session.is_direct, origin=session.origin, policy=policy
+            ),
             tools=self.tools.definitions(policy=policy),
             policy=policy,
             context=context,
             max_tool_rounds=self.config.agent.max_tool_iterations,
             stream=stream,
             recover=recover if context_manager is not None else None,
-            model=session.chosen_model or None,
+            model=session_model(self.config, session.chosen_model).model,
             watch_cache=True,
         )
-        outcome = await self.loop.run(conversation, exchange)
-        return outcome.model_calls
+        return await self.loop.run(conversation, exchange)
 
 
 def _failure_reply(stream: ReplyStream, exc: ModelError) -> str:
@@ -358,6 +395,7 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
         last.turn_id == turn_id
         and isinstance(last.payload, AssistantReply)
         and not last.payload.calls_tools
+        and last.payload.stop_reason != PAUSE_TURN
     )
 
 

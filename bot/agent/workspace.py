@@ -1,4 +1,5 @@
-"""The agent's workspace folder: bootstrap files injected into the system prompt, reloaded on edit.
+"""The agent's workspace folder: bootstrap files injected into the system prompt, reloaded on edit,
+and the list of the skills a conversation has after them.
 
 Also finds the bundled default workspace and copies it into place on first run.
 """
@@ -12,6 +13,9 @@ from pathlib import Path
 from anthropic.types import TextBlockParam
 
 import bot
+from bot.skills.catalog import SkillCatalog, prompt_section
+from bot.tools.registry import ToolFilter
+from bot.types import SessionOrigin
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "MEMORY.md")
 MEMORY_FILE = "MEMORY.md"
@@ -82,10 +86,12 @@ class Workspace:
         *,
         file_max_chars: int = DEFAULT_FILE_MAX_CHARS,
         total_max_chars: int = DEFAULT_TOTAL_MAX_CHARS,
+        skills: SkillCatalog | None = None,
     ) -> None:
         self.path = path
         self.file_max_chars = file_max_chars
         self.total_max_chars = total_max_chars
+        self.skills = skills
         self._files: dict[str, _Cached] = {}
         # include_memory -> (file keys the prompt was built from, prompt)
         self._prompts: dict[bool, tuple[tuple[tuple[int, int] | None, ...], str]] = {}
@@ -116,9 +122,23 @@ class Workspace:
         self._prompts[include_memory] = (keys, prompt)
         return prompt
 
-    def system_blocks(self, *, is_direct: bool) -> list[TextBlockParam]:
-        """The system prompt as the model request carries it (see `system_prompt`)."""
-        return [{"type": "text", "text": self.system_prompt(include_memory=is_direct)}]
+    def system_blocks(
+        self,
+        *,
+        is_direct: bool,
+        origin: SessionOrigin | None = None,
+        policy: ToolFilter | None = None,
+    ) -> list[TextBlockParam]:
+        """The system prompt as the model request carries it (see `system_prompt`), followed
+        by the skills the conversation `origin` has under `policy`. Part of the cached
+        prefix: sorted by name, so it is byte-identical from turn to turn until a skill
+        changes."""
+        text = self.system_prompt(include_memory=is_direct)
+        if self.skills is not None and policy is not None:
+            skills = self.skills.available(origin, policy.allows)
+            if skills:
+                text = f"{text}\n\n{prompt_section(skills)}"
+        return [{"type": "text", "text": text}]
 
     def prompt_shares(self) -> dict[str, tuple[int, int]]:
         """Each bootstrap file's (characters, characters the prompt keeps) in a DM's prompt,

@@ -28,7 +28,13 @@ from bot.config.sections import (
     SessionResetConfig,
     TranscriptionConfig,
 )
-from bot.config.tools import McpConfig, McpServerConfig, ToolResultsConfig, WebFetchConfig
+from bot.config.tools import (
+    McpConfig,
+    McpServerConfig,
+    ToolResultsConfig,
+    WebFetchConfig,
+    WebSearchConfig,
+)
 
 __all__ = [
     "AdminConfig",
@@ -55,6 +61,7 @@ __all__ = [
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
+    "WebSearchConfig",
     "config_model",
     "env_overrides",
     "load_config",

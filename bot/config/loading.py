@@ -33,6 +33,7 @@ SECRET_ENV: dict[tuple[str, str], str] = {
     ("admin", "console_token"): "KRILL_ADMIN_TOKEN",
     ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
     ("memory.embeddings", "api_key"): "EMBEDDINGS_API_KEY",
+    ("tools.web_search", "api_key"): "BRAVE_API_KEY",
 }
 
 
@@ -163,6 +164,16 @@ def load_config(
 
 def _check_consistency(config: Config, where: str) -> None:
     problems = [p for section in config.channel_settings().values() for p in section.problems()]
+    search = config.tools.web_search
+    if search.enabled and search.backend == "searxng" and not search.base_url:
+        problems.append(
+            "tools.web_search.base_url: required for the searxng backend "
+            "(your SearXNG's address, e.g. http://127.0.0.1:8888)"
+        )
+    if search.enabled and search.backend == "brave" and not search.api_key:
+        problems.append(
+            "tools.web_search.api_key: required for the brave backend (or set BRAVE_API_KEY)"
+        )
     for user in config.admin.users:
         if ":" not in user:
             problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")

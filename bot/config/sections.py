@@ -24,7 +24,9 @@ class AgentConfig(Section):
     context_window: int = Field(200_000, gt=1000)
     timezone: str = "UTC"
     max_tool_iterations: int = Field(12, gt=0)
-    max_concurrent_turns: int = Field(8, gt=0)
+    max_concurrent_turns: int = Field(8, gt=0)  # turns building requests and calling the model
+    # Tool calls running at once across all turns; a turn gives its slot up while its tools run.
+    max_concurrent_tools: int = Field(16, gt=0)
     queue_cap: int = Field(20, gt=0)  # messages merged into one follow-up turn at most
     # Model turns one sender may start per minute; beyond it their messages wait and merge
     # into the next turn. 0 = no cap.

@@ -1,10 +1,11 @@
-"""Configuration of the tools: the global allow/deny lists, `web_fetch`, stored large results
-and MCP servers.
+"""Configuration of the tools: the global allow/deny lists, `web_fetch`, `web_search`, stored
+large results and MCP servers.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -17,6 +18,42 @@ class WebFetchConfig(Section):
     timeout: float = Field(20.0, gt=0)  # seconds for the whole fetch, redirects included
     max_bytes: int = Field(2_000_000, gt=0)  # response bodies are read up to this size
     max_redirects: int = Field(5, ge=0)
+
+
+class UserLocationConfig(Section):
+    """Roughly where the bot's people are, for more relevant results (the Anthropic backend
+    passes it to the search; empty fields are left out)."""
+
+    city: str = ""
+    region: str = ""
+    country: str = ""  # two-letter ISO code, e.g. "DE"
+    timezone: str = ""  # IANA name, e.g. "Europe/Berlin"
+
+
+BRAVE_BASE_URL = "https://api.search.brave.com/res/v1"
+
+
+class WebSearchConfig(Section):
+    """`web_search`: off until an operator picks a backend and turns it on."""
+
+    enabled: bool = False
+    # anthropic: the Messages API's server-side search (billed per search by Anthropic);
+    # searxng: a self-hosted SearXNG's JSON API at base_url; brave: the Brave Search API.
+    backend: Literal["anthropic", "searxng", "brave"] = "anthropic"
+    base_url: str = ""  # searxng: required; brave: BRAVE_BASE_URL when empty
+    api_key: str = ""  # brave: the subscription token (or BRAVE_API_KEY)
+    max_uses: int = Field(5, ge=1)  # anthropic: searches the model may run per request
+    max_results: int = Field(5, ge=1, le=20)  # searxng, brave: results a call returns at most
+    allowed_domains: list[str] = Field(default_factory=list)  # only results from these
+    blocked_domains: list[str] = Field(default_factory=list)  # never results from these
+    user_location: UserLocationConfig = Field(default_factory=UserLocationConfig)
+    timeout: float = Field(15.0, gt=0)  # seconds per searxng or brave request
+
+    @model_validator(mode="after")
+    def _one_domain_list(self) -> WebSearchConfig:
+        if self.allowed_domains and self.blocked_domains:
+            raise ValueError("set allowed_domains or blocked_domains, not both")
+        return self
 
 
 class ToolResultsConfig(Section):
@@ -35,6 +72,7 @@ class ToolsConfig(Section):
     # sees: it needs an operator's choice there (remove it from this list).
     dm_only: list[str] = Field(default_factory=lambda: ["send_file"])
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     results: ToolResultsConfig = Field(default_factory=ToolResultsConfig)
 
 

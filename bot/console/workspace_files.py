@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.memory.paths import NOTES_DIR
+from bot.skills.catalog import SKILLS_DIR
 
 SUFFIX = ".md"
 
@@ -37,12 +38,13 @@ def version_of(data: bytes) -> str:
 
 
 def list_markdown(root: Path) -> list[str]:
-    """The markdown files at the workspace's top level and under memory/, sorted, without
-    hidden files or anything a link leads out of the workspace."""
+    """The markdown files at the workspace's top level and under memory/ and skills/,
+    sorted, without hidden files or anything a link leads out of the workspace."""
     found = [p.name for p in root.glob(f"*{SUFFIX}") if p.is_file()]
-    notes = root / NOTES_DIR
-    if notes.is_dir():
-        for path in notes.rglob(f"*{SUFFIX}"):
+    for folder in (root / NOTES_DIR, root / SKILLS_DIR):
+        if not folder.is_dir():
+            continue
+        for path in folder.rglob(f"*{SUFFIX}"):
             relative = path.relative_to(root)
             if any(part.startswith(".") for part in relative.parts) or not path.is_file():
                 continue

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from anthropic.types import MessageParam, TextBlockParam, ToolParam
+from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 
 from bot.types import Usage
 
@@ -37,7 +37,7 @@ class SummaryModel(Protocol):
         *,
         system: list[TextBlockParam],
         messages: list[MessageParam],
-        tools: list[ToolParam] | None = None,
+        tools: list[ToolUnionParam] | None = None,
         max_tokens: int | None = None,
     ) -> ModelAnswer: ...
 
@@ -49,7 +49,7 @@ class CachedPrefix:
     paying for the history again."""
 
     system: list[TextBlockParam]
-    tools: list[ToolParam]
+    tools: list[ToolUnionParam]
     messages: list[MessageParam]
 
 

@@ -21,6 +21,7 @@ from bot.types import InboundMessage, SessionOrigin
 if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway.lanes import Lanes
+    from bot.skills.catalog import SkillCatalog
     from bot.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class SessionCommands:
         lanes: Lanes,
         model_configured: bool,
         tools: ToolNames,
+        skills: SkillCatalog | None = None,
         compactor: Compactor | None = None,
         before_reset: BeforeReset | None = None,
         status_sources: Sequence[StatusSource] = (),
@@ -69,6 +71,7 @@ class SessionCommands:
         self.lanes = lanes
         self.model_configured = model_configured
         self.tools = tools
+        self.skills = skills
         self.compactor = compactor
         self.before_reset = before_reset
         self.status_sources = tuple(status_sources)

@@ -258,6 +258,7 @@ class Sender:
             row.chunk_index,
             edit_of=row.edit_of,
             chunk_id=chunk_id(row, text),
+            sources=row.sources,
         )
         if row.kind is OutboxKind.FILE:
             send = functools.partial(self._send_file, channel, row)

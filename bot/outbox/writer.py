@@ -16,7 +16,7 @@ from bot.store.outbox_rows import OutboxChunk, OutboxKind
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
     from bot.store.base import OutboxStore
-    from bot.types import Address, OutboundFile
+    from bot.types import Address, OutboundFile, Source
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,12 @@ class Outbox:
         chunks: Sequence[str],
         *,
         edit_of: str | None = None,
+        sources: tuple[Source, ...] = (),
     ) -> None:
         """Write the chunks of reply `reply_id` (chunk 0 replacing message `edit_of`, if
-        given). Writing a reply that is already in the outbox again changes nothing."""
+        given; the last one showing `sources`). Writing a reply that is already in the
+        outbox again changes nothing."""
+        last = len(chunks) - 1
         rows = [
             OutboxChunk(
                 turn_id=reply_id,
@@ -53,6 +56,7 @@ class Outbox:
                 address=address,
                 text=chunk,
                 edit_of=edit_of if index == 0 else None,
+                sources=sources if index == last else (),
             )
             for index, chunk in enumerate(chunks)
         ]

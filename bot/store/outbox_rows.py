@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.store.stored_row import StoredRow
-from bot.types import Address, OutboundFile
+from bot.types import Address, OutboundFile, Source
 
 # The columns `outbox_row` reads, in its order.
 OUTBOX_COLUMNS = (
@@ -52,6 +52,7 @@ class OutboxChunk:
     edit_of: str | None = None  # a preview message this chunk replaces in place
     kind: OutboxKind = OutboxKind.TEXT
     file: OutboundFile | None = None  # what a FILE row sends
+    sources: tuple[Source, ...] = ()  # the pages a reply cited, on its last chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class OutboxRow:
     attempts: int
     next_attempt_at: float
     file: OutboundFile | None = None
+    sources: tuple[Source, ...] = ()
 
     @property
     def chat_key(self) -> str:
@@ -101,14 +103,26 @@ class OutboxSummary:
     dead_chunks: list[DeadChunk]  # the most recent ones
 
 
+def _payload(chunk: OutboxChunk) -> str:
+    """The `payload` column: a FILE row's file, or the sources of a reply's last chunk."""
+    if chunk.file is not None:
+        return json.dumps(dataclasses.asdict(chunk.file))
+    if chunk.sources:
+        return json.dumps({"sources": [dataclasses.asdict(s) for s in chunk.sources]})
+    return ""
+
+
 def outbox_row(r: StoredRow) -> OutboxRow:
     """An OutboxRow from the OUTBOX_COLUMNS of a stored row."""
+    kind = OutboxKind(r[4])
+    payload = json.loads(r[12]) if r[12] else {}
+    is_file = kind is OutboxKind.FILE
     return OutboxRow(
         id=int(r[0]),
         turn_id=str(r[1]),
         chunk_index=int(r[2]),
         chunk_count=int(r[3]),
-        kind=OutboxKind(r[4]),
+        kind=kind,
         address=Address.from_dict(json.loads(r[5])),
         text=str(r[6]),
         notice=str(r[7]),
@@ -116,7 +130,8 @@ def outbox_row(r: StoredRow) -> OutboxRow:
         status=OutboxStatus(r[9]),
         attempts=int(r[10]),
         next_attempt_at=float(r[11]),
-        file=OutboundFile(**json.loads(r[12])) if r[12] else None,
+        file=OutboundFile(**payload) if is_file and payload else None,
+        sources=() if is_file else tuple(Source(**s) for s in payload.get("sources", ())),
     )
 
 
@@ -129,7 +144,6 @@ CHUNK_COLUMNS = (
 
 def chunk_values(chunk: OutboxChunk, now: float) -> tuple[Any, ...]:
     """A new row's values for CHUNK_COLUMNS."""
-    payload = json.dumps(dataclasses.asdict(chunk.file)) if chunk.file is not None else ""
     return (
         chunk.turn_id,
         chunk.chunk_index,
@@ -140,7 +154,7 @@ def chunk_values(chunk: OutboxChunk, now: float) -> tuple[Any, ...]:
         json.dumps(chunk.address.to_dict()),
         chunk.text,
         chunk.edit_of,
-        payload,
+        _payload(chunk),
         str(OutboxStatus.PENDING),
         now,
         now,

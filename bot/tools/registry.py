@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from anthropic.types import ToolParam, ToolResultBlockParam, ToolUseBlockParam
+from anthropic.types import ToolResultBlockParam, ToolUnionParam, ToolUseBlockParam
 from anthropic.types.tool_result_block_param import Content as ResultContent
 
 from bot.types import Address, SessionOrigin
@@ -65,6 +65,11 @@ class ToolContext:
     failures: dict[str, int] = field(default_factory=dict)
 
 
+# Which workspace file a tool call may read (`bot.memory.access.readable`, the one place
+# that decides): the file's real path for a workspace-relative path, or a ToolError saying
+# why not. Tools that read a path the model names take it in their constructor.
+WorkspaceGate = Callable[[ToolContext, str], Path]
+
 ToolResultContent = str | list[ResultContent]
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResultContent]]
 
@@ -79,8 +84,13 @@ class Tool:
     # Set for tools that return outside content (web pages, MCP servers): the result hook
     # wraps their output as untrusted, naming this source.
     untrusted_source: str = ""
+    # Set for a tool the provider runs itself (server-side web search): requests carry this
+    # definition, and the model's calls of it never reach `handler`.
+    server: ToolUnionParam | None = None
 
-    def definition(self) -> ToolParam:
+    def definition(self) -> ToolUnionParam:
+        if self.server is not None:
+            return self.server
         return {
             "name": self.name,
             "description": self.description,
@@ -152,7 +162,7 @@ class ToolRegistry:
         deny: Sequence[str] = (),
         *,
         policy: ToolFilter | None = None,
-    ) -> list[ToolParam]:
+    ) -> list[ToolUnionParam]:
         allowed = _allowed(allow, deny, policy)
         # Sorted so the tools block (the start of the cached prefix) is byte-stable.
         return [self._tools[n].definition() for n in self.names() if allowed(n)]

@@ -364,12 +364,15 @@ def render_page(page: FetchedPage, max_chars: int, max_bytes: int) -> str:
     return "\n".join(lines) + "\n\n" + text
 
 
-def with_outside(text: str, outside: str, url: str, ctx: ToolContext) -> str:
-    """An error text with what the remote side said appended inside untrusted markers."""
+def with_outside(
+    text: str, outside: str, url: str, ctx: ToolContext, *, source: str = TOOL_NAME
+) -> str:
+    """An error text with what the remote side (at `url`) said appended inside untrusted
+    markers naming `source`."""
     if not outside:
         return text
-    marker = marker_id_for(f"{ctx.turn_id}:{TOOL_NAME}:{url}")
-    details = wrap_untrusted(outside, source=TOOL_NAME, marker_id=marker)
+    marker = marker_id_for(f"{ctx.turn_id}:{source}:{url}")
+    details = wrap_untrusted(outside, source=source, marker_id=marker)
     return f"{text} What the remote server said:\n{details}"
 
 

@@ -44,6 +44,10 @@ class TerminalChannel:
             self.out.write("\n" + out.text)
         if out.final:
             self.out.write("\n")
+            for source in out.sources:
+                # Page titles are outside text: no control characters reach the terminal.
+                shown = "".join(ch for ch in f"{source.title} <{source.url}>" if ch.isprintable())
+                self.out.write(f"  ↪ {shown}\n")
             self._shown.pop(message_id, None)
         else:
             self._shown[message_id] = out.text

@@ -30,6 +30,7 @@ from bot.channel_contract import Gateway
 from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
 from bot.types import Address, ChatType, HistoryLine, InboundMessage, OutboundMessage, Speaker
 from channels.local.markup import to_html
+from channels.sources import with_sources
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,8 @@ class WebChannel:
     async def deliver(self, out: OutboundMessage) -> str:
         message_id = out.edit_of or str(next(self._ids))
         kind = "message" if out.final else "preview"
-        await self._publish(out.address.chat_id, reply_event(kind, message_id, out.text))
+        text = with_sources(out.text, out.sources)  # links after the reply
+        await self._publish(out.address.chat_id, reply_event(kind, message_id, text))
         return message_id
 
     async def typing(self, address: Address) -> None:

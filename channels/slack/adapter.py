@@ -235,7 +235,9 @@ class SlackChannel:
             streamed = await self.streams.start(out)
             if streamed is not None:
                 return streamed
-        return await self.poster.post(out.address, out.text, out.chunk_id, final=out.final)
+        return await self.poster.post(
+            out.address, out.text, out.chunk_id, final=out.final, sources=out.sources
+        )
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:
         """Upload one file, tried once; a failure is a classified `SendFailure`."""

@@ -8,11 +8,15 @@ accepted. Everything here is pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from markdown_to_mrkdwn import SlackMarkdownConverter
 
+from bot.types import Source
 from channels.chunking import Fits, carry_styles, hard_split, pack
+from channels.sources import LABEL
 
 # `markdown_text` takes at most 12,000 characters; Slack advises messages of about 4,000.
 # 8,000 keeps a long answer to a few messages while leaving room below the hard cap.
@@ -155,3 +159,22 @@ def to_mrkdwn(markdown: str) -> str:
     """
     escaped = "\n".join(_escape_line(line) for line in markdown.split("\n"))
     return _LANG_TAG.sub(r"\1", _converter.convert(escaped))
+
+
+def _mrkdwn_link(source: Source) -> str:
+    # "|" and ">" would end the link early; a title cannot open a mention or another link.
+    url = source.url.replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
+    title = _escape(" ".join(source.title.split())).replace("|", "¦")
+    return f"<{url}|{title}>"
+
+
+def sources_block(sources: Sequence[Source]) -> dict[str, Any]:
+    """A context block (small grey text under the reply) linking to each source."""
+    elements = [{"type": "mrkdwn", "text": f"*{LABEL}*"}]
+    elements += [{"type": "mrkdwn", "text": _mrkdwn_link(s)} for s in sources]
+    return {"type": "context", "elements": elements}
+
+
+def sources_mrkdwn(sources: Sequence[Source]) -> str:
+    """The same links as one mrkdwn line, for where blocks are not taken."""
+    return f"*{LABEL}* " + " · ".join(_mrkdwn_link(s) for s in sources)

@@ -14,10 +14,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.types import Address, OutboundMessage
+from bot.types import Address, OutboundMessage, Source
 from channels.pacing import Window, paced
 from channels.slack.api import MARKDOWN_REJECTED, api_error
-from channels.slack.format import to_mrkdwn
+from channels.slack.format import sources_block, sources_mrkdwn, to_mrkdwn
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,20 @@ class Poster:
         markdown: str,
         *,
         final: bool = True,
+        sources: tuple[Source, ...] = (),
         **kwargs: Any,
     ) -> Any:
         """Call a Web API method with `markdown_text`, or with mrkdwn `text` where Slack does
-        not take Markdown."""
+        not take Markdown. With `sources`, the Markdown goes in a markdown block (Slack takes
+        `markdown_text` only alone) followed by a context block of links."""
         if self.markdown_ok:
+            content: dict[str, Any] = {"markdown_text": markdown}
+            if sources:
+                blocks = [{"type": "markdown", "text": markdown}, sources_block(sources)]
+                content = {"text": to_mrkdwn(markdown), "blocks": blocks}
             try:
                 async with self.paced(kwargs["channel"], final=final):
-                    return await call(markdown_text=markdown, **kwargs)
+                    return await call(**content, **kwargs)
             except SlackApiError as exc:
                 if api_error(exc) not in MARKDOWN_REJECTED:
                     raise
@@ -58,17 +64,31 @@ class Poster:
                     "slack: markdown_text was refused (%s); sending mrkdwn text from now on",
                     api_error(exc),
                 )
+        text = to_mrkdwn(markdown)
+        if sources:
+            text += "\n\n" + sources_mrkdwn(sources)
         async with self.paced(kwargs["channel"], final=final):
-            return await call(text=to_mrkdwn(markdown), **kwargs)
+            return await call(text=text, **kwargs)
 
     async def post(
-        self, address: Address, text: str, chunk_id: str = "", *, final: bool = True
+        self,
+        address: Address,
+        text: str,
+        chunk_id: str = "",
+        *,
+        final: bool = True,
+        sources: tuple[Source, ...] = (),
     ) -> str:
         extra: dict[str, Any] = {"thread_ts": address.thread_id} if address.thread_id else {}
         if chunk_id:
             extra["metadata"] = {"event_type": CHUNK_EVENT, "event_payload": {"chunk_id": chunk_id}}
         reply = await self.with_markdown(
-            self.client.chat_postMessage, text, final=final, channel=address.chat_id, **extra
+            self.client.chat_postMessage,
+            text,
+            final=final,
+            sources=sources,
+            channel=address.chat_id,
+            **extra,
         )
         return str(reply["ts"])
 
@@ -103,6 +123,7 @@ class Poster:
                 self.client.chat_update,
                 out.text,
                 final=out.final,
+                sources=out.sources,
                 channel=out.address.chat_id,
                 ts=out.edit_of,
             )
@@ -117,4 +138,4 @@ class Poster:
                 out.edit_of,
                 api_error(exc),
             )
-            return await self.post(out.address, out.text, out.chunk_id)
+            return await self.post(out.address, out.text, out.chunk_id, sources=out.sources)

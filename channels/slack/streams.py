@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.channel_contract import Gateway
 from bot.types import Address, OutboundMessage
 from channels.slack.api import FEATURE_UNAVAILABLE, api_error
+from channels.slack.format import sources_block
 from channels.slack.mapping import CHANNEL
 from channels.slack.outbound import Poster
 
@@ -119,14 +120,16 @@ class Streams:
             return ts
         await self._keep(ts, None)
         if grows:
+            # Blocks given when a stream stops show under the text it streamed.
+            blocks = [sources_block(out.sources)] if out.sources else None
             async with self.poster.paced(stream.channel, final=True):
                 await self.client.chat_stopStream(
-                    channel=stream.channel, ts=ts, markdown_text=delta or None
+                    channel=stream.channel, ts=ts, markdown_text=delta or None, blocks=blocks
                 )
             return ts
         async with self.poster.paced(stream.channel, final=True):
             await self.client.chat_stopStream(channel=stream.channel, ts=ts)
         await self.poster.with_markdown(
-            self.client.chat_update, out.text, channel=stream.channel, ts=ts
+            self.client.chat_update, out.text, sources=out.sources, channel=stream.channel, ts=ts
         )
         return ts

@@ -13,6 +13,7 @@ import asyncio
 import hmac
 import json
 import logging
+from dataclasses import replace
 
 from aiohttp import web
 from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
@@ -34,7 +35,12 @@ from channels.telegram.calls import (
     is_parse_error,
 )
 from channels.telegram.config import TelegramConfig
-from channels.telegram.format import plain_fallback, split_markdown, to_telegram
+from channels.telegram.format import (
+    plain_fallback,
+    split_markdown,
+    to_telegram,
+    with_fitting_sources,
+)
 from channels.telegram.leading import LeadPolling
 from channels.telegram.mapping import (
     ALLOWED_UPDATES,
@@ -321,6 +327,8 @@ class TelegramChannel:
             raise classify(exc, self._redact) from exc
 
     async def _deliver(self, out: OutboundMessage, chat_id: int) -> str:
+        if out.sources:  # links at the end of the reply's last message
+            out = replace(out, text=with_fitting_sources(out.text, out.sources))
         text, entities = to_telegram(out.text)
         if out.edit_of:
             message_id = int(out.edit_of)

@@ -10,7 +10,7 @@ Telegram's apps would otherwise show them as links to a web site (.md and .sh ar
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyromark
 from telegram import MessageEntity
@@ -19,7 +19,9 @@ from telegramify_markdown.converter import STANDARD_OPTIONS, convert
 from telegramify_markdown.entity import MessageEntity as ConvertedEntity
 from telegramify_markdown.entity import utf16_len
 
+from bot.types import Source
 from channels.chunking import carry_styles, hard_split, pack
+from channels.sources import with_sources
 
 # Telegram counts the limit after entity parsing, in UTF-16 code units.
 MAX_MESSAGE_UNITS: int = MessageLimit.MAX_TEXT_LENGTH
@@ -76,6 +78,18 @@ def _convert(markdown: str) -> tuple[str, list[ConvertedEntity]]:
 def rendered_units(markdown: str) -> int:
     """Length of `markdown` as Telegram will count it once converted."""
     return utf16_len(_convert(markdown)[0])
+
+
+def with_fitting_sources(
+    markdown: str, sources: Sequence[Source], limit: int = MAX_MESSAGE_UNITS
+) -> str:
+    """`markdown` with a line of links to as many of `sources` as still fit one message
+    (the chunk itself was cut to fit without them)."""
+    for count in range(len(sources), 0, -1):
+        text = with_sources(markdown, sources[:count])
+        if rendered_units(text) <= limit:
+            return text
+    return markdown
 
 
 def file_names_as_code(text: str, entities: list[MessageEntity]) -> list[MessageEntity]:

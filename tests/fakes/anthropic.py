@@ -361,6 +361,98 @@ class Reply:
         )
         return cls(content=content, stop_reason="tool_use", delay=delay)
 
+    @classmethod
+    def web_search(
+        cls,
+        query: str,
+        results: list[tuple[str, str]],
+        answer: str,
+        *,
+        cite: tuple[int, ...] = (0,),
+        intro: str = "",
+        stop_reason: str = "end_turn",
+    ) -> Reply:
+        """A turn that ran the server-side web search as the real API returns it: a
+        `server_tool_use` block, its `web_search_tool_result` (results as (url, title)), then
+        the answer as text citing the results numbered in `cite`."""
+        search = server_search_blocks(query, results)
+        answer_block: dict[str, Any] = {"type": "text", "text": answer}
+        found = search[1]["content"]
+        citations = [_citation(found[i], answer) for i in cite if i < len(found)]
+        if citations:
+            answer_block["citations"] = citations
+        content = [{"type": "text", "text": intro}] if intro else []
+        return cls(content=[*content, *search, answer_block], stop_reason=stop_reason)
+
+
+def server_search_blocks(query: str, results: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A `server_tool_use` web search and its `web_search_tool_result` block."""
+    tool_id = _new_id("srvtoolu")
+    found = [
+        {
+            "type": "web_search_result",
+            "url": url,
+            "title": title,
+            "encrypted_content": base64.b64encode(f"page:{url}".encode()).decode(),
+            "page_age": "April 1, 2026",
+        }
+        for url, title in results
+    ]
+    return [
+        {"type": "server_tool_use", "id": tool_id, "name": "web_search", "input": {"query": query}},
+        {"type": "web_search_tool_result", "tool_use_id": tool_id, "content": found},
+    ]
+
+
+def _citation(result: dict[str, Any], answer: str) -> dict[str, Any]:
+    return {
+        "type": "web_search_result_location",
+        "url": result["url"],
+        "title": result["title"],
+        "cited_text": answer[:150],
+        "encrypted_index": base64.b64encode(f"index:{result['url']}".encode()).decode(),
+    }
+
+
+def search_results_in(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every `search_result` block of a request (in tool results), in the order the API
+    numbers them for `search_result_location` citations."""
+    found = []
+    for msg in body.get("messages") or []:
+        for block in msg.get("content") if isinstance(msg.get("content"), list) else []:
+            inner = block.get("content") if block.get("type") == "tool_result" else [block]
+            for part in inner if isinstance(inner, list) else []:
+                if isinstance(part, dict) and part.get("type") == "search_result":
+                    found.append(part)
+    return found
+
+
+def citing_search_results(answer: str, cite: tuple[int, ...] = (0,)) -> Handler:
+    """A handler answering with `answer`, citing the request's search_result blocks numbered
+    in `cite` as the API does (`search_result_location`)."""
+
+    def handler(body: dict[str, Any]) -> ReplyLike:
+        results = search_results_in(body)
+        citations = [
+            {
+                "type": "search_result_location",
+                "source": results[i]["source"],
+                "title": results[i]["title"],
+                "cited_text": results[i]["content"][0]["text"][:150],
+                "search_result_index": i,
+                "start_block_index": 0,
+                "end_block_index": 1,
+            }
+            for i in cite
+            if i < len(results)
+        ]
+        block: dict[str, Any] = {"type": "text", "text": answer}
+        if citations:
+            block["citations"] = citations
+        return Reply(content=[block])
+
+    return handler
+
 
 ReplyLike = Reply | ErrorReply | str
 Handler = Callable[[dict[str, Any]], ReplyLike | Awaitable[ReplyLike]]
@@ -383,7 +475,7 @@ def _text_of(content: Any) -> str:
             continue
         if block.get("type") == "text":
             parts.append(str(block.get("text", "")))
-        elif block.get("type") == "tool_result":
+        elif block.get("type") in ("tool_result", "search_result"):
             parts.append(_text_of(block.get("content")))
     return "\n".join(p for p in parts if p)
 
@@ -424,6 +516,89 @@ class RecordedRequest:
         return [str(t.get("name")) for t in self.body.get("tools") or []]
 
 
+WEB_SEARCH_TOOL_TYPES = ("web_search_20250305", "web_search_20260209", "web_search_20260318")
+
+
+def web_search_tool(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The request's server-side web search tool definition, if it offers one."""
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and tool.get("type") in WEB_SEARCH_TOOL_TYPES:
+            return tool
+    return None
+
+
+def _validate_tools(body: dict[str, Any]) -> str | None:
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            return f"tools.{i}: Input should be an object"
+        kind = tool.get("type")
+        if kind is None or kind == "custom":
+            if not tool.get("name") or not isinstance(tool.get("input_schema"), dict):
+                return f"tools.{i}: name and input_schema are required"
+            continue
+        if kind not in WEB_SEARCH_TOOL_TYPES:
+            return f"tools.{i}.type: unknown tool type {kind!r}"
+        if tool.get("name") != "web_search":
+            return f"tools.{i}.name: Input should be 'web_search'"
+        uses = tool.get("max_uses")
+        if uses is not None and (not isinstance(uses, int) or isinstance(uses, bool) or uses < 1):
+            return f"tools.{i}.max_uses: Input should be greater than 0"
+        if tool.get("allowed_domains") and tool.get("blocked_domains"):
+            return f"tools.{i}: cannot specify both allowed_domains and blocked_domains"
+        location = tool.get("user_location")
+        if location is not None and (
+            not isinstance(location, dict) or location.get("type") != "approximate"
+        ):
+            return f"tools.{i}.user_location.type: Input should be 'approximate'"
+    return None
+
+
+def _validate_server_blocks(
+    i: int, msg: dict[str, Any], blocks: list[Any], final: bool
+) -> str | None:
+    """Server tool calls sent back must carry their results (a paused final turn may not
+    have them yet); search_result blocks must be whole."""
+    if msg["role"] == "assistant":
+        calls = [
+            b.get("id")
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "server_tool_use"
+        ]
+        answered = {
+            b.get("tool_use_id")
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "web_search_tool_result"
+        }
+        if not final and any(c not in answered for c in calls):
+            return (
+                f"messages.{i}: `server_tool_use` blocks must be followed by their "
+                "`web_search_tool_result` blocks"
+            )
+        return None
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        content = block.get("content")
+        for part in content if isinstance(content, list) else []:
+            if not isinstance(part, dict) or part.get("type") != "search_result":
+                continue
+            texts = part.get("content")
+            if (
+                not isinstance(part.get("source"), str)
+                or not isinstance(part.get("title"), str)
+                or not isinstance(texts, list)
+                or not texts
+                or any(not isinstance(t, dict) or t.get("type") != "text" for t in texts)
+            ):
+                return f"messages.{i}: search_result blocks need source, title and text content"
+    return None
+
+
 def _validate(body: Any) -> str | None:
     """The subset of the API's request validation that catches real client bugs."""
     if not isinstance(body, dict):
@@ -431,6 +606,9 @@ def _validate(body: Any) -> str | None:
     for name in ("model", "max_tokens", "messages"):
         if name not in body:
             return f"{name}: Field required"
+    problem = _validate_tools(body)
+    if problem is not None:
+        return problem
     max_tokens = body["max_tokens"]
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         return "max_tokens: Input should be greater than or equal to 1"
@@ -458,6 +636,9 @@ def _validate(body: Any) -> str | None:
                     return "messages: text content blocks must be non-empty"
                 if not text.strip() and not is_final_assistant:
                     return "messages: text content blocks must contain non-whitespace text"
+        problem = _validate_server_blocks(i, msg, blocks, is_final_assistant)
+        if problem is not None:
+            return problem
         results = [
             (j, b)
             for j, b in enumerate(blocks)
@@ -514,6 +695,59 @@ def _output_tokens(content: list[dict[str, Any]]) -> int:
         elif block.get("type") == "tool_use":
             chars += len(block.get("name", "")) + len(_compact(block.get("input", {})))
     return max(1, chars // 4)
+
+
+def _host_in(url: str, domains: list[str]) -> bool:
+    host = (url.split("://", 1)[-1].split("/", 1)[0]).lower()
+    return any(host == d.lower() or host.endswith("." + d.lower()) for d in domains)
+
+
+def _run_server_search(
+    content: list[dict[str, Any]], body: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int]:
+    """Play a scripted reply's server-side searches as the API would under the request's
+    tool definition: results from blocked (or not allowed) domains are dropped with the
+    citations to them, searches past `max_uses` get the `max_uses_exceeded` error. Returns
+    the content and how many searches ran. ValueError: the reply searches, but the request
+    offers no web search tool (the real model could not have)."""
+    calls = [b for b in content if b.get("type") == "server_tool_use"]
+    if not calls:
+        return content, 0
+    tool = web_search_tool(body)
+    if tool is None:
+        raise ValueError(
+            "fake: the scripted reply searches the web, but the request has no web_search tool"
+        )
+    allowed = list(tool.get("allowed_domains") or [])
+    blocked = list(tool.get("blocked_domains") or [])
+
+    def shown(url: str) -> bool:
+        return (not allowed or _host_in(url, allowed)) and not _host_in(url, blocked)
+
+    max_uses = tool.get("max_uses") or len(calls)
+    over = {b["id"] for b in calls[max_uses:]}
+    dropped: set[str] = set()
+    out = []
+    for block in content:
+        block = dict(block)
+        if block.get("type") == "web_search_tool_result" and isinstance(block.get("content"), list):
+            if block["tool_use_id"] in over:
+                dropped |= {r["url"] for r in block["content"]}
+                block["content"] = {
+                    "type": "web_search_tool_result_error",
+                    "error_code": "max_uses_exceeded",
+                }
+            else:
+                dropped |= {r["url"] for r in block["content"] if not shown(r["url"])}
+                block["content"] = [r for r in block["content"] if shown(r["url"])]
+        elif block.get("type") == "text" and block.get("citations"):
+            kept = [c for c in block["citations"] if c.get("url") not in dropped]
+            if kept:
+                block["citations"] = kept
+            else:
+                del block["citations"]
+        out.append(block)
+    return out, min(len(calls), max_uses)
 
 
 class _Dropped(Exception):
@@ -749,6 +983,9 @@ class FakeAnthropic:
             return rec
         if "messages" not in rec.body:
             return _error_response(400, "invalid_request_error", "messages: Field required")
+        problem = _validate_tools(rec.body)
+        if problem is not None:
+            return _error_response(400, "invalid_request_error", problem)
         try:
             tokens = self.cache.count_tokens(rec.body)
         except CacheControlError as e:
@@ -806,6 +1043,11 @@ class FakeAnthropic:
             return _error_response(reply.status, reply.err_type, reply.message, reply.headers)
 
         content, stop_reason = self._apply_max_tokens(reply, body)
+        try:
+            content, searches = _run_server_search(content, body)
+        except ValueError as e:
+            self.handler_errors.append(e)
+            return _error_response(500, "api_error", str(e), {"x-should-retry": "false"})
         cache_usage = (
             self.cache.process(body)
             if self.cache_enabled
@@ -816,6 +1058,8 @@ class FakeAnthropic:
             "output_tokens": _output_tokens(content),
             "service_tier": "standard",
         }
+        if searches:
+            usage["server_tool_use"] = {"web_search_requests": searches, "web_fetch_requests": 0}
         rec.usage = usage
         message = {
             "id": _new_id("msg"),
@@ -907,6 +1151,9 @@ class FakeAnthropic:
                     )
                     if index == 0:
                         await send("ping", {"type": "ping"})
+                    # As the API does: a cited block's citations arrive before its text.
+                    for citation in block.get("citations") or []:
+                        await self._delta(send, index, "citations_delta", "citation", citation)
                     for piece in _split_text(block["text"]):
                         if budget is not None and len(piece) >= budget:
                             if budget:
@@ -917,6 +1164,11 @@ class FakeAnthropic:
                         await self._delta(send, index, "text_delta", "text", piece)
                         if chunk_delay:
                             await asyncio.sleep(chunk_delay)
+                elif "input" not in block:  # a server tool's result arrives whole
+                    await send(
+                        "content_block_start",
+                        {"type": "content_block_start", "index": index, "content_block": block},
+                    )
                 else:
                     opening = {**block, "input": {}}
                     await send(
@@ -942,6 +1194,11 @@ class FakeAnthropic:
                         "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
                         "cache_read_input_tokens": usage["cache_read_input_tokens"],
                         "output_tokens": usage["output_tokens"],
+                        **(
+                            {"server_tool_use": usage["server_tool_use"]}
+                            if "server_tool_use" in usage
+                            else {}
+                        ),
                     },
                 },
             )
@@ -960,7 +1217,7 @@ class FakeAnthropic:
         index: int,
         kind: str,
         key: str,
-        value: str,
+        value: Any,
     ) -> None:
         await send(
             "content_block_delta",

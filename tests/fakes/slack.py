@@ -412,6 +412,41 @@ def _chunk_text(params: Params) -> str:
     return text
 
 
+MARKDOWN_BLOCKS_MAX = 12_000  # characters of all markdown blocks of one message
+CONTEXT_ELEMENTS_MAX = 10
+TEXT_OBJECT_MAX = 3_000
+
+
+def _check_blocks(params: Params, *, alone: bool = True) -> None:
+    """Block Kit rules Slack enforces: `markdown_text` only alone (when `alone`), markdown
+    blocks within their shared limit, context blocks of at most ten text elements."""
+    blocks = params.get("blocks")
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    if alone and params.get("markdown_text") and (params.get("text") or blocks):
+        raise _ApiError("markdown_text_conflict")
+    markdown = 0
+    for block in blocks or []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "markdown":
+            if not isinstance(block.get("text"), str):
+                raise _ApiError("invalid_blocks")
+            markdown += len(block["text"])
+        elif kind == "context":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= CONTEXT_ELEMENTS_MAX:
+                raise _ApiError("invalid_blocks")
+            for element in elements:
+                if element.get("type") in ("mrkdwn", "plain_text") and (
+                    not element.get("text") or len(element["text"]) > TEXT_OBJECT_MAX
+                ):
+                    raise _ApiError("invalid_blocks")
+        elif kind is None:
+            raise _ApiError("invalid_blocks")
+    if markdown > MARKDOWN_BLOCKS_MAX:
+        raise _ApiError("invalid_blocks")
+
+
 # Rate-limited per channel when enforce_rate_limits is on (about 1 a second per channel).
 PACED_METHODS = frozenset({"chat.postMessage", "chat.update"})
 
@@ -1025,6 +1060,7 @@ class FakeSlack(SlackEvents):
         self._require(params, "channel", error="channel_not_found")
         if not any(params.get(k) for k in ("text", "markdown_text", "blocks", "attachments")):
             raise _ApiError("no_text")
+        _check_blocks(params)
         channel = params["channel"]
         ts = new_ts()
         text = params.get("text") or params.get("markdown_text") or ""
@@ -1042,6 +1078,7 @@ class FakeSlack(SlackEvents):
             raise _ApiError("message_not_found")
         if message.get("user") != self.bot_user_id:
             raise _ApiError("cant_update_message")
+        _check_blocks(params)
         text = params.get("text") or params.get("markdown_text")
         if text is not None:
             message["text"] = text
@@ -1112,6 +1149,7 @@ class FakeSlack(SlackEvents):
         return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
 
     def _chat_stop_stream(self, params: Params) -> Params:
+        _check_blocks(params, alone=False)  # blocks show under the streamed text
         stream, message = self._stream_for(params)
         stream["text"] += _chunk_text(params)
         stream["state"] = "completed"

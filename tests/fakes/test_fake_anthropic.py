@@ -15,6 +15,7 @@ from tests.fakes.anthropic import (
     CacheSimulator,
     FakeAnthropic,
     Reply,
+    server_search_blocks,
 )
 
 MODEL = "claude-sonnet-4-6"
@@ -471,3 +472,79 @@ async def test_stream_error_on_non_streaming_request_is_http_error(
     fake_anthropic.queue_stream_error("overloaded_error", "Overloaded")
     with pytest.raises(anthropic.OverloadedError):
         await client.messages.create(model=MODEL, max_tokens=64, messages=_user("x"))
+
+
+# --------------------------------------------------------------------------- web search
+
+SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+PAGES = [("https://docs.python.org/3/", "Python docs"), ("https://evil.example/", "Evil")]
+
+
+async def test_server_side_search_streams_as_the_sdk_expects(
+    fake_anthropic: FakeAnthropic, client: anthropic.AsyncAnthropic
+) -> None:
+    fake_anthropic.queue(Reply.web_search("python", PAGES, "Python is a language.", cite=(0,)))
+    async with client.messages.stream(
+        model=MODEL, max_tokens=256, messages=_user("what is python?"), tools=[SEARCH_TOOL]
+    ) as stream:
+        text = "".join([chunk async for chunk in stream.text_stream])
+        final = await stream.get_final_message()
+    assert text == "Python is a language."
+    call, result, answer = final.content
+    assert call.type == "server_tool_use" and call.name == "web_search"
+    assert call.input == {"query": "python"}
+    assert result.type == "web_search_tool_result" and result.tool_use_id == call.id
+    assert isinstance(result.content, list)
+    assert [r.url for r in result.content] == [u for u, _ in PAGES]
+    assert answer.type == "text" and answer.citations is not None
+    (citation,) = answer.citations
+    assert citation.type == "web_search_result_location"
+    assert (citation.url, citation.title) == PAGES[0]
+    assert final.usage.server_tool_use is not None
+    assert final.usage.server_tool_use.web_search_requests == 1
+
+
+async def test_search_settings_are_applied_to_the_scripted_results(
+    fake_anthropic: FakeAnthropic, client: anthropic.AsyncAnthropic
+) -> None:
+    twice = Reply(
+        content=[
+            *server_search_blocks("one", PAGES),
+            *server_search_blocks("two", PAGES),
+            {"type": "text", "text": "done"},
+        ]
+    )
+    fake_anthropic.queue(twice)
+    blocked = {**SEARCH_TOOL, "blocked_domains": ["evil.example"]}
+    final = await client.messages.create(
+        model=MODEL, max_tokens=256, messages=_user("search twice"), tools=[blocked]
+    )
+    first, second = final.content[1], final.content[3]
+    assert [r.url for r in first.content] == ["https://docs.python.org/3/"]  # type: ignore[union-attr]
+    assert second.content.error_code == "max_uses_exceeded"  # type: ignore[union-attr]
+    assert final.usage.server_tool_use is not None
+    assert final.usage.server_tool_use.web_search_requests == 1
+
+
+async def test_search_requests_are_validated(
+    fake_anthropic: FakeAnthropic, client: anthropic.AsyncAnthropic
+) -> None:
+    both = {**SEARCH_TOOL, "allowed_domains": ["a.org"], "blocked_domains": ["b.org"]}
+    with pytest.raises(anthropic.BadRequestError, match="both allowed_domains and blocked"):
+        await client.messages.create(model=MODEL, max_tokens=64, messages=_user("hi"), tools=[both])
+    with pytest.raises(anthropic.BadRequestError, match="both allowed_domains and blocked"):
+        await client.messages.count_tokens(model=MODEL, messages=_user("hi"), tools=[both])
+    call = server_search_blocks("q", PAGES)[0]
+    unanswered = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [call, {"type": "text", "text": "so"}]},
+        {"role": "user", "content": "and?"},
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="web_search_tool_result"):
+        await client.messages.create(model=MODEL, max_tokens=64, messages=unanswered)
+    # A reply that searches when the request offers no search tool is a broken script.
+    fake_anthropic.queue(Reply.web_search("q", PAGES, "answer"))
+    with pytest.raises(anthropic.InternalServerError):
+        await client.messages.create(model=MODEL, max_tokens=64, messages=_user("hi"))
+    assert fake_anthropic.handler_errors
+    fake_anthropic.handler_errors.clear()
