@@ -33,6 +33,7 @@ from bot.channel_contract import Channel, ChannelHealth, ChannelSpec, channel_he
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
+from bot.context.planned import PlannedRequests
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
 from bot.gateway.leases import SessionLeases, gone_from_this_host, new_holder_id
@@ -160,9 +161,22 @@ class App:
             model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
         )
 
-        # What a session's prompt cache holds, for the flush and warm compaction to read.
+        # Media people send: stored under the data folder, images prepared on acceptance.
+        self.media_files = MediaFiles(config.media_dir)
+        media = (
+            MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
+            if config.media.enabled
+            else None
+        )
+        # Requests as each session's stored context plan shapes them, and the prefix its
+        # prompt cache holds, for the flush and warm compaction to read.
+        requests = PlannedRequests(config=config, store=self.store, media=self.media_files)
         prefixes = RequestPrefixes(
-            config=config, store=self.store, workspace=self.workspace, tools=self.tools
+            config=config,
+            store=self.store,
+            workspace=self.workspace,
+            tools=self.tools,
+            requests=requests,
         )
 
         # Memory: the index and its tools, per-turn recall, and the flush.
@@ -187,13 +201,6 @@ class App:
                 )
         flushers = [self.flusher] if self.flusher is not None else []
 
-        # Media people send: stored under the data folder, prepared once per turn.
-        self.media_files = MediaFiles(config.media_dir)
-        media = (
-            MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
-            if config.media.enabled
-            else None
-        )
         self.context = ContextPipeline(
             config=config,
             store=self.store,
@@ -203,7 +210,8 @@ class App:
             accountant=self.accountant,
             before_compaction=flushers,
             clock=clock,
-            media=self.media_files,
+            requests=requests,
+            failures=self.metrics.compaction_failures,
         )
         self.replies = Replies(self.channels, self.outbox)
         self.runner = AgentRunner(
@@ -345,6 +353,8 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
+        for adjustment in self.config.adjustments():
+            log.warning("%s", adjustment)
         await self.leases.release_dead()  # before any work can wait for those leases
         for spec in self.channel_specs:
             wanted = (self.with_server or not spec.needs_server) and (

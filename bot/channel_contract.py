@@ -43,6 +43,9 @@ class SendFailureKind(StrEnum):
     TRANSIENT = "transient"  # 5xx, timeout, network: back off and try again
     PERMANENT = "permanent"  # the same send can never succeed (blocked, chat gone)
     TOO_LONG = "too_long"  # the platform refused the text's length: split it and try again
+    # No answer in time after the request reached the platform: it may have gone out.
+    # `retry_after` is how long to wait before deciding (look it up, or resend, or not).
+    UNKNOWN = "unknown"
 
 
 class SendFailure(Exception):
@@ -128,6 +131,12 @@ class Gateway(Protocol):
         """What `remember` kept under `key`, on any replica; None when unknown or expired."""
         ...
 
+    async def wrong_token(self, channel: str, client: str) -> float:
+        """Count a wrong token that `client` (an address) sent to `channel`'s own endpoints,
+        across replicas: 0 when it may be told the token is wrong, else the seconds before
+        it may try again (answer 429). Call it only after the right token was not given."""
+        ...
+
 
 class Channel(Protocol):
     """A chat platform adapter."""
@@ -195,11 +204,22 @@ class StandbyChannel(Protocol):
 @runtime_checkable
 class SentLookupChannel(Protocol):
     """A channel whose platform carries `out.chunk_id` on a message, so the outbox can ask
-    whether a send whose outcome a crash left unknown went out, and not send it twice."""
+    whether a send whose outcome a crash or a timeout left unknown went out, and not send
+    it twice."""
 
     async def find_sent(self, out: OutboundMessage) -> str | None:
         """The id of the message already sent for `out.chunk_id`; None when there is none."""
         ...
+
+
+@runtime_checkable
+class MaybeSentChannel(Protocol):
+    """A channel that cannot look sends up (no `find_sent`) and says what becomes of a send
+    whose answer timed out: `resend_after_timeout` False marks it "maybe sent" instead of
+    sending it again. A channel without this ability has such a send repeated."""
+
+    @property
+    def resend_after_timeout(self) -> bool: ...
 
 
 @runtime_checkable

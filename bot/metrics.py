@@ -31,10 +31,22 @@ class Metrics:
             ["block"],
             registry=r,
         )
+        self.compaction_failures = Counter(
+            "krill_compaction_failures",
+            "Compactions that failed (the summarizer's error) or ran past their deadline",
+            ["cause"],
+            registry=r,
+        )
         self.queue_depth = Gauge("krill_queue_depth", "Messages waiting or running", registry=r)
         self.outbox_dead = Counter(
             "krill_outbox_dead",
             "Reply chunks the platform refused for good",
+            ["channel"],
+            registry=r,
+        )
+        self.outbox_maybe_sent = Counter(
+            "krill_outbox_maybe_sent",
+            "Reply chunks sent but never confirmed, set aside rather than sent again",
             ["channel"],
             registry=r,
         )

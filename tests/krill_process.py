@@ -166,5 +166,10 @@ async def run_cli(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    except TimeoutError:  # e.g. `krill run` that started when it should have refused to
+        proc.kill()
+        await proc.wait()
+        raise
     return proc.returncode or 0, out.decode(), err.decode()

@@ -35,7 +35,7 @@ from bot.transcript import (
 from bot.types import Address, ChatType, SessionOrigin, Usage
 from tests.krill_process import KrillProcess
 
-TOKEN = "console-Token_4711"
+TOKEN = "console-Token_4711-tide-table"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 OWN_SCRIPT = '<script src="/admin/static/console.js" defer></script>'
 CONSOLE = Path(__file__).resolve().parent.parent / "bot" / "console"
@@ -48,6 +48,8 @@ def evil(field: str) -> str:
 KEY = f"agent:main:local:direct:{evil('key')}"
 # A file name cannot hold "/": an opening tag is markup enough.
 NOTE = "memory/<script>tide.md"
+# A link out of the workspace: listed as "not editable", with its name.
+OUTSIDE = "memory/<script>outside.md"
 SHA = "ab" * 32
 
 
@@ -102,6 +104,8 @@ async def test_data_reaches_every_console_page_escaped(tmp_path: Path) -> None:
     async with KrillProcess(tmp_path, config) as krill, aiohttp.ClientSession() as http:
         note = tmp_path / "workspace" / NOTE
         note.write_text(f"The {evil('snippet')} tides turn at noon.\n", encoding="utf-8")
+        (tmp_path / "elsewhere.md").write_text("not the workspace's\n", encoding="utf-8")
+        (tmp_path / "workspace" / OUTSIDE).symlink_to(tmp_path / "elsewhere.md")
         gets = {
             "sessions": ("/admin", {}),
             "sessions filtered": ("/admin", {"q": evil("filter"), "channel": evil("chosen")}),
@@ -141,6 +145,8 @@ async def test_data_reaches_every_console_page_escaped(tmp_path: Path) -> None:
     assert [f for f in fields if str(escape(evil(f))) not in shown] == []
     assert str(escape(evil("input"))).replace("&#34;", "") in shown.replace("&#34;", "")
     assert str(escape("<script>tide.md")) in pages["workspace"] + pages["editor"]
+    assert str(escape(OUTSIDE)) in pages["workspace"]
+    assert "not editable" in pages["workspace"]
 
 
 def _literal(node: ast.expr) -> bool:

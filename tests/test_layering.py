@@ -29,8 +29,7 @@ TOP = frozenset({"bot.app", "bot.doctor", "bot.chat", "bot.cli"})
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
     *("bot.errors", "bot.http_guard", "bot.log_context", "bot.types", "channels.chunking"),
-    "channels.pacing",
-    "channels.sources",
+    *("bot.forwarded", "channels.pacing", "channels.sources", "channels.timeouts"),
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
 # the `bot` package's version; README's module map says the same, one line a unit.
@@ -43,6 +42,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.untrusted": (),
     "bot.metrics": (),
     "bot.http_guard": (),
+    "bot.forwarded": (),
+    "bot.wrong_tokens": ("bot.store",),
     "bot.log_context": (),
     "bot.lifespan": (),
     "bot.logs": ("bot.config", "bot.errors", "bot.log_context"),
@@ -75,14 +76,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.channel_contract", "bot.types", "bot.untrusted"),
     ),
     "bot.context": (
-        *("bot.context.compaction", "bot.config", "bot.errors", "bot.store", "bot.tools"),
-        *("bot.transcript", "bot.types", "bot.untrusted"),
+        *("bot.context.compaction", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
+        *("bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
     ),
     "bot.context.compaction": (
-        *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
-        *("bot.types", "bot.untrusted"),
+        *("bot.context", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
+        *("bot.transcript", "bot.types", "bot.untrusted"),
     ),
-    "bot.media": ("bot.config", "bot.transcript", "bot.types"),
+    "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),
@@ -102,13 +103,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
         *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.store", "bot.transcript", "bot.types"),
+        *("bot.store", "bot.transcript", "bot.types", "bot.untrusted", "bot.wrong_tokens"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
-        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.skills"),
-        *("bot.store", "bot.transcript", "bot.transcript_export", "bot.types"),
+        *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
+        *("bot.sessions", "bot.skills", "bot.store", "bot.transcript", "bot.transcript_export"),
+        *("bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
@@ -119,6 +121,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "channels.chunking": (),
     "channels.pacing": ("bot.errors",),
     "channels.sources": ("bot.types",),
+    "channels.timeouts": ("bot.config",),
     "channels.local": CHANNEL_SIDE,
     "channels.slack": CHANNEL_SIDE,
     "channels.telegram": CHANNEL_SIDE,

@@ -144,8 +144,9 @@ class AgentRunner:
             context: list[str] = []
             for msg in job.messages:
                 context.extend(msg.context_lines)
-            # Files are prepared (downscaled, transcribed) once, here: the entry keeps the
-            # result, so a resumed turn or a later request never redoes it.
+            # Images were prepared when the message was accepted; voice notes are
+            # transcribed and text files read once, here: the entry keeps the result, so a
+            # resumed turn or a later request never redoes it.
             lines = [
                 ChatLine(
                     message_id=m.message_id,

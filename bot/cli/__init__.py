@@ -22,7 +22,14 @@ from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, config_model, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
 from bot.logs import log_level, redact, setup_logging
+from bot.store.open_errors import url_passwords
 from channels.registry import CHANNELS
+
+
+def _secrets(config: Config) -> list[str]:
+    """What the logs and error messages must never show: every configured secret and the
+    store URL's password."""
+    return [*config.secrets(), *url_passwords(config.storage.url)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         setup_logging(
             config.logging,
-            config.secrets(),
+            _secrets(config),
             level=log_level(config.logging, args.log_level, quiet=args.command != "run"),
             log_file=config.resolve(config.logging.file) if config.logging.file else None,
         )
@@ -129,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
         return EXIT_FIXABLE
     except KrillError as exc:  # e.g. a port in use, a platform refused a token: it says which
-        print(f"krill: {redact(str(exc), config.secrets())}", file=sys.stderr)
+        print(f"krill: {redact(str(exc), _secrets(config))}", file=sys.stderr)
         return EXIT_FIXABLE
     except KeyboardInterrupt:
         return 130

@@ -99,7 +99,7 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
 def _use_postgres_tools(command: str, config: Config) -> int:
     """The archive holds a SQLite file; a PostgreSQL database has its own tools, which also
     work while every replica keeps running."""
-    from bot.store.postgres.connection import masked_url
+    from bot.store.open_errors import masked_url
 
     print(
         f"krill {command}: the store is the PostgreSQL database {masked_url(config.storage.url)};"

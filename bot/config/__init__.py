@@ -5,6 +5,7 @@ names below from `bot.config`.
 """
 
 from bot.config.loading import env_overrides, load_config
+from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
     ChannelSection,
@@ -16,6 +17,7 @@ from bot.config.platforms import (
 )
 from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import (
+    MAX_PIXELS_CEILING,
     AdminConfig,
     ContextConfig,
     LoggingConfig,
@@ -37,6 +39,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelEntry",
     "ChannelPolicyConfig",
@@ -53,6 +56,8 @@ __all__ = [
     "MemoryConfig",
     "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
+    "ModelConfig",
+    "ModelLimits",
     "PeerOverride",
     "Section",
     "SessionConfig",
@@ -62,6 +67,7 @@ __all__ = [
     "TranscriptionConfig",
     "WebFetchConfig",
     "WebSearchConfig",
+    "WindowSource",
     "config_model",
     "env_overrides",
     "load_config",

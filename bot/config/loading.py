@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.config.root import ChannelEntry, Config, config_model
+from bot.config.sections import CONSOLE_TOKEN_MIN_CHARS
 from bot.errors import ConfigError
 
 ENV_PREFIX = "KRILL_"
@@ -164,6 +165,13 @@ def load_config(
 
 def _check_consistency(config: Config, where: str) -> None:
     problems = [p for section in config.channel_settings().values() for p in section.problems()]
+    token = config.admin.console_token
+    if token and len(token) < CONSOLE_TOKEN_MIN_CHARS:
+        problems.append(
+            f"admin.console_token (or KRILL_ADMIN_TOKEN): must be at least "
+            f"{CONSOLE_TOKEN_MIN_CHARS} characters, this one has {len(token)}; make one with "
+            "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
     search = config.tools.web_search
     if search.enabled and search.backend == "searxng" and not search.base_url:
         problems.append(

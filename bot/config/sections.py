@@ -7,9 +7,10 @@ Every default lives here, beside its key.
 from __future__ import annotations
 
 import re
+from ipaddress import ip_network
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
 
 
 class Section(BaseModel):
@@ -47,12 +48,20 @@ class WorkspaceConfig(Section):
     total_max_chars: int = Field(60_000, gt=100)
 
 
+# The most pixels `media.max_pixels` may allow, and Pillow's own limit for every image the
+# process opens (a 10000x10000 picture, 400 MB decoded).
+MAX_PIXELS_CEILING = 100_000_000
+
+
 class MediaConfig(Section):
     """Photos, files and voice notes people send (DESIGN.md section 9)."""
 
     enabled: bool = True
     # Larger files are never downloaded: the person is told the limit and the model a note.
     max_bytes: int = Field(20_000_000, gt=0)
+    # Images with more pixels (width x height, read from the file's header) are refused
+    # before decoding; decoding costs about 4 bytes a pixel (160 MB at the default).
+    max_pixels: int = Field(40_000_000, gt=0, le=MAX_PIXELS_CEILING)
     image_max_edge: int = Field(1568, ge=64)  # long side of images sent to the model
     keep_images_turns: int = Field(3, ge=0)  # older images become placeholders once cold
     text_max_chars: int = Field(50_000, gt=0)  # text files and transcripts past this are cut
@@ -113,6 +122,16 @@ class ServerConfig(Section):
     allowed_hosts: list[str] = Field(default_factory=list)
     # Seconds without a successful poll (Telegram) or pong (Slack) before /healthz says 503.
     health_stale_after: float = Field(90.0, gt=0)
+    # Reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or
+    # networks): who the client is for the wrong-token limits, and HTTPS for Secure cookies.
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=lambda: [ip_network("127.0.0.0/8"), ip_network("::1")]
+    )
+
+
+# A shorter console token is refused at start: the wrong-token limits never lock out the
+# right token, so its length is what makes guessing it hopeless.
+CONSOLE_TOKEN_MIN_CHARS = 24
 
 
 class AdminConfig(Section):
@@ -121,6 +140,7 @@ class AdminConfig(Section):
     # commands unless the operator turns that off.
     local_is_admin: bool = True
     # Required for the operator console at /admin (KRILL_ADMIN_TOKEN); empty keeps it off.
+    # At least CONSOLE_TOKEN_MIN_CHARS long (checked once the environment is merged in).
     console_token: str = ""
 
 
@@ -204,7 +224,12 @@ class ContextConfig(Section):
     """Context management (DESIGN.md section 6); ratios are shares of agent.context_window."""
 
     reserve_tokens: int = Field(20_000, ge=0)  # compact when context > window - reserve
-    keep_recent_user_turns: int = Field(3, ge=1)  # kept verbatim by compaction
+    # A smaller reserve is raised to this (with a warning in the log and `krill doctor`):
+    # below it a reply, a tool result or the summary request itself no longer fits.
+    reserve_tokens_floor: int = Field(20_000, ge=0)
+    # Kept verbatim by compaction (fewer when they would fill half the room); 2 measured
+    # cheapest without losing identifiers (bench/cost.py).
+    keep_recent_user_turns: int = Field(2, ge=1)
     # Single tool-result cap (in memory only; the transcript keeps the original).
     tool_result_max_share: float = Field(0.3, gt=0, le=1)
     tool_result_max_chars: int = Field(400_000, gt=0)
@@ -222,9 +247,20 @@ class ContextConfig(Section):
     chunk_max_share: float = Field(0.4, gt=0, le=1)  # a summary chunk's share of the window
     chunk_min_share: float = Field(0.15, gt=0, le=1)  # ...shrinking to this for big messages
     summary_retries: int = Field(1, ge=0, le=3)  # quality retries with feedback
+    # After this many failed compactions in a row a session stops trying for a while (5
+    # minutes, doubling to an hour); its requests are kept under the window meanwhile.
+    compaction_max_failures: int = Field(3, ge=1)
+    # One whole compaction (every summarizer call) may take this long; past it, it is
+    # cancelled, counted as failed, and the turn goes on.
+    compaction_timeout_seconds: float = Field(120.0, gt=0)
     # Shortly before an idle session's prompt cache expires, compact it when its context is
     # at least this large, while the summary can still read the cache; 0 turns it off.
     warm_compaction_tokens: int = Field(30_000, ge=0)
+
+    @property
+    def reserve(self) -> int:
+        """The reserve every threshold uses: `reserve_tokens`, never below the floor."""
+        return max(self.reserve_tokens, self.reserve_tokens_floor)
 
 
 class MemoryFlushConfig(Section):

@@ -132,9 +132,10 @@ class OperationsPages:
     async def _outbox(self) -> Markup:
         summary = await self.outbox.outbox_summary()
         dead = join(self._dead_row(c) for c in summary.dead_chunks)
-        return Markup("<p>{} chunk(s) waiting, {} dead.</p>{}").format(
+        return Markup("<p>{} chunk(s) waiting, {} dead, {} maybe sent.</p>{}").format(
             count(summary.pending),
             count(summary.dead),
+            count(summary.maybe_sent),
             Markup('<ul class="dead-chunks">{}</ul>').format(dead) if dead else "",
         )
 

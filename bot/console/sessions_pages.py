@@ -18,6 +18,8 @@ from bot.config import Config
 from bot.console import charts, stats
 from bot.console.layout import count, join, money, notice, page, percent, url, when
 from bot.console.transcript_view import render_entries
+from bot.sessions.breaker import is_paused
+from bot.sessions.window import session_limits
 from bot.store.base import SessionRow, SessionStore, TranscriptStore, UsageStore
 from bot.transcript_export import entry_record
 
@@ -78,6 +80,7 @@ class SessionsPages:
         self.control = control
         self.clock = clock
         self.zone = ZoneInfo(config.agent.timezone)
+        self.config = config
         self.window = config.agent.context_window
         self.cache_ttl = config.anthropic.cache_ttl
 
@@ -219,6 +222,13 @@ class SessionsPages:
             raise web.HTTPNotFound(text=f"no session with key {key!r}")
         return key, found
 
+    def _breaker(self, session: SessionRow) -> str:
+        """The compaction breaker: working, failing, or paused until when."""
+        failures, until = session.compaction_failures, session.compaction_paused_until
+        if is_paused(until, self.clock()):
+            return f"paused until {when(until or 0, self.zone)} after {failures} failures in a row"
+        return f"{failures} failure(s) in a row" if failures else "working"
+
     async def session(self, request: web.Request) -> web.Response:
         key, sessions = await self._sessions_of(request)
         wanted = request.query.get("id", "")
@@ -245,7 +255,8 @@ class SessionsPages:
             '<dt>Cost</dt><dd data-testid="session-cost">{}</dd>'
             "<dt>Cache hit</dt><dd>{}</dd>"
             "<dt>Context</dt><dd>{} / {}</dd>"
-            "<dt>Compactions</dt><dd>{}</dd></dl>"
+            "<dt>Compactions</dt><dd>{}</dd>"
+            '<dt>Compaction</dt><dd data-testid="compaction-breaker">{}</dd></dl>'
         ).format(
             current.session_id,
             " (current)" if current.is_current else " (old)",
@@ -254,8 +265,9 @@ class SessionsPages:
             money(current.cost_usd),
             percent(current.cache_hit_ratio),
             count(current.context_tokens),
-            count(self.window),
+            count(session_limits(self.config, current).window),
             count(current.compaction_count),
+            self._breaker(current),
         )
         actions = Markup(
             '<div class="actions">{}{}<a class="button" href="{}">Export JSONL</a></div>'

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from bot.console import workspace_files as files
 from bot.console.layout import count, join, notice, page, url
-from bot.console.workspace_files import ChangedOnDisk, FileText, PathRefused
+from bot.console.workspace_files import ChangedOnDisk, FileText, NotSaved, PathRefused
 
 
 class PromptShares(Protocol):
@@ -62,8 +62,16 @@ class WorkspacePages:
         root = self.root
         shares = self.workspace.prompt_shares()
         rows = []
-        for name in files.list_markdown(root):
-            size = files.resolve(root, name).stat().st_size
+        for listed in files.list_markdown(root):
+            name = listed.name
+            if listed.refusal:
+                rows.append(
+                    Markup(
+                        '<tr><td>{}</td><td></td><td><span class="warn">not editable: {}</span>'
+                        "</td></tr>"
+                    ).format(name, listed.refusal)
+                )
+                continue
             rows.append(
                 Markup(
                     '<tr><td><a href="{link}" data-testid="file-link" data-path="{name}">{name}</a>'
@@ -71,7 +79,7 @@ class WorkspacePages:
                 ).format(
                     link=url("/admin/workspace/edit", path=name),
                     name=name,
-                    size=count(size),
+                    size=count(listed.size),
                     caps=self._caps(name, shares),
                 )
             )
@@ -124,19 +132,25 @@ class WorkspacePages:
     async def save(self, request: web.Request) -> web.Response:
         form = await request.post()
         name, text = str(form.get("path", "")), str(form.get("text", ""))
-        root = self.root
+        # On a refusal the form keeps the version first opened (so after a change on disk,
+        # saving again is refused again), and the operator's text comes back.
+        kept = FileText(name, text, str(form.get("version", "")))
         try:
-            files.save(root, name, text, str(form.get("version", "")))
+            files.save(self.root, name, text, kept.version)
         except PathRefused as exc:
             return page("Workspace", notice(str(exc), kind="error"), status=400)
+        except NotSaved as exc:
+            message = (
+                f"Not saved: the disk refused it ({exc}); {name} is unchanged. Your text is "
+                "below: free some space (or fix the folder's permissions), then save again."
+            )
+            return self._editor(kept, text, message, status=409)
         except ChangedOnDisk:
             message = (
                 f"Not saved: {name} changed on disk since you opened it. Your text is below; "
                 "copy what you need, then reopen the file to edit the new version."
             )
-            # The form keeps the version first opened, so saving again is refused again.
-            opened = FileText(name, text, str(form.get("version", "")))
-            return self._editor(opened, text, message, status=409)
+            return self._editor(kept, text, message, status=409)
         raise web.HTTPSeeOther(url("/admin/workspace/edit", path=name, saved="1"))
 
     async def preview(self, request: web.Request) -> web.Response:

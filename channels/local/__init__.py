@@ -21,7 +21,7 @@ def create(local: LocalConfig, config: Config, gateway: Gateway) -> WebChannel |
     sessions are DMs that see private memory."""
     token = local.token
     if token or is_loopback_host(config.server.host):
-        return WebChannel(gateway, token=token)
+        return WebChannel(gateway, token=token, trusted_proxies=config.server.trusted_proxies)
     log.warning(
         "the local web chat is off: server.host %s is reachable from the network "
         "and local.token is not set",

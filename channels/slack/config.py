@@ -1,6 +1,6 @@
 """The `[slack]` section: the tokens for Socket Mode or the Events API over HTTP, the access
 policy every chat platform shares, per-channel overrides, pacing below Slack's rate limits,
-and the reactions shown while a reply is worked on."""
+the reactions shown while a reply is worked on, and how long a Web API call may take."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from bot.config import ChannelPolicyConfig, GroupOverride
-from bot.config.sections import Section
+from bot.config import ChannelPolicyConfig, GroupOverride, Section
+from channels.timeouts import PlatformTimeouts
 
 # What Slack accepts as an emoji name in reactions.add (custom emoji included).
 _SLACK_EMOJI_NAME = re.compile(r"[a-z0-9_+'-]+(?:::skin-tone-[2-6])?")
@@ -37,6 +37,7 @@ class SlackConfig(ChannelPolicyConfig):
     # Slack has no thread status, and for the one left when it is done; "" for none.
     ack_reaction: str = "eyes"
     done_reaction: str = ""
+    timeouts: PlatformTimeouts = Field(default_factory=PlatformTimeouts)
 
     secret_env: ClassVar[Mapping[str, str]] = {
         "bot_token": "SLACK_BOT_TOKEN",

@@ -1,6 +1,7 @@
 """The `[telegram]` section: the bot token and how updates arrive (long polling or a
 webhook), the access policy every chat platform shares, per-group overrides, pacing below
-Telegram's flood limits, and the reactions shown while a reply is worked on."""
+Telegram's flood limits, the reactions shown while a reply is worked on, and how long a Bot
+API call may take and what becomes of a send that got no answer in time."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from bot.config import ChannelPolicyConfig, GroupOverride
-from bot.config.sections import Section
+from bot.config import ChannelPolicyConfig, GroupOverride, Section
+from channels.timeouts import PlatformTimeouts
 
 
 class TelegramPacing(Section):
@@ -36,6 +37,11 @@ class TelegramConfig(ChannelPolicyConfig):
     # the turn is over; "" for none. Only the Bot API's reaction emoji are accepted.
     ack_reaction: str = "👀"
     done_reaction: str = "👍"
+    timeouts: PlatformTimeouts = Field(default_factory=PlatformTimeouts)
+    # What happens to a reply chunk whose sendMessage got no answer within timeouts.read
+    # (Telegram cannot say whether it arrived): false marks it "maybe sent" after waiting as
+    # long again, true sends it again after that wait (a possible duplicate).
+    resend_after_timeout: bool = False
 
     secret_env: ClassVar[Mapping[str, str]] = {"token": "TELEGRAM_BOT_TOKEN"}
 
