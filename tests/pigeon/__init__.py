@@ -1,7 +1,8 @@
 """Pigeon: a throwaway channel that exists only in the tests, to show that a channel is its
 package plus its entry in a registry list. People post JSON to `/pigeon/messages` with the
-loft's token; replies are kept in the adapter for the test to read. Nothing under bot/ names
-it: the test hands `(*CHANNELS, SPEC)` to the config loader and to the `App`."""
+loft's token; replies are kept in the adapter and listed at `/pigeon/replies`. Nothing under
+bot/ names it: `python -m tests.pigeon` is `krill` with SPEC appended to the registry list,
+and the config tests hand `(*CHANNELS, SPEC)` to the loader."""
 
 from __future__ import annotations
 

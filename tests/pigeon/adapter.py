@@ -1,9 +1,9 @@
 """The pigeon adapter: `POST /pigeon/messages` ({"user", "text"}, Bearer token) hands a DM to
-the gateway; each reply is kept in `replies`, and `replied` is set once one arrives."""
+the gateway; the replies delivered are kept, and `GET /pigeon/replies` (same token) lists
+their texts."""
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import time
 import uuid
@@ -24,7 +24,6 @@ class PigeonChannel:
         self.config = config
         self.gateway = gateway
         self.replies: list[OutboundMessage] = []
-        self.replied = asyncio.Event()
 
     async def start(self) -> None:
         return None
@@ -33,12 +32,23 @@ class PigeonChannel:
         return None
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.post("/pigeon/messages", self.receive)]
+        return [
+            web.post("/pigeon/messages", self.receive),
+            web.get("/pigeon/replies", self.list_replies),
+        ]
 
-    async def receive(self, request: web.Request) -> web.Response:
+    def _check_token(self, request: web.Request) -> None:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given, self.config.token):
             raise web.HTTPUnauthorized(text="wrong loft token")
+
+    async def list_replies(self, request: web.Request) -> web.Response:
+        self._check_token(request)
+        final = [r for r in self.replies if r.final]
+        return web.json_response([{"to": r.address.chat_id, "text": r.text} for r in final])
+
+    async def receive(self, request: web.Request) -> web.Response:
+        self._check_token(request)
         body = await request.json()
         user = str(body["user"])
         msg = InboundMessage(
@@ -60,7 +70,6 @@ class PigeonChannel:
 
     async def deliver(self, out: OutboundMessage) -> str:
         self.replies.append(out)
-        self.replied.set()
         return str(len(self.replies))
 
     async def typing(self, address: Address) -> None:
