@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.config import SlackConfig
 from channels.slack.adapter import SlackChannel
+from channels.slack.config import SlackConfig
 from tests.fakes.slack import FakeSlack
 from tests.stub_gateway import StubGateway
 

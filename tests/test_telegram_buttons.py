@@ -11,10 +11,10 @@ import pytest
 
 from bot.buttons.choices import button_data
 from bot.channel_contract import PressAnswer, PressResult
-from bot.config import TelegramConfig
 from bot.types import Address, Button, ButtonStyle, OutboundMessage
 from channels.telegram import buttons as telegram_buttons
 from channels.telegram.adapter import TelegramChannel
+from channels.telegram.config import TelegramConfig
 from tests.fakes.telegram import CALLBACK_DATA_MAX_BYTES, FakeTelegram
 from tests.stub_gateway import StubGateway
 

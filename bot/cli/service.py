@@ -70,18 +70,14 @@ def service_clock(config: Config) -> Callable[[], float]:
 async def run_service(config: Config) -> None:
     from bot.app import App
 
-    app = App(config, background=True, clock=service_clock(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
             loop.add_signal_handler(sig, stop.set)
-    try:
-        await app.start()
+    async with App(config, background=True, clock=service_clock(config)):
         await stop.wait()
         log.info("shutting down")
-    finally:
-        await app.stop()
 
 
 def chat_command(config: Config, args: argparse.Namespace) -> int:

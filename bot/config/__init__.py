@@ -8,18 +8,14 @@ from bot.config.loading import env_overrides, load_config
 from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
+    ChannelSection,
     DmPolicy,
     GroupOverride,
     GroupPolicy,
     PeerOverride,
-    PlatformTimeouts,
-    SlackConfig,
-    SlackPacing,
-    TelegramConfig,
-    TelegramPacing,
     ToolFilterConfig,
 )
-from bot.config.root import Config
+from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import (
     MAX_PIXELS_CEILING,
     AdminConfig,
@@ -29,6 +25,7 @@ from bot.config.sections import (
     MemoryConfig,
     MemoryEmbeddingsConfig,
     MemorySearchConfig,
+    Section,
     SessionConfig,
     SessionResetConfig,
     TranscriptionConfig,
@@ -44,7 +41,9 @@ from bot.config.tools import (
 __all__ = [
     "MAX_PIXELS_CEILING",
     "AdminConfig",
+    "ChannelEntry",
     "ChannelPolicyConfig",
+    "ChannelSection",
     "Config",
     "ContextConfig",
     "DmPolicy",
@@ -60,19 +59,16 @@ __all__ = [
     "ModelConfig",
     "ModelLimits",
     "PeerOverride",
-    "PlatformTimeouts",
+    "Section",
     "SessionConfig",
     "SessionResetConfig",
-    "SlackConfig",
-    "SlackPacing",
-    "TelegramConfig",
-    "TelegramPacing",
     "ToolFilterConfig",
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
     "WebSearchConfig",
     "WindowSource",
+    "config_model",
     "env_overrides",
     "load_config",
 ]
