@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from bot.server import listen
 from channels.slack.adapter import SlackChannel
 from channels.slack.config import SlackConfig
 from tests.fakes.slack import FakeSlack
@@ -42,12 +43,8 @@ async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
         if mode == "http":
             app = web.Application(client_max_size=100_000)
             app.add_routes(channel.routes())
-            runner = web.AppRunner(app)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            host, port = runner.addresses[0][:2]
-            url = f"http://{host}:{port}/slack/events"
+            runner, port = await listen(app, "127.0.0.1", 0)
+            url = f"http://127.0.0.1:{port}/slack/events"
         started.append((channel, runner))
         await channel.start()
         return channel, core, url

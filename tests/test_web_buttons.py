@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from bot.channel_contract import PressAnswer, PressResult
+from bot.server import listen
 from bot.types import Address, Button, ButtonStyle, OutboundMessage
 from channels.local.web import WebChannel
 from tests.stub_gateway import StubGateway
@@ -24,13 +25,9 @@ async def served() -> AsyncIterator[tuple[WebChannel, StubGateway, str]]:
     channel = WebChannel(core)
     app = web.Application()
     app.add_routes(channel.routes())
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
+    runner, port = await listen(app, "127.0.0.1", 0)
     try:
-        yield channel, core, f"http://{host}:{port}"
+        yield channel, core, f"http://127.0.0.1:{port}"
     finally:
         await channel.stop()
         await runner.cleanup()
