@@ -23,6 +23,7 @@ from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
+from bot.agent.pricing import PriceList
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.channel_contract import STANDBY, Channel, ChannelHealth
@@ -141,7 +142,7 @@ class App:
         self.accountant = UsageAccountant(
             store=self.store,
             metrics=self.metrics,
-            cache_ttl=config.anthropic.cache_ttl,
+            prices=PriceList(config.models, config.anthropic.cache_ttl),
             clock=clock,
             cache_watch=cache_watch,
         )

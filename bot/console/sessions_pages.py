@@ -81,7 +81,7 @@ class SessionsPages:
         self.zone = ZoneInfo(config.agent.timezone)
         self.config = config
         self.window = config.agent.context_window
-        self.cache_ttl = config.anthropic.cache_ttl
+        self.prices = PriceList(config.models, config.anthropic.cache_ttl)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -100,7 +100,7 @@ class SessionsPages:
             await self.store.usage_since(stats.first_day(now, self.zone)),
             now=now,
             zone=self.zone,
-            cache_ttl=self.cache_ttl,
+            prices=self.prices,
         )
         sessions = await self.store.list_sessions(current_only=True)
         channel = request.query.get("channel", "")
@@ -229,7 +229,7 @@ class SessionsPages:
         current = next((s for s in sessions if s.session_id == wanted), None)
         current = current or next((s for s in sessions if s.is_current), sessions[-1])
         entries = await self.store.transcript(current.session_id)
-        calls = stats.session_calls(entries, model=current.model, cache_ttl=self.cache_ttl)
+        calls = stats.session_calls(entries, model=current.model, prices=self.prices)
         labels = [when(c.at, self.zone)[5:] for c in calls]
         said = request.query.get("said", "")
         others = "".join(
