@@ -489,7 +489,7 @@ class PassThrough(ContextPipeline):
     """Run (a) and (b): requests go out as the history renders, with no pruning, no
     compaction and no overflow recovery."""
 
-    async def prepare(self, session: Any, history: Any, messages: Any) -> Any:
+    async def prepare(self, session: Any, history: Any, messages: Any, model: Any = None) -> Any:
         return messages
 
     async def recover_overflow(self, session: Any, error: Any, attempt: int) -> bool:

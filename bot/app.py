@@ -91,7 +91,7 @@ class App:
         self.background = background
         self.metrics = Metrics()
         self.store: Store = store_for(config)
-        self.model = ModelClient(config)
+        self.model = ModelClient(config, state=self.store, metrics=self.metrics, clock=clock)
         # Skills are read from the workspace on every turn, like its other files.
         self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(

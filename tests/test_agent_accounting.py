@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 from bot.agent.accounting import UsageAccountant
-from bot.agent.pricing import PriceList
 from bot.agent.cache_breaks import CacheWatch
+from bot.agent.pricing import PriceList
 from bot.metrics import Metrics
 from bot.sessions.keys import conversation_of_key
 from bot.store.base import Store
@@ -36,7 +36,8 @@ async def test_concurrent_charges_are_all_counted(any_store: Store) -> None:
         store=store,
         metrics=metrics,
         prices=PriceList({}, "5m"),
-        clock=lambda: 1000.0, cache_watch=watch
+        clock=lambda: 1000.0,
+        cache_watch=watch,
     )
     usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
     await asyncio.gather(

@@ -19,6 +19,13 @@ from bot.config.platforms import (
     TelegramPacing,
     ToolFilterConfig,
 )
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ModelRef,
+    ProviderConfig,
+    ProviderKind,
+    split_model_id,
+)
 from bot.config.root import Config
 from bot.config.sections import (
     MAX_PIXELS_CEILING,
@@ -42,6 +49,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "DEFAULT_PROVIDER",
     "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelPolicyConfig",
@@ -59,8 +67,11 @@ __all__ = [
     "MemorySearchConfig",
     "ModelConfig",
     "ModelLimits",
+    "ModelRef",
     "PeerOverride",
     "PlatformTimeouts",
+    "ProviderConfig",
+    "ProviderKind",
     "SessionConfig",
     "SessionResetConfig",
     "SlackConfig",
@@ -75,4 +86,5 @@ __all__ = [
     "WindowSource",
     "env_overrides",
     "load_config",
+    "split_model_id",
 ]

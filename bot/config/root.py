@@ -9,12 +9,12 @@ from pathlib import Path
 from pydantic import Field
 
 from bot.config.models import ModelConfig, ModelLimits, model_limits
+from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
 from bot.config.providers import (
     DEFAULT_PROVIDER,
     ProviderConfig,
     ProviderKind,
 )
-from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
 from bot.config.sections import (
     POSTGRES_SCHEMES,
     AdminConfig,

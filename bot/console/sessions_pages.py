@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from bot.agent.pricing import PriceList
 from bot.config import Config
 from bot.console import charts, stats
 from bot.console.layout import count, esc, money, notice, page, percent, url, when

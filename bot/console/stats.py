@@ -110,9 +110,7 @@ def token_series(days: list[DayUsage]) -> dict[str, list[float]]:
     }
 
 
-def session_calls(
-    entries: Iterable[Entry], *, model: str, prices: PriceList
-) -> list[CallPoint]:
+def session_calls(entries: Iterable[Entry], *, model: str, prices: PriceList) -> list[CallPoint]:
     """The session's model calls in order, each priced with the model that answered."""
     calls = []
     for entry in entries:
