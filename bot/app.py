@@ -384,6 +384,7 @@ class App:
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
+            models=self.model.health,
         )
         app = build_server(
             metrics=self.metrics,

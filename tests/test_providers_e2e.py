@@ -35,8 +35,9 @@ SONNET = "claude-sonnet-4-6"
 LOCAL = "local:gpt-test"
 SMALL = "local:gpt-small"
 REQUIRED_MARK = "copy each one exactly under ## Exact identifiers:\n"
-FILLER = "Some background on the migration plan that makes this message long. " * 40
+FILLER = "Some background on the migration plan that makes this message long. " * 120
 TIMEOUT = 20.0
+CONSOLE_TOKEN = "console-token-for-the-tests-0123"
 
 
 def local_provider(fake: FakeOpenAI) -> dict[str, Any]:
@@ -70,6 +71,14 @@ def overloaded(_body: dict[str, Any]) -> ErrorReply:
     return ErrorReply(529, "overloaded_error", "Overloaded")
 
 
+async def console_health(krill: KrillProcess) -> str:
+    headers = {"Authorization": f"Bearer {CONSOLE_TOKEN}"}
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{krill.url}/admin/health", headers=headers) as resp:
+            assert resp.status == 200
+            return await resp.text()
+
+
 async def status_line(krill: KrillProcess, user: str) -> str:
     reply = await krill.chat("/status", user=user)
     return "\n".join(reply["replies"])
@@ -80,12 +89,14 @@ async def test_an_overloaded_anthropic_falls_back_with_a_notice_then_comes_back(
 ) -> None:
     anthropic, fake = fake_anthropic, fake_openai
     anthropic.default_handler = overloaded
-    async with KrillProcess(tmp_path, settings(fake), env(anthropic, fake)) as krill:
+    config = settings(fake, admin={"console_token": CONSOLE_TOKEN})
+    async with KrillProcess(tmp_path, config, env(anthropic, fake)) as krill:
         first = await krill.chat("What is the capital of France?", user="ann")
         assert len(anthropic.message_requests) == 1  # not retried: a fallback was waiting
         second = await krill.chat("And of Spain?", user="ann")
         status = await status_line(krill, "ann")
         _, metrics = await krill.get("/metrics")
+        health = await console_health(krill)
     reply = "\n".join(first["replies"])
     assert "echo: What is the capital of France?" in reply
     assert f"{LOCAL} wrote this answer: {SONNET} is overloaded right now." in reply
@@ -104,6 +115,12 @@ async def test_an_overloaded_anthropic_falls_back_with_a_notice_then_comes_back(
         in metrics
     )
     assert f'krill_model_calls_total{{model="{LOCAL}",provider="local"}} 2.0' in metrics
+    # The console's health page: one row per model, Sonnet skipped for now.
+    rows = [r for r in health.split('data-testid="model-row"')[1:]]
+    assert len(rows) == 2
+    assert f"<td>{SONNET}</td><td>1</td><td>1</td><td>1</td>" in rows[0]
+    assert "skipped: overloaded" in rows[0]
+    assert f"<td>{LOCAL}</td><td>2</td><td>0</td><td>0</td>" in rows[1] and "in use" in rows[1]
 
     # Past the cool-down (the service's clock a minute and more ahead): Anthropic first.
     anthropic.default_handler = lambda body: "Madrid, from Claude."
@@ -263,7 +280,7 @@ async def test_a_conversation_runs_entirely_on_the_openai_provider(
                 fake_telegram.photo_message(501, 501, caption="what colour?", data=photo())
             )
             await bot_reply(fake_telegram, 501, "Noted.")
-            for i in range(12):  # past the 32k window the server names
+            for i in range(18):  # past the 32k window the server names
                 await krill.chat(f"Message {i}. {FILLER}", user="eve")
             answer = await krill.chat("So, what is the vault code?", user="eve")
             _, out, _ = await run_cli(
@@ -290,7 +307,8 @@ async def test_a_conversation_runs_entirely_on_the_openai_provider(
     assert answer["replies"] == ["It is ZX-4471."]
     sessions = json.loads(out)["sessions"]
     eve = next(s for s in sessions if s["session_key"].endswith(":eve"))
-    assert eve["compaction"]["window"] <= 32_768
+    assert eve["compaction"]["window"] == 32_768
+    assert eve["compaction"]["window_source"] == "learned"
     assert eve["compaction_count"] >= 1
     # Every request after the window was learned fitted it.
     refused = [r for r in fake.chat_requests if r.usage is None]

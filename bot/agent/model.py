@@ -20,6 +20,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
@@ -52,6 +53,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COOLDOWN_SCOPE = "model-cooldown"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelHealth:
+    """One model's figures since this process started, for the console's health page."""
+
+    provider: str
+    model: str
+    calls: int
+    failures: int
+    fallbacks: int  # moves from this model to the next of its chain
+    cooling: str | None  # why it is being skipped now, or None
 
 
 def failure_kind(error: ModelError) -> str:
@@ -165,6 +178,35 @@ class ModelClient:
             error,
             next_model,
             cooldown,
+        )
+
+    async def health(self) -> list[ModelHealth]:
+        """Every model the config lists, with its calls, failures and fallbacks."""
+        rows = []
+        for model in self.config.listed_models():
+            provider = split_model_id(model).provider
+            labels = {"provider": provider, "model": model}
+            rows.append(
+                ModelHealth(
+                    provider,
+                    model,
+                    int(self._total("krill_model_calls_total", labels)),
+                    int(self._total("krill_model_failures_total", labels)),
+                    int(self._total("krill_model_fallbacks_total", labels)),
+                    await self.cooling(model),
+                )
+            )
+        return rows
+
+    def _total(self, name: str, labels: dict[str, str]) -> float:
+        """The sum of a counter's samples whose labels include `labels`."""
+        if self.metrics is None:
+            return 0.0
+        return sum(
+            sample.value
+            for family in self.metrics.registry.collect()
+            for sample in family.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
         )
 
     # --- calls ----------------------------------------------------------------------------
