@@ -539,6 +539,19 @@ def message(turn: Turn, now: float) -> InboundMessage:
     )
 
 
+def report_tool(turns: list[Turn], seed: int) -> Tool:
+    """The tool the scripted assistant calls for a turn's report."""
+    by_index = {t.index: t for t in turns}
+
+    async def fetch_report(args: dict[str, Any], ctx: Any) -> str:
+        turn = by_index[int(args["turn"])]
+        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
+        return tool_output(seed * 100_000 + turn.index, turn.tool_bytes, plant)
+
+    schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
+    return Tool("fetch_report", "Fetch a report", schema, fetch_report)
+
+
 async def replay(
     turns: list[Turn],
     *,
@@ -556,14 +569,6 @@ async def replay(
     fake.context_window = WINDOW if pipeline else None
     result = RunResult(Tally(), model.answered, 0, 0)
     lower = LowerBound(ttl) if pipeline else None  # only (c)'s requests need a bound
-    by_index = {t.index: t for t in turns}
-
-    async def fetch_report(args: dict[str, Any], ctx: Any) -> str:
-        turn = by_index[int(args["turn"])]
-        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
-        return tool_output(seed * 100_000 + turn.index, turn.tool_bytes, plant)
-
-    schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
     async with fake:
         with tempfile.TemporaryDirectory() as tmp:
             toml = BENCH_TOML.format(window=WINDOW, agent="") + (
@@ -577,7 +582,7 @@ async def replay(
                 async with harness as h:
                     app = h.app
                     assert app is not None
-                    app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
+                    app.tools.register(report_tool(turns, seed))
                     key = f"agent:main:local:direct:{KEY_USER}"
                     for turn in turns:
                         if pipeline:
@@ -815,14 +820,6 @@ async def replay_openai(turns: list[Turn], *, pipeline: bool, seed: int) -> RunR
     )
     fake.default_handler = lambda body: chat_reply(model(anthropic_view(body)))
     result = RunResult(Tally(), model.answered, 0, 0)
-    by_index = {t.index: t for t in turns}
-
-    async def fetch_report(args: dict[str, Any], ctx: Any) -> str:
-        turn = by_index[int(args["turn"])]
-        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
-        return tool_output(seed * 100_000 + turn.index, turn.tool_bytes, plant)
-
-    schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
     async with fake:
         with tempfile.TemporaryDirectory() as tmp:
             toml = (
@@ -837,7 +834,7 @@ async def replay_openai(turns: list[Turn], *, pipeline: bool, seed: int) -> RunR
                 async with harness as h:
                     app = h.app
                     assert app is not None
-                    app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
+                    app.tools.register(report_tool(turns, seed))
                     key = f"agent:main:local:direct:{KEY_USER}"
                     for turn in turns:
                         clock[0] = max(clock[0], start + turn.at)
