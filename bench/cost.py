@@ -837,6 +837,10 @@ async def replay_openai(turns: list[Turn], *, pipeline: bool, seed: int) -> RunR
                     app.tools.register(report_tool(turns, seed))
                     key = f"agent:main:local:direct:{KEY_USER}"
                     for turn in turns:
+                        if pipeline:  # the same idle-gap work as against Anthropic
+                            result.warm_compactions += await before_expiry(
+                                h, key, clock, start + turn.at, TTL_SECONDS["5m"]
+                            )
                         clock[0] = max(clock[0], start + turn.at)
                         model.turn = turn
                         msg = message(turn, clock[0])
@@ -875,7 +879,8 @@ def report_openai(turns: list[Turn], base: RunResult, krill: RunResult) -> bool:
             f"{sum(run.answered.values())}/{total} |"
         )
     print(
-        f"\n(c): {krill.compactions} compaction(s), {krill.summarizer_calls} summarizer "
+        f"\n(c): {krill.compactions} compaction(s) ({krill.warm_compactions} warm), "
+        f"{krill.summarizer_calls} summarizer "
         f"call(s), {krill.overflows} overflow error(s), largest prompt "
         f"{krill.tally.max_prompt:,} tokens."
     )

@@ -136,11 +136,12 @@ async def test_a_cool_down_is_shared_by_a_restart_until_it_ends(
 ) -> None:
     anthropic, fake = fake_anthropic, fake_openai
     anthropic.default_handler = overloaded
-    async with KrillProcess(tmp_path, settings(fake), env(anthropic, fake)) as krill:
+    hour = {"fallback_cooldown_seconds": 3600}  # however slowly the second process starts
+    async with KrillProcess(tmp_path, settings(fake, agent=hour), env(anthropic, fake)) as krill:
         await krill.chat("first", user="bo")
     anthropic.default_handler = lambda body: "from Claude"
     # Half-way through the cool-down (another replica, or this one restarted): still skipped.
-    during = settings(fake, scheduler={"clock_offset_seconds": 30})
+    during = settings(fake, agent=hour, scheduler={"clock_offset_seconds": 1800})
     async with KrillProcess(tmp_path, during, env(anthropic, fake)) as krill:
         reply = await krill.chat("second", user="bo")
     assert "echo: second" in reply["replies"][0]

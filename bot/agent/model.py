@@ -44,7 +44,6 @@ from bot.providers.base import (
     ToolStartCallback,
 )
 from bot.providers.failures import retry_delay
-from bot.providers.openai import OpenAIProvider
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
@@ -94,6 +93,9 @@ def build_provider(config: Config, name: str) -> Provider:
     settings = config.provider(name)
     if settings.kind == ProviderKind.ANTHROPIC:
         return AnthropicProvider(name, settings)
+    # Imported only when configured: the SDK adds most of a second to every CLI command.
+    from bot.providers.openai import OpenAIProvider
+
     return OpenAIProvider(name, settings, text_max_chars=config.media.text_max_chars)
 
 

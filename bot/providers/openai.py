@@ -192,7 +192,9 @@ class OpenAIProvider:
 
     @property
     def configured(self) -> bool:
-        return bool(self.settings.api_key or self.settings.base_url)
+        # A server on the LAN often needs no key; one that does answers 401, which names
+        # the provider's key to set.
+        return True
 
     @property
     def is_openai(self) -> bool:
