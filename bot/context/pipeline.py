@@ -104,6 +104,11 @@ class ContextPipeline:
     async def _compact(
         self, session: SessionRow, reason: CompactionReason, **options: object
     ) -> CompactionResult:
+        if options.get("model") is None:
+            # While the session's model cools down its summaries go to a fallback model,
+            # whose window is the one they must fit.
+            own = session_limits(self.config, session).model
+            options["model"] = await self.model.serving(own)
         return await guarded_compaction(
             self, session, reason=reason, now=self.now(), failures=self.failures, **options
         )
