@@ -18,7 +18,7 @@ from bot.config.sections import AnthropicConfig
 from bot.errors import ModelError, ModelOverloaded, ModelRateLimited, ModelUnavailable
 from bot.metrics import Metrics
 from bot.providers.failures import retry_delay
-from bot.store import SQLiteStore
+from bot.store.sqlite import SQLiteStore
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai import FakeOpenAI
 
