@@ -140,11 +140,14 @@ async def test_a_cool_down_is_shared_by_a_restart_until_it_ends(
     async with KrillProcess(tmp_path, settings(fake, agent=hour), env(anthropic, fake)) as krill:
         await krill.chat("first", user="bo")
     anthropic.default_handler = lambda body: "from Claude"
-    # Half-way through the cool-down (another replica, or this one restarted): still skipped.
-    during = settings(fake, agent=hour, scheduler={"clock_offset_seconds": 1800})
+    # Half-way through the cool-down (another replica, or this one restarted): still skipped;
+    # with agent.fallback_notice off the answer comes without the line.
+    quiet = hour | {"fallback_notice": False}
+    during = settings(fake, agent=quiet, scheduler={"clock_offset_seconds": 1800})
     async with KrillProcess(tmp_path, during, env(anthropic, fake)) as krill:
         reply = await krill.chat("second", user="bo")
     assert "echo: second" in reply["replies"][0]
+    assert "wrote this answer" not in "\n".join(reply["replies"])
     assert len(anthropic.message_requests) == 1
 
 
@@ -316,3 +319,30 @@ async def test_a_conversation_runs_entirely_on_the_openai_provider(
     assert len(refused) <= 1
     # Automatic prefix caching: cached prompt tokens were reported and counted.
     assert eve["cache_read_tokens"] > 0
+
+
+async def test_a_fallback_model_with_a_smaller_window_gets_a_request_that_fits_it(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    async with FakeOpenAI(models={"gpt-small": ModelSpec(context_window=32_768)}) as fake:
+        fake.default_handler = script
+        fake_anthropic.default_handler = lambda body: "Noted."
+        config = settings(
+            fake,
+            agent={"fallback_models": [SMALL], "sender_turns_per_minute": 0},
+            context={"reserve_tokens": 4_000, "reserve_tokens_floor": 4_000},
+            models={SMALL: {"context_window": 32_768}},
+        )
+        async with KrillProcess(tmp_path, config, env(fake_anthropic, fake)) as krill:
+            await krill.chat("Please keep in mind: the vault code is ZX-4471.", user="fay")
+            for i in range(18):  # ~40k tokens: fine for Sonnet, too much for the fallback
+                await krill.chat(f"Message {i}. {FILLER}", user="fay")
+            assert fake.chat_requests == []
+            fake_anthropic.default_handler = overloaded
+            answer = await krill.chat("So, what is the vault code?", user="fay")
+    reply = "\n".join(answer["replies"])
+    assert "It is ZX-4471." in reply and f"{SMALL} wrote this answer" in reply
+    # Within that one turn the fallback model summarized the history for its own window,
+    # and no request it was sent was refused as too long.
+    assert any(is_summary(r.body) for r in fake.chat_requests)
+    assert all(r.usage is not None for r in fake.chat_requests)
