@@ -1,6 +1,7 @@
 """Providers in the config: ids that name a provider no table configures are refused with the
 key that names them, the built-in `anthropic` stays the [anthropic] section, a key may come
-from the variable `api_key_env` names, and [models] prices reach the price table."""
+from the variable `api_key_env` names and is masked in logs, and [models] prices reach the
+price table."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from bot.agent.pricing import DEFAULT_PRICE, estimate_cost, model_price
+from bot.cli import _secrets
 from bot.config import ModelRef, load_config, split_model_id
 from bot.config.models import ModelConfig
 from bot.errors import ConfigError
+from bot.logs import redact
 from bot.types import Usage
 
 LOCAL = '[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n'
@@ -54,6 +57,14 @@ def test_a_key_comes_from_the_variable_api_key_env_names(tmp_path: Path) -> None
     assert config.provider("local").api_key == "sk-local"
     with pytest.raises(ConfigError, match=r"providers\.local\.kind"):
         load_config(write(tmp_path, '[providers.local]\nkind = "gemini"\n'), env={})
+
+
+def test_a_provider_key_is_masked_in_log_lines_like_the_other_secrets(tmp_path: Path) -> None:
+    key = "lan-server-key-0123456789"  # no shape the log filter would know by itself
+    text = LOCAL + 'api_key_env = "LOCAL_KEY"\n'
+    config = load_config(write(tmp_path, text), env={"LOCAL_KEY": key})
+    line = redact(f"POST /v1/chat/completions with Authorization: {key}", _secrets(config))
+    assert key not in line and key[6:-4] not in line
 
 
 def test_models_prices_are_used_and_unknown_models_cost_like_sonnet() -> None:
