@@ -5,6 +5,8 @@ fake OpenAI-compatible server.
   model on the OpenAI-compatible provider, with the notice; the next turn skips Anthropic
   while it cools down, and once the cool-down is over (a restart with the test clock moved
   on, no waiting) Anthropic is asked first again and answers.
+- A fallback model with a smaller window (32k) gets a request that fits it, summarized by
+  itself within the same turn; a compaction while Sonnet cools down is sized for it too.
 - A 400 from Anthropic is the request's fault: no fallback.
 - A conversation entirely on the OpenAI-compatible provider: tools (memory_append,
   reminder_create), a photo, a streamed reply, and compaction past the 32k window the
@@ -321,22 +323,32 @@ async def test_a_conversation_runs_entirely_on_the_openai_provider(
     assert eve["cache_read_tokens"] > 0
 
 
+def small_fallback(fake: FakeOpenAI) -> dict[str, Any]:
+    """Sonnet first, then a fallback model with a 32k window."""
+    return settings(
+        fake,
+        agent={"fallback_models": [SMALL], "sender_turns_per_minute": 0},
+        context={"reserve_tokens": 4_000, "reserve_tokens_floor": 4_000},
+        models={SMALL: {"context_window": 32_768}},
+    )
+
+
+async def long_history(krill: KrillProcess, user: str) -> None:
+    """~40k tokens: fine for Sonnet's window, too much for the fallback's."""
+    await krill.chat("Please keep in mind: the vault code is ZX-4471.", user=user)
+    for i in range(18):
+        await krill.chat(f"Message {i}. {FILLER}", user=user)
+
+
 async def test_a_fallback_model_with_a_smaller_window_gets_a_request_that_fits_it(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:
     async with FakeOpenAI(models={"gpt-small": ModelSpec(context_window=32_768)}) as fake:
         fake.default_handler = script
         fake_anthropic.default_handler = lambda body: "Noted."
-        config = settings(
-            fake,
-            agent={"fallback_models": [SMALL], "sender_turns_per_minute": 0},
-            context={"reserve_tokens": 4_000, "reserve_tokens_floor": 4_000},
-            models={SMALL: {"context_window": 32_768}},
-        )
+        config = small_fallback(fake)
         async with KrillProcess(tmp_path, config, env(fake_anthropic, fake)) as krill:
-            await krill.chat("Please keep in mind: the vault code is ZX-4471.", user="fay")
-            for i in range(18):  # ~40k tokens: fine for Sonnet, too much for the fallback
-                await krill.chat(f"Message {i}. {FILLER}", user="fay")
+            await long_history(krill, "fay")
             assert fake.chat_requests == []
             fake_anthropic.default_handler = overloaded
             answer = await krill.chat("So, what is the vault code?", user="fay")
@@ -346,3 +358,23 @@ async def test_a_fallback_model_with_a_smaller_window_gets_a_request_that_fits_i
     # and no request it was sent was refused as too long.
     assert any(is_summary(r.body) for r in fake.chat_requests)
     assert all(r.usage is not None for r in fake.chat_requests)
+
+
+async def test_a_compaction_during_a_cool_down_is_sized_for_the_fallback_model(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    async with FakeOpenAI(models={"gpt-small": ModelSpec(context_window=32_768)}) as fake:
+        fake.default_handler = script
+        fake_anthropic.default_handler = lambda body: "Noted."
+        config = small_fallback(fake)
+        async with KrillProcess(tmp_path, config, env(fake_anthropic, fake)) as krill:
+            await long_history(krill, "gus")
+            # Another conversation finds Sonnet overloaded: it cools down for everyone.
+            fake_anthropic.default_handler = overloaded
+            await krill.chat("hello", user="hal")
+            asked = len(fake_anthropic.message_requests)
+            compacted = await krill.chat("/compact", user="gus")
+    assert "failed" not in compacted["replies"][0]
+    assert len(fake_anthropic.message_requests) == asked  # Sonnet was left to cool down
+    summaries = [r for r in fake.chat_requests if is_summary(r.body)]
+    assert summaries and all(r.usage is not None for r in summaries), compacted
