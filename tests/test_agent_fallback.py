@@ -1,6 +1,7 @@
 """bot.agent.model's retries and fallback, with the real SDKs against the fake Anthropic API
 and the fake OpenAI-compatible server: what is retried, what is not waited out, what falls
-back to the next model, and the cool-down that makes the next call start there."""
+back to the next model (and what does not: a refusal is an answer), and the cool-down that
+makes the next call start there."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from bot.metrics import Metrics
 from bot.providers.failures import retry_delay
 from bot.store.sqlite import SQLiteStore
 from tests.fakes.anthropic import FakeAnthropic
-from tests.fakes.openai import FakeOpenAI
+from tests.fakes.openai import ChatReply, FakeOpenAI
 
 SONNET, LOCAL = "claude-sonnet-4-6", "local:gpt-test"
 HELLO: list[Any] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
@@ -122,6 +123,24 @@ async def test_when_every_model_fails_the_last_error_reaches_the_caller(
     with pytest.raises(ModelUnavailable) as failed:
         await ask(client(fake_anthropic.url, fake_openai, store, Clock(), retries=0))
     assert failed.value.model == LOCAL
+
+
+async def test_a_refusal_is_an_answer_not_a_failure(
+    fake_anthropic: FakeAnthropic, fake_openai: FakeOpenAI, store: SQLiteStore
+) -> None:
+    fake_anthropic.queue_text("I can't help with that.", stop_reason="refusal")
+    model = client(fake_anthropic.url, fake_openai, store, Clock())
+    try:
+        refused = await model.complete(system=[], messages=HELLO)
+        # The OpenAI-compatible side's content filter reads as the same stop reason.
+        fake_openai.queue(ChatReply("", finish_reason="content_filter"))
+        filtered = await model.complete(system=[], messages=HELLO, model=LOCAL)
+    finally:
+        await model.close()
+    assert (refused.model, refused.stop_reason) == (SONNET, "refusal")
+    assert (filtered.model, filtered.stop_reason) == (LOCAL, "refusal")
+    assert len(fake_openai.chat_requests) == 1  # the refusal did not move to the fallback
+    assert await model.cooling(SONNET) is None
 
 
 @pytest.mark.parametrize(
