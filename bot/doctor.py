@@ -12,7 +12,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bot.agent.pricing import DEFAULT_PRICE, model_price
+from bot.agent.pricing import DEFAULT_PRICE, PriceList
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import DEFAULT_PROVIDER, Config, load_config, split_model_id
@@ -185,7 +185,8 @@ def _schema_check(store: str, version: int, latest: int, note: str) -> Check:
 
 async def check_prices(config: Config) -> list[Check]:
     """Costs (and so /status and the console) need a price for every model requests use."""
-    unpriced = [m for m in config.listed_models() if not model_price(m, config.models.get(m)).known]
+    prices = PriceList.of(config)
+    unpriced = [m for m in config.listed_models() if not prices.price(m).known]
     if not unpriced:
         return []
     tables = ", ".join(f'[models."{m}"]' for m in unpriced)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bot.config import ModelConfig
+from bot.config import Config, ModelConfig
 from bot.context.cache_cost import CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER
 from bot.types import Usage
 
@@ -84,11 +84,20 @@ def estimate_cost(
 
 
 class PriceList:
-    """`estimate_cost` with the config's [models] prices and the cache TTL bought."""
+    """The price table as the service uses it: the config's [models] prices over the known
+    ones, and the cache TTL bought. `price` says what a model costs per million tokens (and
+    whether anybody said), `cost` what one call's usage cost."""
 
     def __init__(self, models: Mapping[str, ModelConfig], cache_ttl: str) -> None:
         self.models = models
         self.cache_ttl = cache_ttl
+
+    @classmethod
+    def of(cls, config: Config) -> PriceList:
+        return cls(config.models, config.anthropic.cache_ttl)
+
+    def price(self, model: str) -> ModelPrice:
+        return model_price(model, self.models.get(model))
 
     def cost(self, model: str, usage: Usage) -> float:
         return estimate_cost(model, usage, self.cache_ttl, self.models.get(model))
