@@ -24,6 +24,7 @@ from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
+from bot.agent.pricing import PriceList
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.app_buttons import presses_for
@@ -99,7 +100,7 @@ class App:
         self.background = background
         self.metrics = Metrics()
         self.store: Store = store_for(config)
-        self.model = ModelClient(config)
+        self.model = ModelClient(config, state=self.store, metrics=self.metrics, clock=clock)
         # Skills are read from the workspace on every turn, like its other files.
         self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(
@@ -158,7 +159,7 @@ class App:
         self.accountant = UsageAccountant(
             store=self.store,
             metrics=self.metrics,
-            cache_ttl=config.anthropic.cache_ttl,
+            prices=PriceList.of(config),
             clock=clock,
             cache_watch=cache_watch,
         )
@@ -425,6 +426,7 @@ class App:
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
+            models=self.model.health,
         )
         app = build_server(
             metrics=self.metrics,

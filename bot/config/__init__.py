@@ -15,6 +15,13 @@ from bot.config.platforms import (
     PeerOverride,
     ToolFilterConfig,
 )
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ModelRef,
+    ProviderConfig,
+    ProviderKind,
+    split_model_id,
+)
 from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import (
     MAX_PIXELS_CEILING,
@@ -39,6 +46,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "DEFAULT_PROVIDER",
     "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelEntry",
@@ -58,7 +66,10 @@ __all__ = [
     "MemorySearchConfig",
     "ModelConfig",
     "ModelLimits",
+    "ModelRef",
     "PeerOverride",
+    "ProviderConfig",
+    "ProviderKind",
     "Section",
     "SessionConfig",
     "SessionResetConfig",
@@ -71,4 +82,5 @@ __all__ = [
     "config_model",
     "env_overrides",
     "load_config",
+    "split_model_id",
 ]

@@ -17,6 +17,11 @@ from pydantic import Field, create_model
 
 from bot.config.models import ModelConfig, ModelLimits, model_limits
 from bot.config.platforms import ChannelPolicyConfig, ChannelSection
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ProviderConfig,
+    ProviderKind,
+)
 from bot.config.sections import (
     POSTGRES_SCHEMES,
     AdminConfig,
@@ -60,6 +65,8 @@ class Config(Section):
     buttons: ButtonsConfig = Field(default_factory=ButtonsConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    # Further model providers (`[providers.openrouter]`); `anthropic` is built in.
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)
@@ -93,6 +100,7 @@ class Config(Section):
     def secrets(self) -> list[str]:
         """Every configured secret, for the logs and error messages to redact."""
         found = [self.anthropic.api_key, self.admin.console_token, self.tools.web_search.api_key]
+        found += [provider.api_key for provider in self.providers.values()]
         for section in self.channel_settings().values():
             found += section.secrets()
         return found
@@ -109,6 +117,31 @@ class Config(Section):
             f"{context.reserve:,}, so a reply, a tool result or a summary request still fits "
             "before the window is full"
         ]
+
+    def provider(self, name: str) -> ProviderConfig:
+        """The settings of provider `name`; the built-in `anthropic` is the [anthropic]
+        section. Raises KeyError for a provider that is not configured."""
+        if name == DEFAULT_PROVIDER:
+            cfg = self.anthropic
+            return ProviderConfig(
+                kind=ProviderKind.ANTHROPIC,
+                base_url=cfg.base_url,
+                api_key=cfg.api_key,
+                timeout=cfg.timeout,
+                max_retries=cfg.max_retries,
+            )
+        return self.providers[name]
+
+    def provider_names(self) -> list[str]:
+        return [DEFAULT_PROVIDER, *sorted(self.providers)]
+
+    def listed_models(self) -> list[str]:
+        """Every model id the config names for requests, in order, once each."""
+        agent = self.agent
+        return list(dict.fromkeys([agent.model, *agent.models, *agent.fallback_models]))
+
+    def model_settings(self, model: str) -> ModelConfig:
+        return self.models.get(model, ModelConfig())
 
     def model_limits(self, model: str) -> ModelLimits:
         """The window and output limit of `model` (an id as requests name it)."""

@@ -1,20 +1,25 @@
 """The pairings page (pending requests, approve or deny, through the same code as
-`krill pairing`) and the health page (each channel as /healthz sees it, the outbox's
-backlog and its dead chunks, each with a button that puts it back in line)."""
+`krill pairing`) and the health page (each channel as /healthz sees it, each model's calls,
+failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
+button that puts it back in line)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 from markupsafe import Markup
 
+from bot.agent.model import ModelHealth
 from bot.console.layout import count, join, notice, page, url, when
 from bot.pairings import decide_pairing, minutes_left, pending_pairings
 from bot.store.base import OutboxStore, PairingStore
 from bot.store.outbox_rows import DeadChunk
+
+# This process's figures per model (`ModelClient.health`).
+ModelFigures = Callable[[], Awaitable[list[ModelHealth]]]
 
 
 class OperationsPages:
@@ -27,8 +32,10 @@ class OperationsPages:
         outbox: OutboxStore,
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
+        models: ModelFigures,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.models = models
         self.pairings = pairings
         self.pairing_channels = pairing_channels
         self.health = health
@@ -106,15 +113,40 @@ class OperationsPages:
         body = Markup(
             '{}<p>/healthz says <b class="{}">{}</b>.</p>'
             '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
-            "</thead><tbody>{}</tbody></table></div><h2>Outbox</h2>{}"
+            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}"
         ).format(
             notice(said) if said else "",
             "ok" if overall == "ok" else "bad",
             overall,
             rows,
+            await self._models(),
             await self._outbox(),
         )
         return page("Health", body, active="health")
+
+    async def _models(self) -> Markup:
+        rows = join(
+            Markup(
+                '<tr data-testid="model-row"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+                '<td>{}</td><td class="{}">{}</td></tr>'
+            ).format(
+                m.provider,
+                m.model,
+                count(m.calls),
+                count(m.failures),
+                count(m.fallbacks),
+                "bad" if m.cooling else "ok",
+                f"skipped: {m.cooling}" if m.cooling else "in use",
+            )
+            for m in await self.models()
+        )
+        return Markup(
+            "<h2>Models</h2><p>Since this process started; a model that failed is skipped "
+            "for agent.fallback_cooldown_seconds.</p>"
+            '<div class="table-wrap"><table><thead><tr><th>Provider</th><th>Model</th>'
+            "<th>Calls</th><th>Failures</th><th>Fallbacks</th><th>State</th></tr></thead>"
+            "<tbody>{}</tbody></table></div>"
+        ).format(rows)
 
     async def retry(self, request: web.Request) -> web.Response:
         form = await request.post()
