@@ -5,16 +5,13 @@ order, and starts and stops them.
 registering its stop as it starts, so they stop in reverse order by construction, and a
 start that fails halfway stops what had started. Background work (the scheduler, the
 MCP servers and the platform channels) starts only when `background` is set, which `krill
-run` does and `krill chat` and the other CLI commands do not; `run_service` adds signal
-handling.
+run` does (bot/cli/service.py, with signal handling) and `krill chat` and the other CLI
+commands do not.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -30,6 +27,10 @@ from bot.agent.prefix import RequestPrefixes
 from bot.agent.pricing import PriceList
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
+from bot.app_buttons import presses_for
+from bot.buttons.approvals import Approvals
+from bot.buttons.ask import AskChoiceTool
+from bot.buttons.offers import Offers
 from bot.channel_contract import Channel, ChannelHealth, ChannelSpec, channel_health
 from bot.config import Config
 from bot.console.routes import console_routes
@@ -128,12 +129,20 @@ class App:
             clock=clock,
         )
 
+        # Choices offered with buttons: a row each, then the message in the outbox.
+        offers = Offers(
+            config=config, store=self.store, outbox=self.outbox, channels=self.channels, clock=clock
+        )
         # Tools: large results are kept on disk and read back with read_tool_result. Every
         # tool that reads a workspace path asks `readable` which files its session may read.
+        # A call [tools.policy] marks confirm is offered for approval instead of run.
         self.results = ResultStore(self.workspace.path, config.tools.results)
         processor = ResultProcessor(self.results, readable)
-        self.tools = ToolRegistry(result_hook=processor.process)
+        self.tools = ToolRegistry(
+            result_hook=processor.process, confirm_hook=Approvals(config=config, offers=offers).ask
+        )
         self.tools.register(processor.read_tool())
+        AskChoiceTool(offers).register(self.tools)
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
         search = web_search_tool(config.tools.web_search)
         if search is not None:
@@ -258,7 +267,7 @@ class App:
             jobs=jobs,
             lanes=self.lanes,
             runner=self.runner,
-            replies=self.replies,
+            offers=offers,
         )
         ReminderTools(self.reminders).register(self.tools)
         self.scheduler = Scheduler(
@@ -290,32 +299,39 @@ class App:
                 self.store, self.lanes, self.channels, after=config.storage.lease_seconds
             ),
         )
+        commands = SessionCommands(
+            config=config,
+            store=self.store,
+            lanes=self.lanes,
+            model_configured=self.model.configured,
+            tools=self.tools,
+            skills=self.skills,
+            compactor=self.context,
+            before_reset=self.flusher,
+            # MCP servers run only with the background work; elsewhere they have no status.
+            status_sources=(
+                [self.mcp, self.scheduler, self.sender]
+                if background
+                else [self.scheduler, self.sender]
+            ),
+            offers=offers,
+        )
+        self.presses = presses_for(
+            self, commands=commands, activity=self.scheduler, jobs=jobs, clock=clock
+        )
         self.gateway = GatewayService(
             config=config,
             store=self.store,
             lanes=self.lanes,
             admission=Admission(config=config, store=self.store, replies=self.replies, media=media),
-            commands=SessionCommands(
-                config=config,
-                store=self.store,
-                lanes=self.lanes,
-                model_configured=self.model.configured,
-                tools=self.tools,
-                skills=self.skills,
-                compactor=self.context,
-                before_reset=self.flusher,
-                # MCP servers run only with the background work; elsewhere they have no status.
-                status_sources=(
-                    [self.mcp, self.scheduler, self.sender]
-                    if background
-                    else [self.scheduler, self.sender]
-                ),
-            ),
+            commands=commands,
             replies=self.replies,
             delivered=self.sender,
             activity=self.scheduler,
             metrics=self.metrics,
             holder=self.leases.holder,
+            offers=offers,
+            presses=self.presses,
             media=media,
         )
         self._ready: dict[str, bool] = {}
@@ -380,15 +396,16 @@ class App:
         self.mcp.start()  # connects in the background; never holds up start-up
 
     async def _recover(self) -> None:
-        if not self.recover:
-            return
-        # Read before any channel can accept a message: one accepted during start-up is
-        # queued by `accept` already and must not be queued a second time as "unanswered".
-        # Queued before any channel can queue a newer message of the same chat behind which
-        # they would otherwise be answered, out of order.
-        recovered = await self.gateway.recover(await self.store.unfinished_inbound())
-        if recovered:
-            log.info("answering %d message(s) accepted before the last shutdown", recovered)
+        if self.recover:
+            # Read before any channel can accept a message: one accepted during start-up is
+            # queued by `accept` already and must not be queued a second time as
+            # "unanswered". Queued before any channel can queue a newer message of the same
+            # chat behind which they would otherwise be answered, out of order.
+            recovered = await self.gateway.recover(await self.store.unfinished_inbound())
+            if recovered:
+                log.info("answering %d message(s) accepted before the last shutdown", recovered)
+        if self.background:  # presses come only from the channels krill run starts
+            await self.presses.start()
 
     async def _start_channel(self, name: str) -> None:
         await self.channels[name].start()
@@ -428,20 +445,3 @@ class App:
     async def _stop_server(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-
-
-def service_clock(config: Config) -> Callable[[], float]:
-    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
-    offset = config.scheduler.clock_offset_seconds
-    return (lambda: time.time() + offset) if offset else time.time
-
-
-async def run_service(config: Config) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
-            loop.add_signal_handler(sig, stop.set)
-    async with App(config, background=True, clock=service_clock(config)):
-        await stop.wait()
-        log.info("shutting down")

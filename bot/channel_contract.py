@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 
     from bot.checks import Check
     from bot.config import Config
-    from bot.types import Address, HistoryLine, InboundMessage, OutboundFile, OutboundMessage
+    from bot.types import (
+        Address,
+        ButtonPress,
+        HistoryLine,
+        InboundMessage,
+        OutboundFile,
+        OutboundMessage,
+    )
 
 # A channel's config section (`ChannelSpec.config`).
 S = TypeVar("S", bound=ChannelSection)
@@ -34,6 +41,24 @@ class AcceptResult(StrEnum):
     REFUSED = "refused"  # access policy said no (a refusal reply may have been sent)
     COMMAND = "command"  # a chat command, answered without the model
     IGNORED = "ignored"  # e.g. group policy disabled
+
+
+class PressResult(StrEnum):
+    """What `Gateway.press` decided about a button press."""
+
+    DONE = "done"  # recorded (or this very press was recorded before): the message will show it
+    ALREADY = "already"  # the choice was answered before, by another press
+    EXPIRED = "expired"  # timed out, or the button names no choice Krill still has
+    NOT_YOURS = "not_yours"  # only the person it was for, or an admin, may answer it
+
+
+@dataclass(frozen=True, slots=True)
+class PressAnswer:
+    """`Gateway.press`'s decision and a short line for the person who pressed (Telegram shows
+    it as a notification over the chat; Slack as a message only they see)."""
+
+    result: PressResult
+    text: str
 
 
 class SendFailureKind(StrEnum):
@@ -94,6 +119,12 @@ class Gateway(Protocol):
         Returns only after the message is committed to the store, so an adapter may
         acknowledge the platform as soon as this returns.
         """
+        ...
+
+    async def press(self, press: ButtonPress) -> PressAnswer:
+        """Record a button press durably (once, however often it is delivered), then act on
+        it in the background. Returns only after the press is committed to the store, so an
+        adapter may acknowledge the platform, with the answer's text, as soon as it returns."""
         ...
 
     def register_bot_username(self, channel: str, username: str) -> None:
@@ -220,6 +251,15 @@ class MaybeSentChannel(Protocol):
 
     @property
     def resend_after_timeout(self) -> bool: ...
+
+
+@runtime_checkable
+class ButtonChannel(Protocol):
+    """A channel that shows `OutboundMessage.buttons` and hands their presses to
+    `Gateway.press`. Elsewhere a choice is offered as text, and the person types."""
+
+    # The longest label it shows in full; longer ones are cut to it.
+    button_label_chars: int
 
 
 @runtime_checkable

@@ -5,7 +5,9 @@ users may run /status, /reset, /new and /model in their own DM (not with `dm_sco
 where every DM shares the operator's session), and /help, /whoami and the /model listing
 anywhere. In channels where
 the bot reads every message (Slack), a command counts only when it addresses the bot.
-Replies are built over `CommandHost`, the narrow view of the gateway the commands need.
+Replies are built over `CommandHost`, the narrow view of the gateway the commands need. A
+reply is text, or a choice offered with buttons: `/model` lists the models to tap, and
+`/reset` in a longer conversation (per `session.confirm_reset`) asks before it starts afresh.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
+from bot.buttons.choices import ChoiceSpec
 from bot.config import WindowSource
 from bot.sessions.access import how_to_grant_admin
 from bot.sessions.breaker import is_paused
 from bot.sessions.models import allowed_models, session_model
 from bot.sessions.window import session_limits
+from bot.store.choices import ChoiceKind, ChoiceOption
 from bot.tools.policy import describe_tools, policy_for_messages
-from bot.types import ChatType, InboundMessage, SessionOrigin
+from bot.types import ButtonStyle, ChatType, InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -48,6 +52,10 @@ OWN_DM_COMMANDS = {"status", "reset", "new", "model"}
 INFO_COMMANDS = {"help", "whoami", "skills"}
 # Commands that change the session run in its lane, after the turn in progress.
 LANE_COMMANDS = {"reset", "new", "compact"}
+# /reset and /new ask first (where session.confirm_reset says so) in a session with more
+# person turns than this.
+CONFIRM_RESET_AFTER_TURNS = 3
+RESET, KEEP = "reset", "keep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +119,7 @@ class CommandHost(Protocol):
     skills: SkillCatalog | None
 
     def is_admin(self, msg: InboundMessage) -> bool: ...
+    def shows_buttons(self, channel: str) -> bool: ...
     async def current_session(self, key: str) -> SessionRow | None: ...
     def waiting(self, key: str) -> int: ...
     def running(self, key: str) -> bool: ...
@@ -140,7 +149,8 @@ def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
 
-Reply = Callable[[CommandHost, Command, InboundMessage, str], Awaitable[str]]
+# A command's answer: text, or a choice offered with buttons.
+Reply = Callable[[CommandHost, Command, InboundMessage, str], Awaitable[str | ChoiceSpec]]
 
 
 async def reply_help(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
@@ -241,8 +251,41 @@ async def reply_skills(host: CommandHost, command: Command, msg: InboundMessage,
     return "\n".join(lines)
 
 
-async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
-    session = await host.reset(key, SessionOrigin.of(msg), reason=f"/{command.name}")
+def asks_before_reset(config: Config, chat_type: ChatType, session: SessionRow | None) -> bool:
+    """Whether /reset asks "are you sure?" first (`session.confirm_reset`)."""
+    when = config.session.confirm_reset
+    where = when == "always" or (when == "groups" and chat_type != ChatType.DIRECT)
+    return where and session is not None and session.turns > CONFIRM_RESET_AFTER_TURNS
+
+
+async def reply_reset(
+    host: CommandHost, command: Command, msg: InboundMessage, key: str
+) -> str | ChoiceSpec:
+    origin = SessionOrigin.of(msg)
+    reason = f"/{command.name}"
+    current = await host.current_session(key)
+    if current is not None and asks_before_reset(host.config, msg.chat_type, current):
+        if host.shows_buttons(msg.channel):
+            return ChoiceSpec(
+                kind=ChoiceKind.RESET,
+                text=(
+                    f"This conversation has {current.turns} turns. Start a fresh session? "
+                    "Memory notes are kept, and the old transcript stays readable."
+                ),
+                options=(
+                    ChoiceOption("🧹 Start fresh", RESET, ButtonStyle.DANGER),
+                    ChoiceOption("Keep it", KEEP),
+                ),
+                owner=msg.principal,
+                owner_name=msg.user_name,
+                payload={
+                    "session_id": current.session_id,
+                    "origin": origin.to_dict(),
+                    "reason": reason,
+                },
+                columns=2,
+            )
+    session = await host.reset(key, origin, reason=reason)
     model = current_model(host.config, session)
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
 
@@ -259,12 +302,44 @@ def _model_list(config: Config, current: str) -> str:
     )
 
 
-async def reply_model(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+def model_listing(config: Config, current: str) -> str:
+    """`/model`'s list of the models a session may use, `current` marked."""
+    return f"Models for this session:\n{_model_list(config, current)}"
+
+
+async def reply_model(
+    host: CommandHost, command: Command, msg: InboundMessage, key: str
+) -> str | ChoiceSpec:
     cfg = host.config
     current = current_model(cfg, await host.current_session(key))
     wanted = command.args.strip()
     if not wanted:
-        return f"Models for this session:\n{_model_list(cfg, current)}\nSwitch with /model <id>."
+        listing = model_listing(cfg, current)
+        models = allowed_models(cfg)
+        # Buttons only for someone who may switch: the listing alone is for everyone.
+        switch = Command("model", models[0])
+        may = authorized(
+            switch,
+            msg,
+            admin=host.is_admin(msg),
+            shared_dm=cfg.session.dm_scope == "main",
+        )
+        if len(models) < 2 or not may:
+            return f"{listing}\nSwitch with /model <id>."
+        return ChoiceSpec(
+            kind=ChoiceKind.MODEL,
+            text=f"{listing}\nTap one to switch (or send /model <id>).",
+            options=tuple(
+                ChoiceOption(
+                    model, model, ButtonStyle.PRIMARY if model == current else ButtonStyle.PLAIN
+                )
+                for model in models
+            ),
+            owner=msg.principal,
+            owner_name=msg.user_name,
+            payload={"origin": SessionOrigin.of(msg).to_dict()},
+            fallback=f"{listing}\nSwitch with /model <id>.",
+        )
     if wanted not in allowed_models(cfg):
         return f"Unknown model {wanted!r}. Choose one of:\n{_model_list(cfg, current)}"
     if wanted == current:

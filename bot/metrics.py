@@ -73,6 +73,12 @@ class Metrics:
         self.inbound_results = Counter(
             "krill_inbound", "What happened to inbound messages", ["channel", "result"], registry=r
         )
+        self.presses = Counter(
+            "krill_button_presses",
+            "Button presses, by what came of them (done, already, expired, not_yours)",
+            ["channel", "result"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -37,6 +37,7 @@ class PromptPurpose(StrEnum):
     FLUSH = "flush"
     HEARTBEAT = "heartbeat"
     REMINDER = "reminder"
+    APPROVAL = "approval"  # the outcome of a tool call that waited for approval
 
 
 class MediaForm(StrEnum):

@@ -150,6 +150,13 @@ class SessionOrigin:
     thread_id: str | None = None  # forum topic id or Slack thread_ts
     peer_id: str | None = None  # direct sessions: the person's user id
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "chat_type": str(self.chat_type)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionOrigin:
+        return cls(**{**data, "chat_type": ChatType(data["chat_type"])})
+
     @classmethod
     def of(cls, msg: InboundMessage) -> SessionOrigin:
         direct = msg.chat_type == ChatType.DIRECT
@@ -168,6 +175,54 @@ class Source:
     url: str
 
 
+class ButtonStyle(StrEnum):
+    PLAIN = "plain"
+    PRIMARY = "primary"  # the suggested answer (Slack colours it)
+    DANGER = "danger"  # an answer that refuses or throws something away
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """One button under a message: what it says, and the data a press of it sends back. The
+    data names a choice the core keeps (an id and an option number); nothing else about
+    the choice travels to the platform, so nothing a client sends back is trusted."""
+
+    label: str
+    data: str
+    style: ButtonStyle = ButtonStyle.PLAIN
+
+    def to_dict(self) -> dict[str, str]:
+        return {"label": self.label, "data": self.data, "style": str(self.style)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Button:
+        return cls(str(data["label"]), str(data["data"]), ButtonStyle(data.get("style", "plain")))
+
+
+# Buttons in rows, top to bottom.
+ButtonRows = tuple[tuple[Button, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonPress:
+    """A person pressed a button, as an adapter understood it."""
+
+    channel: str
+    # The platform's id of this press (Telegram's callback query id, Slack's trigger id):
+    # the same press delivered twice counts once.
+    press_id: str
+    data: str  # the pressed button's data as the platform sent it back
+    chat_id: str
+    user_id: str
+    user_name: str = ""
+    message_id: str = ""  # the platform message the button is under
+
+    @property
+    def principal(self) -> str:
+        """`<channel>:<user_id>`, the form used by admin lists."""
+        return f"{self.channel}:{self.user_id}"
+
+
 @dataclass(slots=True)
 class OutboundMessage:
     """One chunk of a reply, ready for the adapter to send (or to edit in place)."""
@@ -184,6 +239,9 @@ class OutboundMessage:
     # The pages the reply cited, on its last chunk only: each adapter shows them its own
     # way (links at the end, a context block) after the text.
     sources: tuple[Source, ...] = ()
+    # Buttons under the message (a reply's last chunk). On an edit, the buttons it has
+    # afterwards: () takes them away; None is an edit of a message that never had any.
+    buttons: ButtonRows | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,6 +124,7 @@ class Harness:
         toml: str = "",
         *,
         clock: Callable[[], float] = time.time,
+        channel: RecordingChannel | None = None,
         **channel_opts: Any,
     ):
         self.directory = directory
@@ -133,7 +134,7 @@ class Harness:
             "[anthropic]\nmax_retries = 0\n[server]\nport = 0\n" + toml, encoding="utf-8"
         )
         self.env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": base_url}
-        self.channel = RecordingChannel(**channel_opts)
+        self.channel = channel or RecordingChannel(**channel_opts)
         self.app: App | None = None
 
     async def __aenter__(self) -> Harness:

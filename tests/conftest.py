@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.fakes.embeddings",
     "tests.fakes.search",
     "tests.postgres",
+    "tests.slack_channel",
 ]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from bot.channel_contract import AcceptResult
+from bot.channel_contract import AcceptResult, PressAnswer, PressResult
 from bot.config import ChannelPolicyConfig, SessionConfig
 from bot.sessions.keys import session_key
 from bot.sessions.limits import requires_mention
-from bot.types import HistoryLine, InboundMessage
+from bot.types import ButtonPress, HistoryLine, InboundMessage
 
 
 class SoleLeader:
@@ -37,12 +37,15 @@ class StubGateway:
         self.failures = 0  # accepts that raise, as if the store failed
         self.gate: asyncio.Event | None = None  # accept waits for it when set...
         self.passes: set[str] = set()  # ...except for these texts (sentinels)
-        self.waiting = asyncio.Event()  # set once a message waits at the gate
+        self.waiting = asyncio.Event()  # set once a message (or press) waits at its gate
         self.on_accept: Callable[[InboundMessage], Awaitable[object]] | None = None
         self.sessions: set[str] = set()  # session keys that have history
         self.bot_usernames: dict[str, str] = {}
         self.arrived = asyncio.Event()
         self.state: dict[tuple[str, str], str] = {}  # what the adapter asked to remember
+        self.presses: list[ButtonPress] = []
+        self.answer = PressAnswer(PressResult.DONE, "✓ Yes")  # what every press is told
+        self.press_gate: asyncio.Event | None = None  # press waits for it when set
 
     async def accept(self, msg: InboundMessage) -> AcceptResult:
         if self.gate is not None and msg.text not in self.passes:
@@ -56,6 +59,17 @@ class StubGateway:
         if self.on_accept is not None:
             await self.on_accept(msg)
         return self.result
+
+    async def press(self, press: ButtonPress) -> PressAnswer:
+        if self.press_gate is not None:
+            self.waiting.set()
+            await self.press_gate.wait()
+        if self.failures:
+            self.failures -= 1
+            raise OSError("disk full")
+        self.presses.append(press)
+        self.arrived.set()
+        return self.answer
 
     def register_bot_username(self, channel: str, username: str) -> None:
         self.bot_usernames[channel] = username
@@ -86,6 +100,14 @@ class StubGateway:
 
     async def wrong_token(self, channel: str, client: str) -> float:
         return 0.0  # adapter tests do not count guesses; the real gateway does
+
+    async def wait_presses(self, count: int, timeout: float = 5.0) -> list[ButtonPress]:
+        """The recorded presses, once there are at least `count`."""
+        async with asyncio.timeout(timeout):
+            while len(self.presses) < count:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return self.presses
 
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""

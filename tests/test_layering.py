@@ -24,7 +24,7 @@ PLATFORM_LIBRARIES = ("telegram", "slack_sdk", "slack_bolt")
 # `krill doctor`, and `krill chat` with its terminal channel).
 CHANNEL_ROOTS = ("bot/cli/__init__.py", "bot/app.py", "bot/doctor.py", "bot/chat.py")
 # Above everything, so free to import anything: the composition roots and the command line.
-TOP = frozenset({"bot.app", "bot.doctor", "bot.chat", "bot.cli"})
+TOP = frozenset({"bot.app", "bot.app_buttons", "bot.doctor", "bot.chat", "bot.cli"})
 # What a channel package sees of the core: the adapter contract and the small shared pieces.
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
@@ -54,8 +54,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.channel_contract": ("bot.checks", "bot.config", "bot.types"),
     "bot.server": ("bot.http_guard", "bot.metrics"),
     "bot.commands": (
-        *("bot.config", "bot.sessions", "bot.skills", "bot.store", "bot.tools"),
+        *("bot.buttons", "bot.config", "bot.sessions", "bot.skills", "bot.store", "bot.tools"),
         "bot.types",
+    ),
+    "bot.buttons": (
+        *("bot.channel_contract", "bot.config", "bot.outbox", "bot.store", "bot.tools"),
+        *("bot.types", "bot.untrusted"),
     ),
     "bot.sessions": ("bot.config", "bot.types"),
     # The factory (bot/store/factory.py) reads storage.url to pick an adapter; the adapters
@@ -99,9 +103,10 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "bot.types",
     ),
     "bot.gateway": (
-        *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
-        *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.store", "bot.transcript", "bot.types", "bot.untrusted", "bot.wrong_tokens"),
+        *("bot.agent", "bot.buttons", "bot.channel_contract", "bot.commands", "bot.config"),
+        *("bot.inbound", "bot.media", "bot.metrics", "bot.outbox", "bot.sessions"),
+        *("bot.skills", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.untrusted", "bot.wrong_tokens"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
@@ -111,7 +116,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
-        *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
+        *("bot.agent", "bot.buttons", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
         *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
         "bot.untrusted",
     ),

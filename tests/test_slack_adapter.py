@@ -6,70 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
 from bot.types import Address, InboundMessage, OutboundMessage, Source
-from channels.slack.adapter import SlackChannel
 from channels.slack.config import SlackConfig
 from channels.slack.indicators import THINKING_STATUS
 from channels.slack.transport import SlackSetupError
 from tests.fakes.slack import FakeSlack, post_event
-from tests.stub_gateway import StubGateway
-
-Factory = Callable[..., Any]
-
-
-@pytest.fixture
-async def make_channel(fake_slack: FakeSlack) -> AsyncIterator[Factory]:
-    started: list[tuple[SlackChannel, web.AppRunner | None]] = []
-
-    async def make(mode: str = "socket", **settings: Any) -> tuple[SlackChannel, StubGateway, str]:
-        # Back-to-back previews here test streaming, not pacing (tests/test_slack_pacing.py).
-        settings.setdefault("pacing", {"channel_interval": 0})
-        config = SlackConfig(
-            enabled=True,
-            bot_token=settings.pop("bot_token", fake_slack.bot_token),
-            app_token=settings.pop("app_token", fake_slack.app_token),
-            signing_secret=fake_slack.signing_secret,
-            mode=mode,
-            api_base_url=fake_slack.api_url,
-            **settings,
-        )
-        core = StubGateway(config)
-        channel = SlackChannel(config, core, ping_interval=0.5)
-        url = ""
-        runner = None
-        if mode == "http":
-            app = web.Application(client_max_size=100_000)
-            app.add_routes(channel.routes())
-            runner = web.AppRunner(app)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            host, port = runner.addresses[0][:2]
-            url = f"http://{host}:{port}/slack/events"
-        started.append((channel, runner))
-        await channel.start()
-        return channel, core, url
-
-    yield make
-    for channel, runner in started:
-        await channel.stop()
-        if runner is not None:
-            await runner.cleanup()
-
-
-async def until(check: Callable[[], object], within: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
-
+from tests.slack_channel import Factory, until
 
 # --- acknowledgement and dedupe ------------------------------------------------------------
 

@@ -69,7 +69,7 @@ async def test_start_connects_registers_commands_and_polls(
     got = await core.wait(2)
     assert [m.text for m in got] == ["one", "two"]
     polls = fake_telegram.calls_to("getUpdates")
-    assert polls[0]["allowed_updates"] == ["message"]
+    assert polls[0]["allowed_updates"] == ["message", "callback_query"]
 
 
 async def test_stop_confirms_the_handled_offset(
@@ -281,7 +281,7 @@ async def test_webhook_mode_registers_the_webhook(
         assert fake_telegram.webhook == {
             "url": "https://bot.example.org/telegram/webhook",
             "secret_token": "s3cret_-",
-            "allowed_updates": ["message"],
+            "allowed_updates": ["message", "callback_query"],
             "max_connections": 40,
         }
         assert [r.path for r in channel.routes()] == [WEBHOOK_PATH]

@@ -113,3 +113,30 @@ def test_describe_tools_groups_mcp_tools_by_server() -> None:
         "memory_search, read_tool_result, web_fetch · github: create_issue, list_prs · jira: search"
     )
     assert describe_tools([]) == "none"
+
+
+def test_tools_that_wait_for_approval_in_groups_and_everywhere() -> None:
+    cfg = config(tools={"policy": {"confirm": ["mcp:github", "web_*"]}})
+
+    def confirmed(group: str = "") -> list[str]:
+        policy = resolve_policy(
+            cfg,
+            channel="telegram",
+            chat_type=ChatType.GROUP if group else ChatType.DIRECT,
+            chat_id=group or "2",
+            user_id="2",
+            admin=False,
+        )
+        return [name for name in [*TOOLS, "send_file"] if policy.confirms(name)]
+
+    # send_file waits in groups by default (confirm_in_groups); `mcp:github` is that
+    # server's MCP tools; globs work as elsewhere.
+    assert confirmed() == ["web_fetch", "github__create_issue", "github__list_prs"]
+    assert confirmed(group="-100") == [*confirmed(), "send_file"]
+    every_mcp = config(tools={"policy": {"confirm": ["mcp:*"], "confirm_in_groups": []}})
+    policy = policy_for_messages(every_mcp, [msg("2", chat_type=ChatType.GROUP, chat="-1")])
+    assert [n for n in [*TOOLS, "send_file"] if policy.confirms(n)] == [
+        "github__create_issue",
+        "github__list_prs",
+        "jira__search",
+    ]

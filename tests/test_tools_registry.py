@@ -90,3 +90,32 @@ async def test_a_failing_result_hook_never_leaks_the_raw_result(tmp_path: Path) 
     result = await registry.run({"id": "s", "name": "slow", "input": {"n": 1}}, ctx(tmp_path))
     assert result.is_error and "could not be processed" in str(result.content)
     assert "slow 1" not in str(result.content)
+
+
+async def test_a_call_marked_confirm_is_offered_for_approval_not_run(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def ask(call: dict, ctx: ToolContext) -> ToolResult:
+        asked.append(call["id"])
+        return ToolResult(call["id"], "waiting for approval")
+
+    registry = ToolRegistry(confirm_hook=ask)
+    runs: list[dict] = []
+
+    async def send(args: dict, ctx: ToolContext) -> str:
+        runs.append(args)
+        return "sent"
+
+    registry.register(Tool("send_file", "sends", {"type": "object"}, send))
+    policy = ToolPolicy((PolicyLayer("tools"),), confirm=("send_file",))
+    call = {"id": "c1", "name": "send_file", "input": {"path": "a.txt"}}
+    waiting = await registry.run(call, ctx(tmp_path), policy=policy)
+    assert (waiting.content, asked, runs) == ("waiting for approval", ["c1"], [])
+    ran = await registry.run(call, ctx(tmp_path), policy=policy, approved=True)
+    assert ran.content == "sent" and runs == [{"path": "a.txt"}]
+    # Where nothing can ask (no hook), the call is refused, never run unasked.
+    unasked = ToolRegistry()
+    unasked.register(Tool("send_file", "sends", {"type": "object"}, send))
+    refused = await unasked.run(call, ctx(tmp_path), policy=policy)
+    assert refused.is_error and "needs the approval" in str(refused.content)
+    assert len(runs) == 1

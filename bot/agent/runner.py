@@ -316,6 +316,7 @@ class AgentRunner:
             session_key=job.session_key,
             session_id=session.session_id,
             principal=job.first.principal if job.first else "system",
+            principal_name=job.first.user_name if job.first else "",
             is_direct=session.is_direct,
             workspace=self.workspace.path,
             turn_id=job.turn_id,

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
+import logging
+import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import Config
 from bot.errors import EXIT_FIXABLE
+
+log = logging.getLogger(__name__)
 
 STARTER_CONFIG = """\
 # Krill configuration. Every key is optional; see README.md for the full list.
@@ -50,10 +57,27 @@ enabled = false   # tokens from SLACK_BOT_TOKEN, SLACK_APP_TOKEN, SLACK_SIGNING_
 
 
 def run_command(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import run_service
-
     asyncio.run(run_service(config))
     return 0
+
+
+def service_clock(config: Config) -> Callable[[], float]:
+    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
+    offset = config.scheduler.clock_offset_seconds
+    return (lambda: time.time() + offset) if offset else time.time
+
+
+async def run_service(config: Config) -> None:
+    from bot.app import App
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
+            loop.add_signal_handler(sig, stop.set)
+    async with App(config, background=True, clock=service_clock(config)):
+        await stop.wait()
+        log.info("shutting down")
 
 
 def chat_command(config: Config, args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from bot.config.sections import (
     AdminConfig,
     AgentConfig,
     AnthropicConfig,
+    ButtonsConfig,
     ContextConfig,
     LoggingConfig,
     MediaConfig,
@@ -61,6 +62,7 @@ class Config(Section):
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
+    buttons: ButtonsConfig = Field(default_factory=ButtonsConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     # Further model providers (`[providers.openrouter]`); `anthropic` is built in.

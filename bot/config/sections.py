@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from ipaddress import ip_network
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
 
 
 class Section(BaseModel):
@@ -172,6 +172,15 @@ def duration_seconds(text: str) -> float:
     return float(match[1]) * _DURATION_UNITS[match[2] or "s"]
 
 
+def _positive(value: str) -> str:
+    if duration_seconds(value) <= 0:
+        raise ValueError("must be longer than zero")
+    return value
+
+
+# A duration key ("90s", "30m", "24h", "2d"), longer than zero; read it with duration_seconds.
+Duration = Annotated[str, AfterValidator(_positive)]
+
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _CLOCK_RE = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
@@ -182,15 +191,8 @@ class SessionResetConfig(Section):
     the first message past `at` each day (in agent.timezone)."""
 
     mode: Literal["off", "idle", "daily"] = "off"
-    idle_after: str = "24h"
+    idle_after: Duration = "24h"
     at: str = "04:00"
-
-    @field_validator("idle_after")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        if duration_seconds(value) <= 0:
-            raise ValueError("must be longer than zero")
-        return value
 
     @field_validator("at")
     @classmethod
@@ -213,6 +215,9 @@ class SessionConfig(Section):
     dm_scope: Literal["main", "per-peer", "per-channel-peer"] = "per-channel-peer"
     identity_links: dict[str, list[str]] = Field(default_factory=dict)
     reset: SessionResetConfig = Field(default_factory=SessionResetConfig)
+    # Where /reset and /new in a session with more than a few turns ask "are you sure?"
+    # with buttons first: "groups" (groups and channels), "always", or "off".
+    confirm_reset: Literal["off", "groups", "always"] = "groups"
 
     @field_validator("identity_links")
     @classmethod
@@ -326,6 +331,18 @@ class SchedulerConfig(Section):
     # Tests only: shifts the service's clock (reminders, resets, flush timing) this many
     # seconds ahead of the wall clock, so a test can start Krill "later" without waiting.
     clock_offset_seconds: float = 0.0
+
+
+class ButtonsConfig(Section):
+    """Choices offered with buttons (`[buttons]`)."""
+
+    # A choice nobody answered within this loses its buttons; a later press of one is told
+    # it expired. Approvals of tool calls have their own, shorter tools.policy.confirm_timeout.
+    expire_after: Duration = "1d"
+
+    @property
+    def expire_seconds(self) -> float:
+        return duration_seconds(self.expire_after)
 
 
 class RemindersConfig(Section):

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.config.sections import Section
+from bot.config.sections import Duration, Section, duration_seconds
 
 
 class WebFetchConfig(Section):
@@ -71,13 +71,29 @@ class ToolResultsConfig(Section):
     keep_days: int = Field(7, ge=1)
 
 
+class ToolPolicyConfig(Section):
+    """Tools that wait for the asker's approval (`[tools.policy]`): the call is shown with
+    Approve and Deny buttons and runs only once the person who asked (or an admin) approves.
+    Entries are tool-name globs; `mcp:*` stands for every MCP tool, `mcp:<server>` for one
+    server's."""
+
+    confirm: list[str] = Field(default_factory=list)  # in every conversation
+    # Only in groups and channels: send_file posts a file everyone there sees.
+    confirm_in_groups: list[str] = Field(default_factory=lambda: ["send_file"])
+    # An approval nobody gave within this is a refusal, and the model is told so.
+    confirm_timeout: Duration = "10m"
+
+    @property
+    def timeout_seconds(self) -> float:
+        return duration_seconds(self.confirm_timeout)
+
+
 class ToolsConfig(Section):
     allow: list[str] = Field(default_factory=lambda: ["*"])
     deny: list[str] = Field(default_factory=list)
     admin_only: list[str] = Field(default_factory=list)  # only in turns where every sender is admin
-    # Only in direct chats. send_file posts into the conversation, which in a group everyone
-    # sees: it needs an operator's choice there (remove it from this list).
-    dm_only: list[str] = Field(default_factory=lambda: ["send_file"])
+    dm_only: list[str] = Field(default_factory=list)  # only in direct chats
+    policy: ToolPolicyConfig = Field(default_factory=ToolPolicyConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     results: ToolResultsConfig = Field(default_factory=ToolResultsConfig)

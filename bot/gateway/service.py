@@ -33,14 +33,16 @@ from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
 from bot.store.base import InboundStatus
 from bot.store.budgets import BudgetName, SenderBudget
-from bot.types import Address, ChatType, HistoryLine, InboundMessage
+from bot.types import Address, ButtonPress, ChatType, HistoryLine, InboundMessage
 from bot.wrong_tokens import WrongTokens
 
 if TYPE_CHECKING:
-    from bot.channel_contract import Leadership
+    from bot.buttons.offers import Offers
+    from bot.channel_contract import Leadership, PressAnswer
     from bot.config import Config
     from bot.gateway.admission import Admission
     from bot.gateway.lanes import Lanes
+    from bot.gateway.presses import Presses
     from bot.gateway.replies import Replies
     from bot.gateway.session_commands import SessionCommands
     from bot.media.prepare import MediaPreparer
@@ -75,6 +77,8 @@ class GatewayService:
         activity: ActivityObserver,
         metrics: Metrics,
         holder: str,
+        offers: Offers,
+        presses: Presses,
         media: MediaPreparer | None = None,
     ) -> None:
         self.config = config
@@ -87,6 +91,8 @@ class GatewayService:
         self.activity = activity
         self.metrics = metrics
         self.media = media
+        self.offers = offers
+        self.presses = presses
         self.holder = holder  # this replica's name on the leases it holds
         self.wrong_tokens = WrongTokens(store, BudgetName.CHAT_TOKENS)
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
@@ -157,11 +163,14 @@ class GatewayService:
 
         async def answer() -> None:
             try:
-                text = await reply(self.commands, command, msg, key)
+                said = await reply(self.commands, command, msg, key)
             except Exception as exc:
                 log.exception("/%s in %s failed", command.name, key)
-                text = f"Sorry, that failed: {type(exc).__name__}."
-            await self.replies.send_text(msg.address, text)
+                said = f"Sorry, that failed: {type(exc).__name__}."
+            if isinstance(said, str):
+                await self.replies.send_text(msg.address, said)
+            else:
+                await self.offers.offer(said, key, msg.address)
 
         if command.name in LANE_COMMANDS:
             # Queued behind the running turn, in order with later messages; the adapter
@@ -177,6 +186,9 @@ class GatewayService:
         if rows is None:
             rows = await self.store.unfinished_inbound()
         return await recover(self.store, self.lanes, self.replies.channels, rows)
+
+    async def press(self, press: ButtonPress) -> PressAnswer:
+        return await self.presses.press(press)
 
     def register_bot_username(self, channel: str, username: str) -> None:
         self.bot_usernames[channel] = username

@@ -19,6 +19,7 @@ from bot.store.base import InboundStatus, SessionRow
 from bot.types import InboundMessage, SessionOrigin
 
 if TYPE_CHECKING:
+    from bot.buttons.offers import Offers
     from bot.config import Config
     from bot.gateway.lanes import Lanes
     from bot.skills.catalog import SkillCatalog
@@ -65,6 +66,7 @@ class SessionCommands:
         compactor: Compactor | None = None,
         before_reset: BeforeReset | None = None,
         status_sources: Sequence[StatusSource] = (),
+        offers: Offers | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -75,9 +77,13 @@ class SessionCommands:
         self.compactor = compactor
         self.before_reset = before_reset
         self.status_sources = tuple(status_sources)
+        self.offers = offers  # None: no buttons anywhere (the CLI)
 
     def is_admin(self, msg: InboundMessage) -> bool:
         return access.is_admin(msg.principal, self.config.admin)
+
+    def shows_buttons(self, channel: str) -> bool:
+        return self.offers is not None and self.offers.shows_buttons(channel)
 
     async def current_session(self, key: str) -> SessionRow | None:
         return await self.store.current_session(key)

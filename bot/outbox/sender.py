@@ -281,6 +281,7 @@ class Sender:
             edit_of=row.edit_of,
             chunk_id=chunk_id(row, text),
             sources=row.sources,
+            buttons=row.buttons,
         )
         if row.status in UNKNOWN_OUTCOME and await self._settled(channel, row, out):
             return

@@ -16,7 +16,7 @@ from bot.store.outbox_rows import OutboxChunk, OutboxKind
 if TYPE_CHECKING:
     from bot.channel_contract import Channel
     from bot.store.base import OutboxStore
-    from bot.types import Address, OutboundFile, Source
+    from bot.types import Address, ButtonRows, OutboundFile, Source
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,11 @@ class Outbox:
         *,
         edit_of: str | None = None,
         sources: tuple[Source, ...] = (),
+        buttons: ButtonRows | None = None,
     ) -> None:
         """Write the chunks of reply `reply_id` (chunk 0 replacing message `edit_of`, if
-        given; the last one showing `sources`). Writing a reply that is already in the
-        outbox again changes nothing."""
+        given; the last one showing `sources` and `buttons`). Writing a reply that is
+        already in the outbox again changes nothing."""
         last = len(chunks) - 1
         rows = [
             OutboxChunk(
@@ -57,6 +58,7 @@ class Outbox:
                 text=chunk,
                 edit_of=edit_of if index == 0 else None,
                 sources=sources if index == last else (),
+                buttons=buttons if index == last else None,
             )
             for index, chunk in enumerate(chunks)
         ]
@@ -79,14 +81,15 @@ class Outbox:
         await self.store.outbox_add([row], self.clock())
         self.wakeup.set()
 
-    async def send_text(self, address: Address, text: str) -> int:
-        """Queue `text` (a reply that is not a model turn) for `address`; returns chunks."""
+    async def send_text(self, address: Address, text: str, reply_id: str = "") -> int:
+        """Queue `text` (a reply that is not a model turn) for `address`; returns chunks.
+        The same `reply_id` again changes nothing (default: a new one)."""
         channel = self.channels.get(address.channel)
         if channel is None:
             log.warning("no channel %r to send a reply to", address.channel)
             return 0
         chunks = channel.render(text)
-        await self.put(address, f"reply-{uuid.uuid4().hex}", chunks)
+        await self.put(address, reply_id or f"reply-{uuid.uuid4().hex}", chunks)
         return len(chunks)
 
     async def preview(self, turn_id: str) -> str | None:

@@ -4,7 +4,9 @@ prompt, whose reply goes to the chat, thread or topic it was set in.
 
 A reminder missed while Krill was down fires at start-up, and its prompt says how late it is
 and when it was due. A reminder leaves "pending" only after its turn has run, so a crash
-mid-turn fires it again at the next start rather than losing it.
+mid-turn fires it again at the next start rather than losing it. Its message offers
+buttons to snooze it (10 minutes, an hour, tomorrow) or mark it done
+(bot/scheduler/reminder_choices.py): a snooze makes the same row pending again.
 
 Every replica schedules every pending reminder; the turn runs in the session's lane (under
 its lease) only while the reminder is still pending, and the conditional move to "sent"
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from bot.agent.job import TurnJob, new_turn_id
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
+from bot.scheduler.reminder_choices import reminder_choice
 from bot.scheduler.when import check_due, describe_time, parse_when
 from bot.sessions.limits import history_limit_for
 from bot.store.base import Reminder, ReminderStatus
@@ -28,9 +31,9 @@ from bot.untrusted import marker_id_for, wrap_untrusted
 
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner
+    from bot.buttons.offers import Offers
     from bot.config import Config
     from bot.gateway.lanes import Lanes
-    from bot.gateway.replies import Replies
     from bot.scheduler.jobs import Jobs
     from bot.store.base import Store
 
@@ -79,14 +82,14 @@ class Reminders:
         jobs: Jobs,
         lanes: Lanes,
         runner: AgentRunner,
-        replies: Replies,
+        offers: Offers,
     ) -> None:
         self.config = config
         self.store = store
         self.jobs = jobs
         self.lanes = lanes
         self.runner = runner
-        self.replies = replies
+        self.offers = offers
         self.timezone = config.agent.timezone
 
     async def rebuild(self) -> int:
@@ -152,6 +155,17 @@ class Reminders:
 
     def when(self, reminder: Reminder) -> str:
         return describe_time(reminder.due_at, self.timezone)
+
+    async def snooze(self, reminder_id: int, due_at: float) -> bool:
+        """Make a reminder that fired pending again, due at `due_at` (a snooze pressed
+        twice, or acted on again after a crash, moves it once); False when it was not."""
+        if not await self.store.reminder_snooze(reminder_id, due_at):
+            return False
+        reminder = await self.store.reminder_get(reminder_id)
+        if reminder is not None:
+            self._schedule(reminder)
+        log.info("reminder %d snoozed until %s", reminder_id, describe_time(due_at, self.timezone))
+        return True
 
     def _schedule(self, reminder: Reminder) -> None:
         now = self.jobs.clock()
@@ -219,5 +233,5 @@ class Reminders:
         ):
             log.info("reminder %d was sent by another process meanwhile", reminder.id)
             return
-        await self.replies.send_text(address, text)
+        await self.offers.offer(reminder_choice(reminder, text), key, address)
         log.info("reminder %d fired in %s%s", reminder.id, key, " (late)" if late else "")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from bot.store.choices import ChoiceStore
 from bot.store.inbound import BufferedLine, InboundRow, InboundStatus, InboundStore
 from bot.store.jobs import JobStore
 from bot.store.leases import LeaseStore
@@ -30,6 +31,7 @@ from bot.store.turns import TurnStore
 
 __all__ = [
     "BufferedLine",
+    "ChoiceStore",
     "ChunkMatch",
     "ContextPlanStore",
     "InboundRow",
@@ -76,6 +78,7 @@ class Store(
     LeaseStore,
     MemoryIndexStore,
     SharedStateStore,
+    ChoiceStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""

@@ -302,6 +302,37 @@ MIGRATIONS: list[Migration] = [
         ALTER TABLE sessions ADD COLUMN context_plan TEXT
         """,
     ),
+    Migration(
+        17,
+        # Choices offered with buttons (bot/store/choices.py): one row per message with
+        # buttons; `option_index` is the option pressed (-1: nobody answered in time).
+        """
+        CREATE TABLE choices (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            address TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            owner_name TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            options TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            reply_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            option_index INTEGER,
+            pressed_by TEXT NOT NULL DEFAULT '',
+            pressed_name TEXT NOT NULL DEFAULT '',
+            press_id TEXT NOT NULL DEFAULT '',
+            message_id TEXT NOT NULL DEFAULT '',
+            pressed_at DOUBLE PRECISION,
+            outcome TEXT NOT NULL DEFAULT '',
+            done_at DOUBLE PRECISION
+        );
+        CREATE INDEX choices_unfinished ON choices(status, expires_at)
+        """,
+    ),
 ]
 
 LATEST = max([BASE_VERSION, *(step.version for step in MIGRATIONS)])

@@ -43,6 +43,11 @@ class OutboxStore(Protocol):
         """The platform id of the streaming preview of `turn_id`, if one was shown."""
         ...
 
+    async def outbox_sent_id(self, turn_id: str) -> str | None:
+        """The platform id of the last message of reply `turn_id` that went out (where a
+        reply's buttons are), if any did."""
+        ...
+
     async def outbox_put_preview(
         self, turn_id: str, address: Address, platform_id: str, now: float
     ) -> None: ...
@@ -129,6 +134,15 @@ class OutboxTables:
             "SELECT platform_id FROM outbox WHERE turn_id = ? AND chunk_index = ?",
             turn_id,
             PREVIEW_INDEX,
+        )
+        return str(found) if found is not None else None
+
+    async def outbox_sent_id(self, turn_id: str) -> str | None:
+        found = await self.db.fetchval(
+            "SELECT platform_id FROM outbox WHERE turn_id = ? AND chunk_index >= 0"
+            " AND status = ? AND platform_id IS NOT NULL ORDER BY chunk_index DESC LIMIT 1",
+            turn_id,
+            str(OutboxStatus.SENT),
         )
         return str(found) if found is not None else None
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.store.db import Row
-from bot.types import Address, OutboundFile, Source
+from bot.types import Address, Button, ButtonRows, OutboundFile, Source
 
 # The columns `outbox_row` reads, in its order.
 OUTBOX_COLUMNS = (
@@ -60,6 +60,8 @@ class OutboxChunk:
     kind: OutboxKind = OutboxKind.TEXT
     file: OutboundFile | None = None  # what a FILE row sends
     sources: tuple[Source, ...] = ()  # the pages a reply cited, on its last chunk
+    # The buttons under a reply's last chunk; on an edit, those it keeps (() takes them away).
+    buttons: ButtonRows | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,7 @@ class OutboxRow:
     next_attempt_at: float
     file: OutboundFile | None = None
     sources: tuple[Source, ...] = ()
+    buttons: ButtonRows | None = None
 
     @property
     def chat_key(self) -> str:
@@ -115,12 +118,23 @@ class OutboxSummary:
 
 
 def _payload(chunk: OutboxChunk) -> str:
-    """The `payload` column: a FILE row's file, or the sources of a reply's last chunk."""
+    """The `payload` column: a FILE row's file, or the sources and buttons of a reply's
+    last chunk."""
     if chunk.file is not None:
         return json.dumps(dataclasses.asdict(chunk.file))
+    shown: dict[str, Any] = {}
     if chunk.sources:
-        return json.dumps({"sources": [dataclasses.asdict(s) for s in chunk.sources]})
-    return ""
+        shown["sources"] = [dataclasses.asdict(s) for s in chunk.sources]
+    if chunk.buttons is not None:
+        shown["buttons"] = [[b.to_dict() for b in row] for row in chunk.buttons]
+    return json.dumps(shown) if shown else ""
+
+
+def _buttons(payload: dict[str, Any]) -> ButtonRows | None:
+    rows = payload.get("buttons")
+    if rows is None:
+        return None
+    return tuple(tuple(Button.from_dict(b) for b in row) for row in rows)
 
 
 def outbox_row(r: Row) -> OutboxRow:
@@ -143,6 +157,7 @@ def outbox_row(r: Row) -> OutboxRow:
         next_attempt_at=float(r[11]),
         file=OutboundFile(**payload) if is_file and payload else None,
         sources=() if is_file else tuple(Source(**s) for s in payload.get("sources", ())),
+        buttons=None if is_file else _buttons(payload),
     )
 
 

@@ -55,6 +55,11 @@ class ReminderStore(Protocol):
         """Move a pending reminder to `status`; False when it was no longer pending."""
         ...
 
+    async def reminder_snooze(self, reminder_id: int, due_at: float) -> bool:
+        """Make a reminder that fired pending again, due at `due_at`; False when it had not
+        fired, or is due at `due_at` or later already (a snooze done twice moves it once)."""
+        ...
+
 
 COLUMNS = "id, session_key, address, creator, due_at, text, status, created_at, fired_at"
 
@@ -130,3 +135,15 @@ class ReminderTables:
             str(ReminderStatus.PENDING),
         )
         return finished == 1
+
+    async def reminder_snooze(self, reminder_id: int, due_at: float) -> bool:
+        snoozed = await self.db.execute(
+            "UPDATE reminders SET status = ?, due_at = ?, fired_at = NULL"
+            " WHERE id = ? AND status = ? AND due_at < ?",
+            str(ReminderStatus.PENDING),
+            due_at,
+            reminder_id,
+            str(ReminderStatus.SENT),
+            due_at,
+        )
+        return snoozed == 1

@@ -19,10 +19,13 @@ class Pruned:
     buffered: int = 0  # unaddressed group lines never picked up
     sessions: int = 0  # old (non-current) sessions...
     entries: int = 0  # ...and their transcript entries
+    choices: int = 0  # answered or expired button choices (a late press: "expired")
 
     @property
     def total(self) -> int:
-        return self.inbound + self.outbox + self.buffered + self.sessions + self.entries
+        return (
+            self.inbound + self.outbox + self.buffered + self.sessions + self.entries + self.choices
+        )
 
 
 class RetentionStore(Protocol):
@@ -46,6 +49,7 @@ _STEPS = (
     ("buffered", "DELETE FROM group_buffer WHERE created_at < ?"),
     ("entries", f"DELETE FROM entries WHERE session_id IN (SELECT session_id {_OLD_SESSIONS})"),
     ("sessions", f"DELETE {_OLD_SESSIONS}"),
+    ("choices", "DELETE FROM choices WHERE status = 'done' AND done_at < ?"),
 )
 
 

@@ -19,6 +19,7 @@ from bot.types import ChatType, InboundMessage
 
 EVERYTHING = ("*",)
 MCP_SEPARATOR = "__"
+MCP_PREFIX = "mcp:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +36,30 @@ class PolicyLayer:
 
 @dataclass(frozen=True, slots=True)
 class ToolPolicy:
-    """The effective policy of a turn: a tool is usable when every layer allows it."""
+    """The effective policy of a turn: a tool is usable when every layer allows it, and one
+    matching `confirm` runs only once the person who asked approves it."""
 
     layers: tuple[PolicyLayer, ...]
+    confirm: tuple[str, ...] = ()
 
     def allows(self, name: str) -> bool:
         return all(layer.allows(name) for layer in self.layers)
 
+    def confirms(self, name: str) -> bool:
+        return tool_allowed(name, self.confirm, ())
+
     def refused_by(self, name: str) -> str | None:
         """The config key of the first layer that takes `name` away, or None if allowed."""
         return next((layer.source for layer in self.layers if not layer.allows(name)), None)
+
+
+def tool_globs(entries: Sequence[str]) -> tuple[str, ...]:
+    """Tool-name globs from config entries, where `mcp:<server glob>` names that server's
+    MCP tools (`mcp:*`: every MCP tool)."""
+    return tuple(
+        f"{entry[len(MCP_PREFIX) :]}{MCP_SEPARATOR}*" if entry.startswith(MCP_PREFIX) else entry
+        for entry in entries
+    )
 
 
 def _layer(source: str, table: ToolFilterConfig) -> PolicyLayer:
@@ -66,6 +81,9 @@ def resolve_policy(
     consulted in DMs only; group and channel overrides apply to the shared chat.
     """
     tools = config.tools
+    confirm = list(tools.policy.confirm)
+    if chat_type != ChatType.DIRECT:
+        confirm += tools.policy.confirm_in_groups
     layers = [PolicyLayer("tools", tuple(tools.allow), tuple(tools.deny))]
     if not admin and tools.admin_only:
         layers.append(PolicyLayer("tools.admin_only", deny=tuple(tools.admin_only)))
@@ -82,7 +100,7 @@ def resolve_policy(
             group = group_override(policy, chat_id)
             if group is not None and group.tools is not None:
                 layers.append(_layer(f'{channel} group "{chat_id}" tools', group.tools))
-    return ToolPolicy(tuple(layers))
+    return ToolPolicy(tuple(layers), tool_globs(confirm))
 
 
 def policy_for_messages(config: Config, messages: Sequence[InboundMessage]) -> ToolPolicy:

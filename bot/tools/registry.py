@@ -54,6 +54,7 @@ class ToolContext:
     is_direct: bool
     workspace: Path
     turn_id: str = ""
+    principal_name: str = ""  # the display name of `principal`, where the platform gave one
     # Where the session's conversation is (its row's origin; None on rows older than
     # origins) and whether everyone the turn answers is an admin: memory scopes need both.
     origin: SessionOrigin | None = None
@@ -128,8 +129,21 @@ class ToolFilter(Protocol):
     def allows(self, name: str) -> bool: ...
 
 
+class CallPolicy(ToolFilter, Protocol):
+    def confirms(self, name: str) -> bool:
+        """Whether a call of `name` waits for the asker's approval before it runs."""
+        ...
+
+
 # Post-processes every result a handler produced (large-result storage, untrusted wrapping).
 ResultHook = Callable[[Tool, ToolResult, ToolContext], Awaitable[ToolResult]]
+# Asks for approval of a call its policy marks confirm (`bot/buttons/approvals.py`) instead
+# of running it; returns what the model reads meanwhile.
+ConfirmHook = Callable[[ToolUseBlockParam, ToolContext], Awaitable[ToolResult]]
+NO_APPROVAL = (
+    "Error: not run. {name} needs the approval of the person who asked, and this "
+    "conversation cannot ask for it."
+)
 
 
 def call_signature(name: str, args: Any) -> str:
@@ -138,9 +152,12 @@ def call_signature(name: str, args: Any) -> str:
 
 
 class ToolRegistry:
-    def __init__(self, result_hook: ResultHook | None = None) -> None:
+    def __init__(
+        self, result_hook: ResultHook | None = None, confirm_hook: ConfirmHook | None = None
+    ) -> None:
         self._tools: dict[str, Tool] = {}
         self.result_hook = result_hook
+        self.confirm_hook = confirm_hook  # None: calls that need approval are refused
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -174,21 +191,29 @@ class ToolRegistry:
         allow: Sequence[str] = ("*",),
         deny: Sequence[str] = (),
         *,
-        policy: ToolFilter | None = None,
+        policy: CallPolicy | None = None,
+        approved: bool = False,
     ) -> ToolResult:
+        """Run one call the model made. A call its policy marks confirm is not run but
+        offered for approval, unless it is `approved` (the approval's press runs it)."""
         name = call.get("name", "")
         call_id = call.get("id", "")
         signature = call_signature(name, call.get("input"))
         failed = ctx.failures.get(signature, 0)
         if failed >= MAX_IDENTICAL_FAILURES:
             return ToolResult(call_id, REPEATED_FAILURE.format(name=name, count=failed), True)
-        result = await self._run(call, ctx, _allowed(allow, deny, policy))
+        confirm = not approved and policy is not None and policy.confirms(name)
+        result = await self._run(call, ctx, _allowed(allow, deny, policy), confirm)
         if result.is_error:
             ctx.failures[signature] = ctx.failures.get(signature, 0) + 1
         return result
 
     async def _run(
-        self, call: ToolUseBlockParam, ctx: ToolContext, allowed: Callable[[str], bool]
+        self,
+        call: ToolUseBlockParam,
+        ctx: ToolContext,
+        allowed: Callable[[str], bool],
+        confirm: bool,
     ) -> ToolResult:
         name = call.get("name", "")
         call_id = call.get("id", "")
@@ -198,6 +223,10 @@ class ToolRegistry:
         args = call.get("input") or {}
         if not isinstance(args, dict):
             return ToolResult(call_id, "Error: tool input must be a JSON object.", True)
+        if confirm:
+            if self.confirm_hook is None:
+                return ToolResult(call_id, NO_APPROVAL.format(name=name), True)
+            return await self.confirm_hook(call, ctx)
         try:
             content = await asyncio.wait_for(tool.handler(args, ctx), timeout=tool.timeout)
         except ToolError as exc:

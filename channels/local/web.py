@@ -2,7 +2,8 @@
 WebSocket for streamed replies, the person's recent history for the page to redraw itself
 (`GET /api/history`), and a JSON endpoint (`POST /api/chat`) that waits for the reply, for
 scripts and tests. Replies carry their Markdown and the safe HTML the page shows
-(`channels.local.markup`).
+(`channels.local.markup`), and their buttons; a press comes back over the WebSocket (or
+`POST /api/press`) and its answer goes to the page that pressed.
 
 Its sessions are DMs, which see private memory, so other web sites must not reach it: the
 server's browser guard (`bot.http_guard`) refuses foreign `Host` and `Origin` headers, the
@@ -31,7 +32,16 @@ from aiohttp import WSMsgType, web
 from bot.channel_contract import Gateway
 from bot.forwarded import Network, client_of
 from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
-from bot.types import Address, ChatType, HistoryLine, InboundMessage, OutboundMessage, Speaker
+from bot.types import (
+    Address,
+    ButtonPress,
+    ButtonRows,
+    ChatType,
+    HistoryLine,
+    InboundMessage,
+    OutboundMessage,
+    Speaker,
+)
 from channels.local.markup import to_html
 from channels.sources import with_sources
 
@@ -43,6 +53,7 @@ MAX_TEXT_CHARS = 100_000
 REPLY_WAIT_SECONDS = 300.0
 MAX_MESSAGE_ID_CHARS = 200
 HISTORY_LINES = 50  # what the page shows after a reload
+LABEL_CHARS = 80  # a button's label is cut to this
 
 # The page's own files, by name under /static/, with their content types.
 STATIC_FILES = {
@@ -78,9 +89,32 @@ def client_message_id(value: object) -> str | None:
     return str(value)
 
 
-def reply_event(kind: str, message_id: str, text: str) -> dict[str, Any]:
-    """A reply as the page receives it: its Markdown and the HTML to show."""
-    return {"type": kind, "id": message_id, "text": text, "html": to_html(text)}
+def reply_event(
+    kind: str, message_id: str, text: str, buttons: ButtonRows | None = None
+) -> dict[str, Any]:
+    """A reply as the page receives it: its Markdown, the HTML to show, and its buttons
+    (on an edit, the ones it keeps: none takes them away)."""
+    event: dict[str, Any] = {"type": kind, "id": message_id, "text": text, "html": to_html(text)}
+    if buttons is not None:
+        event["buttons"] = [[button.to_dict() for button in row] for row in buttons]
+    return event
+
+
+def local_press(name: str, data: object, press_id: object, message_id: object) -> ButtonPress:
+    """A press in `name`'s web chat; raises ValueError for a malformed one. The page's own
+    press id is kept under the person's name, like a message id."""
+    if not isinstance(data, str) or not data or len(data) > MAX_MESSAGE_ID_CHARS:
+        raise ValueError("data must be the pressed button's data")
+    given = client_message_id(press_id) or uuid.uuid4().hex
+    return ButtonPress(
+        channel=CHANNEL,
+        press_id=f"{name}/{given}",
+        data=data,
+        chat_id=name,
+        user_id=name,
+        user_name=name,
+        message_id=str(message_id or "")[:MAX_MESSAGE_ID_CHARS],
+    )
 
 
 def history_event(line: HistoryLine) -> dict[str, Any]:
@@ -111,6 +145,7 @@ class WebChannel:
     name = CHANNEL
     stream_interval = 0.2
     typing_interval = 3.0
+    button_label_chars = LABEL_CHARS
 
     def __init__(
         self, gateway: Gateway, *, token: str = "", trusted_proxies: Sequence[Network] = ()
@@ -129,6 +164,14 @@ class WebChannel:
         for sockets in self._sockets.values():
             for ws in list(sockets):
                 await ws.close()
+
+    async def _json_refusal(self, request: web.Request) -> web.Response | None:
+        """The answer to a JSON API call that may not use the chat (`_refusal`) or whose
+        body is not JSON, or None when it may go on."""
+        refusal = await self._refusal(request)
+        if refusal is None and request.content_type != "application/json":
+            return web.json_response({"error": "Content-Type must be application/json"}, status=415)
+        return refusal
 
     async def _refusal(self, request: web.Request) -> web.Response | None:
         """The answer to a request that may not use the chat, or None when it may (foreign
@@ -159,6 +202,7 @@ class WebChannel:
             web.get("/ws/chat", self.websocket),
             web.get("/api/history", self.api_history),
             web.post("/api/chat", self.api_chat),
+            web.post("/api/press", self.api_press),
         ]
 
     def render(self, markdown: str) -> list[str]:
@@ -177,7 +221,8 @@ class WebChannel:
         message_id = out.edit_of or str(next(self._ids))
         kind = "message" if out.final else "preview"
         text = with_sources(out.text, out.sources)  # links after the reply
-        await self._publish(out.address.chat_id, reply_event(kind, message_id, text))
+        event = reply_event(kind, message_id, text, out.buttons)
+        await self._publish(out.address.chat_id, event)
         return message_id
 
     async def typing(self, address: Address) -> None:
@@ -213,6 +258,9 @@ class WebChannel:
                     continue
                 try:
                     data = json.loads(frame.data)
+                    if "press" in data:
+                        await ws.send_json(await self._press(name, data))
+                        continue
                     text = str(data["text"])[:MAX_TEXT_CHARS]
                     client_id = client_message_id(data.get("message_id"))
                 except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
@@ -230,11 +278,9 @@ class WebChannel:
         return ws
 
     async def api_chat(self, request: web.Request) -> web.Response:
-        refusal = await self._refusal(request)
+        refusal = await self._json_refusal(request)
         if refusal:
             return refusal
-        if request.content_type != "application/json":
-            return web.json_response({"error": "Content-Type must be application/json"}, status=415)
         try:
             data = await request.json()
             name = str(data.get("user", "web"))
@@ -263,6 +309,37 @@ class WebChannel:
         finally:
             self._listeners[name].remove(queue)
         return web.json_response({"result": result, "replies": replies})
+
+    async def _press(self, name: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A press the page sent ({"press": data, "press_id", "message_id"}), recorded;
+        the event that tells the page what came of it."""
+        press = local_press(name, data["press"], data.get("press_id"), data.get("message_id"))
+        answer = await self.gateway.press(press)
+        return {
+            "type": "pressed",
+            "id": press.message_id,
+            "result": str(answer.result),
+            "text": answer.text,
+        }
+
+    async def api_press(self, request: web.Request) -> web.Response:
+        """`POST {"user": "name", "data": "...", "press_id": "..."}`: press a button of that
+        person's chat, for scripts and tests; answers {"result", "text"}."""
+        refusal = await self._json_refusal(request)
+        if refusal:
+            return refusal
+        try:
+            data = await request.json()
+            name = str(data.get("user", "web"))
+            if not NAME_RE.match(name):
+                raise ValueError("invalid user name")
+            press = local_press(
+                name, data.get("data"), data.get("press_id"), data.get("message_id")
+            )
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+            return web.json_response({"error": f"bad press: {exc}"}, status=400)
+        answer = await self.gateway.press(press)
+        return web.json_response({"result": str(answer.result), "text": answer.text})
 
     async def api_history(self, request: web.Request) -> web.Response:
         """`{"messages": [...]}`: the recent lines of `?name=`'s session, oldest first."""

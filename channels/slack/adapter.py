@@ -34,6 +34,7 @@ from channels.slack.api import (
     network_failure,
     send_failure,
 )
+from channels.slack.buttons import ACTION_PREFIX, LABEL_CHARS, SlackPresses
 from channels.slack.config import SlackConfig
 from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
@@ -69,6 +70,7 @@ class SlackChannel:
 
     name = CHANNEL
     typing_interval = TYPING_REFRESH_SECONDS
+    button_label_chars = LABEL_CHARS
 
     def __init__(
         self,
@@ -132,6 +134,9 @@ class SlackChannel:
         self.app.event("message")(self.inbound.on_message_event)
         self.app.event("app_mention")(self.inbound.on_message_event)
         self.app.command(re.compile(r".*"))(self.slash.on_command)
+        self.app.action(re.compile("^" + re.escape(ACTION_PREFIX)))(
+            SlackPresses(core, self.client).on_action
+        )
         # Every other event is acknowledged (a 404 would make Slack retry it) and ignored.
         self.app.event(re.compile(r".*"))(self.inbound.on_other_event)
 
@@ -217,7 +222,7 @@ class SlackChannel:
             await self._session.close()
 
     def routes(self) -> list[web.RouteDef]:
-        return [self._http.route()] if self._http is not None else []
+        return self._http.routes() if self._http is not None else []
 
     # --- outbound -------------------------------------------------------------------------
 
@@ -245,7 +250,12 @@ class SlackChannel:
             if streamed is not None:
                 return streamed
         return await self.poster.post(
-            out.address, out.text, out.chunk_id, final=out.final, sources=out.sources
+            out.address,
+            out.text,
+            out.chunk_id,
+            final=out.final,
+            sources=out.sources,
+            buttons=out.buttons,
         )
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:

@@ -14,9 +14,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.types import Address, OutboundMessage, Source
+from bot.types import Address, ButtonRows, OutboundMessage, Source
 from channels.pacing import Window, paced
 from channels.slack.api import MARKDOWN_REJECTED, api_error
+from channels.slack.buttons import actions_blocks, section_blocks
 from channels.slack.format import sources_block, sources_mrkdwn, to_mrkdwn
 
 log = logging.getLogger(__name__)
@@ -43,15 +44,19 @@ class Poster:
         *,
         final: bool = True,
         sources: tuple[Source, ...] = (),
+        buttons: ButtonRows | None = None,
         **kwargs: Any,
     ) -> Any:
         """Call a Web API method with `markdown_text`, or with mrkdwn `text` where Slack does
-        not take Markdown. With `sources`, the Markdown goes in a markdown block (Slack takes
-        `markdown_text` only alone) followed by a context block of links."""
+        not take Markdown. With `sources` or `buttons`, the Markdown goes in a markdown block
+        (Slack takes `markdown_text` only alone) followed by a context block of links and
+        an actions block per row of buttons; `buttons=()` sends the blocks without any, so
+        an edit takes away the buttons the message had."""
+        under = ([sources_block(sources)] if sources else []) + actions_blocks(buttons or ())
         if self.markdown_ok:
             content: dict[str, Any] = {"markdown_text": markdown}
-            if sources:
-                blocks = [{"type": "markdown", "text": markdown}, sources_block(sources)]
+            if under or buttons is not None:
+                blocks = [{"type": "markdown", "text": markdown}, *under]
                 content = {"text": to_mrkdwn(markdown), "blocks": blocks}
             try:
                 async with self.paced(kwargs["channel"], final=final):
@@ -67,8 +72,11 @@ class Poster:
         text = to_mrkdwn(markdown)
         if sources:
             text += "\n\n" + sources_mrkdwn(sources)
+        fallback: dict[str, Any] = {"text": text}
+        if buttons is not None:
+            fallback["blocks"] = section_blocks(text) + actions_blocks(buttons)
         async with self.paced(kwargs["channel"], final=final):
-            return await call(text=text, **kwargs)
+            return await call(**fallback, **kwargs)
 
     async def post(
         self,
@@ -78,6 +86,7 @@ class Poster:
         *,
         final: bool = True,
         sources: tuple[Source, ...] = (),
+        buttons: ButtonRows | None = None,
     ) -> str:
         extra: dict[str, Any] = {"thread_ts": address.thread_id} if address.thread_id else {}
         if chunk_id:
@@ -87,6 +96,7 @@ class Poster:
             text,
             final=final,
             sources=sources,
+            buttons=buttons or None,
             channel=address.chat_id,
             **extra,
         )
@@ -124,6 +134,7 @@ class Poster:
                 out.text,
                 final=out.final,
                 sources=out.sources,
+                buttons=out.buttons,
                 channel=out.address.chat_id,
                 ts=out.edit_of,
             )
@@ -138,4 +149,6 @@ class Poster:
                 out.edit_of,
                 api_error(exc),
             )
-            return await self.post(out.address, out.text, out.chunk_id, sources=out.sources)
+            return await self.post(
+                out.address, out.text, out.chunk_id, sources=out.sources, buttons=out.buttons
+            )

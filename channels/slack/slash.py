@@ -17,6 +17,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from bot.channel_contract import AcceptResult, Gateway
 from bot.log_context import Content
 from bot.types import InboundMessage, OutboundMessage
+from channels.slack.buttons import actions_blocks, press_url_key, section_blocks
 from channels.slack.format import to_mrkdwn
 from channels.slack.mapping import CHANNEL, slash_message, slash_text
 from channels.slack.outbound import Poster
@@ -72,31 +73,50 @@ class SlashCommands:
 
     async def send_private(self, out: OutboundMessage) -> str:
         """An answer only its asker sees: via the slash command's response_url while it is
-        valid (it works even where the bot is not a member), else chat.postEphemeral."""
+        valid (it works even where the bot is not a member), else chat.postEphemeral. An
+        edit (a pressed button's outcome) replaces the message through the press's own
+        response_url; without one it comes as a new answer."""
         address = out.address
         assert address.private_to is not None
-        url = await self.gateway.recall(
+        press_url = None
+        if out.edit_of is not None:
+            press_url = await self.gateway.recall(CHANNEL, press_url_key(out.edit_of))
+        replaces = press_url is not None
+        url = press_url or await self.gateway.recall(
             CHANNEL, response_url_key(address.chat_id, address.private_to)
         )
         if url is not None:
+            text = to_mrkdwn(out.text)
+            blocks = None
+            if out.buttons is not None:
+                blocks = section_blocks(text) + actions_blocks(out.buttons)
             webhook = AsyncWebhookClient(url, session=self.client.session)
             try:
-                response = await webhook.send(text=to_mrkdwn(out.text), response_type="ephemeral")
+                response = await webhook.send(
+                    text=text,
+                    blocks=blocks,
+                    response_type="ephemeral",
+                    replace_original=replaces or None,
+                )
                 status: object = response.status_code
             except (OSError, aiohttp.ClientError, TimeoutError) as exc:
                 status = exc
             if status == 200:
-                return f"ephemeral:{next(self._ephemeral_ids)}"
+                return out.edit_of if replaces and out.edit_of else self._ephemeral_id()
             log.warning("slack: response_url failed (%s); using chat.postEphemeral", status)
         thread: dict[str, Any] = {"thread_ts": address.thread_id} if address.thread_id else {}
         reply = await self.poster.with_markdown(
             self.client.chat_postEphemeral,
             out.text,
+            buttons=out.buttons or None,
             channel=address.chat_id,
             user=address.private_to,
             **thread,
         )
-        return str(reply.get("message_ts") or f"ephemeral:{next(self._ephemeral_ids)}")
+        return str(reply.get("message_ts") or self._ephemeral_id())
+
+    def _ephemeral_id(self) -> str:
+        return f"ephemeral:{next(self._ephemeral_ids)}"
 
     async def stop(self) -> None:
         """Cancel the commands still running."""

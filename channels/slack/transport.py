@@ -27,6 +27,8 @@ from bot.errors import KrillError
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+# Button presses (the app's Interactivity Request URL); the events URL takes them too.
+INTERACTIVITY_PATH = "/slack/interactivity"
 # Events that arrive while the adapter is still starting wait this long, then get a 503
 # (Slack retries them).
 STARTUP_WAIT_SECONDS = 10.0
@@ -59,15 +61,16 @@ def signature_ok(verifier: SignatureVerifier, body: bytes, headers: Mapping[str,
 
 
 class HttpEvents:
-    """The Events API endpoint: signature check, then Bolt; malformed bodies get a 400."""
+    """The Events API and interactivity endpoints: signature check (with its replay window),
+    then Bolt; malformed bodies get a 400."""
 
     def __init__(self, app: AsyncApp, signing_secret: str, ready: asyncio.Event):
         self.app = app
         self.verifier = SignatureVerifier(signing_secret)
         self.ready = ready
 
-    def route(self) -> web.RouteDef:
-        return web.post(EVENTS_PATH, self.handle)
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post(EVENTS_PATH, self.handle), web.post(INTERACTIVITY_PATH, self.handle)]
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         # request.read() honours the server's client_max_size and raises 413 above it.
@@ -77,14 +80,14 @@ class HttpEvents:
         except UnicodeDecodeError:
             # Slack sends UTF-8 only; the signature check would fail on it too, but the
             # fault is the body, not a forged request.
-            log.warning("slack: refused a request to %s whose body is not UTF-8", EVENTS_PATH)
+            log.warning("slack: refused a request to %s whose body is not UTF-8", request.path)
             return web.json_response(
                 {"error": "body is not UTF-8"}, status=400, headers={"X-Slack-No-Retry": "1"}
             )
         if not signature_ok(self.verifier, body, request.headers):
             log.warning(
                 "slack: refused a request to %s with a bad signature or stale timestamp",
-                EVENTS_PATH,
+                request.path,
             )
             return web.json_response({"error": "invalid request"}, status=401)
         try:

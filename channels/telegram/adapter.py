@@ -30,6 +30,7 @@ from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.telegram import files, media
 from channels.telegram.albums import ALBUM_WAIT, Albums
+from channels.telegram.buttons import LABEL_CHARS, answer_press, keyboard
 from channels.telegram.calls import (
     classify,
     is_edit_target_gone,
@@ -73,6 +74,7 @@ class TelegramChannel:
 
     name = CHANNEL
     typing_interval = TYPING_INTERVAL
+    button_label_chars = LABEL_CHARS
 
     def __init__(
         self,
@@ -231,6 +233,9 @@ class TelegramChannel:
         it, so the caller lets Telegram deliver it again."""
         if self.identity is None:
             raise RuntimeError("Telegram channel is not connected yet")
+        if update.callback_query is not None:
+            await answer_press(self.bot, update.callback_query, self._core.press)
+            return None
         try:
             msg = update_to_inbound(update, self.identity)
         except (AttributeError, KeyError, TypeError, ValueError):
@@ -340,6 +345,8 @@ class TelegramChannel:
         thread = int(address.thread_id) if address.thread_id else None
         pace = None if out.final else PREVIEW
 
+        markup = keyboard(out.buttons) if out.buttons else None
+
         async def send(body: str, with_entities: list[MessageEntity] | None) -> Message:
             return await self.bot.send_message(
                 chat_id,
@@ -347,6 +354,7 @@ class TelegramChannel:
                 entities=with_entities,
                 message_thread_id=thread,
                 reply_parameters=reply,
+                reply_markup=markup,
                 rate_limit_args=pace,
             )
 
@@ -375,6 +383,8 @@ class TelegramChannel:
     ) -> None:
         text, entities = converted
         pace = None if out.final else PREVIEW
+        # Without a keyboard, the edit takes away the buttons the message had.
+        markup = keyboard(out.buttons) if out.buttons else None
 
         async def edit(body: str, with_entities: list[MessageEntity] | None) -> None:
             await self.bot.edit_message_text(
@@ -382,6 +392,7 @@ class TelegramChannel:
                 chat_id=chat_id,
                 message_id=message_id,
                 entities=with_entities,
+                reply_markup=markup,
                 rate_limit_args=pace,
             )
 

@@ -39,8 +39,9 @@ from telegram.ext import filters
 from bot.types import Address, ChatType, InboundMessage
 
 CHANNEL = "telegram"
-# Updates the bot asks Telegram for; anything else (edits, reactions, members) is not needed.
-ALLOWED_UPDATES: tuple[str, ...] = (Update.MESSAGE,)
+# Updates the bot asks Telegram for (messages, and presses of its buttons); anything else
+# (edits, reactions, members) is not needed.
+ALLOWED_UPDATES: tuple[str, ...] = (Update.MESSAGE, Update.CALLBACK_QUERY)
 
 # Names shorter than this would match ordinary words ("AI") far too often.
 MIN_NAME_LENGTH = 3

@@ -466,7 +466,8 @@ def _error_body(err_type: str, message: str, request_id: str) -> dict[str, Any]:
     }
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
+    """The text of a message's content: its text blocks and what its tool results say."""
     if isinstance(content, str):
         return content
     parts: list[str] = []
@@ -476,7 +477,7 @@ def _text_of(content: Any) -> str:
         if block.get("type") == "text":
             parts.append(str(block.get("text", "")))
         elif block.get("type") in ("tool_result", "search_result"):
-            parts.append(_text_of(block.get("content")))
+            parts.append(text_of(block.get("content")))
     return "\n".join(p for p in parts if p)
 
 
@@ -502,13 +503,13 @@ class RecordedRequest:
 
     @property
     def system_text(self) -> str:
-        return _text_of(self.body.get("system"))
+        return text_of(self.body.get("system"))
 
     @property
     def last_user_text(self) -> str:
         for msg in reversed(self.messages):
             if msg.get("role") == "user":
-                return _text_of(msg.get("content"))
+                return text_of(msg.get("content"))
         return ""
 
     @property
@@ -1229,7 +1230,7 @@ class FakeAnthropic:
         last = ""
         for msg in reversed(body.get("messages") or []):
             if isinstance(msg, dict) and msg.get("role") == "user":
-                last = _text_of(msg.get("content"))
+                last = text_of(msg.get("content"))
                 break
         return Reply.text(f"echo: {last}")
 

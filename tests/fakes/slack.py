@@ -40,11 +40,13 @@ __all__ = [
     "Params",
     "SlackEvents",
     "app_mention",
+    "block_actions",
     "bot_message",
     "channel_message",
     "event_callback",
     "fake_slack",
     "im_message",
+    "interactivity_form",
     "message_changed",
     "message_deleted",
     "new_ts",
@@ -89,6 +91,7 @@ class SlackEvents:
         self.bot_user_id = bot_user_id
         self.api_app_id = api_app_id
         self.response_url_base = response_url_base
+        self._response_targets: dict[str, Params] = {}  # response_url id -> what it answers
 
     def event_callback(
         self, event: Params, *, event_id: str | None = None, event_time: int | None = None
@@ -322,6 +325,62 @@ class SlackEvents:
             "trigger_id": f"{next(_event_counter)}.{trigger}",
         }
         payload.update(fields)
+        self._response_targets[trigger] = {
+            "channel": payload["channel_id"],
+            "user": payload["user_id"],
+        }
+        return payload
+
+    def block_actions(
+        self,
+        user: str,
+        channel: str,
+        message: Params,
+        button: Params,
+        *,
+        ephemeral: bool = False,
+        response_url: str | None = None,
+    ) -> Params:
+        """The `block_actions` payload of `user` pressing `button` (an element of an actions
+        block) under `message`, as Slack sends it (JSON over Socket Mode; over HTTP it is
+        form-encoded as `payload=`: see `interactivity_form`)."""
+        trigger = uuid.uuid4().hex
+        container: Params = {
+            "type": "message",
+            "message_ts": message["ts"],
+            "channel_id": channel,
+            "is_ephemeral": ephemeral,
+        }
+        if message.get("thread_ts"):
+            container["thread_ts"] = message["thread_ts"]
+        payload: Params = {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": self.api_app_id,
+            "token": "verification-token",
+            "container": container,
+            "trigger_id": f"{next(_event_counter)}.{trigger}",
+            "team": {"id": self.team_id, "domain": "test"},
+            "channel": {"id": channel, "name": "general"},
+            "response_url": response_url or f"{self.response_url_base}/{trigger}",
+            "actions": [
+                {
+                    "action_id": button["action_id"],
+                    "block_id": button.get("block_id", uuid.uuid4().hex[:5]),
+                    "text": button["text"],
+                    "value": button.get("value", ""),
+                    "type": "button",
+                    "action_ts": new_ts(),
+                }
+            ],
+        }
+        if not ephemeral:
+            payload["message"] = dict(message)
         return payload
 
     def url_verification(self, challenge: str | None = None) -> Params:
@@ -344,6 +403,12 @@ message_changed = _default_events.message_changed
 message_deleted = _default_events.message_deleted
 slash_command = _default_events.slash_command
 url_verification = _default_events.url_verification
+block_actions = _default_events.block_actions
+
+
+def interactivity_form(payload: Params) -> dict[str, str]:
+    """An interactivity payload as Slack POSTs it: one form field, `payload`, holding JSON."""
+    return {"payload": json.dumps(payload)}
 
 
 @dataclass
@@ -381,6 +446,29 @@ async def _read_params(request: web.Request) -> Params:
         if key in params and params[key] is not None and not isinstance(params[key], str):
             params[key] = str(params[key])
     return params
+
+
+def _blocks_of(params: Params) -> list[Params]:
+    blocks = params.get("blocks") or []
+    return json.loads(blocks) if isinstance(blocks, str) else list(blocks)
+
+
+def _buttons_of(message: Params | None) -> list[Params]:
+    """The buttons of a message's actions blocks."""
+    return [
+        element
+        for block in _blocks_of(message or {})
+        if block.get("type") == "actions"
+        for element in block.get("elements", [])
+        if element.get("type") == "button"
+    ]
+
+
+def _button(message: Params, label: str) -> Params:
+    for button in _buttons_of(message):
+        if button["text"]["text"] == label:
+            return button
+    raise AssertionError(f"no button {label!r} under message {message.get('ts')}")
 
 
 def _with_metadata(messages: list[Params], params: Params) -> list[Params]:
@@ -426,6 +514,7 @@ def _check_blocks(params: Params, *, alone: bool = True) -> None:
     if alone and params.get("markdown_text") and (params.get("text") or blocks):
         raise _ApiError("markdown_text_conflict")
     markdown = 0
+    action_ids: set[str] = set()
     for block in blocks or []:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "markdown":
@@ -441,10 +530,45 @@ def _check_blocks(params: Params, *, alone: bool = True) -> None:
                     not element.get("text") or len(element["text"]) > TEXT_OBJECT_MAX
                 ):
                     raise _ApiError("invalid_blocks")
+        elif kind == "section":
+            text = block.get("text") or {}
+            if not text.get("text") or len(text["text"]) > TEXT_OBJECT_MAX:
+                raise _ApiError("invalid_blocks")
+        elif kind == "actions":
+            _check_actions(block, action_ids)
         elif kind is None:
             raise _ApiError("invalid_blocks")
     if markdown > MARKDOWN_BLOCKS_MAX:
         raise _ApiError("invalid_blocks")
+
+
+ACTIONS_ELEMENTS_MAX = 25
+BUTTON_TEXT_MAX = 75
+BUTTON_VALUE_MAX = 2_000
+ACTION_ID_MAX = 255
+
+
+def _check_actions(block: Params, action_ids: set[str]) -> None:
+    """An actions block as Slack takes it: 1-25 elements; a button's text 1-75 characters,
+    its value at most 2,000, its style primary or danger; action ids unique in a message."""
+    elements = block.get("elements")
+    if not isinstance(elements, list) or not 1 <= len(elements) <= ACTIONS_ELEMENTS_MAX:
+        raise _ApiError("invalid_blocks")
+    for element in elements:
+        if element.get("type") != "button":
+            continue
+        text = element.get("text") or {}
+        action_id = str(element.get("action_id", ""))
+        if (
+            text.get("type") != "plain_text"
+            or not 1 <= len(text.get("text") or "") <= BUTTON_TEXT_MAX
+            or len(str(element.get("value", ""))) > BUTTON_VALUE_MAX
+            or element.get("style", "primary") not in ("primary", "danger")
+            or not 1 <= len(action_id) <= ACTION_ID_MAX
+            or action_id in action_ids
+        ):
+            raise _ApiError("invalid_blocks")
+        action_ids.add(action_id)
 
 
 # Rate-limited per channel when enforce_rate_limits is on (about 1 a second per channel).
@@ -477,6 +601,9 @@ class FakeSlack(SlackEvents):
         self.reactions: set[tuple[str, str, str]] = set()
         self.streams: dict[str, Params] = {}
         self.response_url_posts: list[tuple[str, Any]] = []
+        # Messages only one person sees (chat.postEphemeral, or a response_url answer): each
+        # {"channel", "user", "ts", "text", "blocks"}; a press's response_url may replace one.
+        self.ephemerals: list[Params] = []
         self.socket_connections = 0
         self.socket_acks: list[str] = []
         self.socket_ack_messages: dict[str, Params] = {}
@@ -668,6 +795,57 @@ class FakeSlack(SlackEvents):
             texts.extend(m.get("text", "") for m in messages if m.get("user") == self.bot_user_id)
         return texts
 
+    def buttons(self, channel: str, ts: str | None = None) -> list[str]:
+        """The labels of the buttons under the bot's message `ts` (default: its latest one
+        with buttons in `channel`), as the channel shows them now."""
+        message = self._button_message(channel, ts)
+        return [b["text"]["text"] for b in _buttons_of(message)] if message else []
+
+    def _latest_ephemeral(self, user: str) -> Params | None:
+        """The latest message only `user` sees that has buttons."""
+        mine = [m for m in self.ephemerals if m["user"] == user and _buttons_of(m)]
+        return mine[-1] if mine else None
+
+    def ephemeral_buttons(self, user: str) -> list[str]:
+        """The labels of the latest message with buttons only `user` sees."""
+        message = self._latest_ephemeral(user)
+        return [b["text"]["text"] for b in _buttons_of(message)] if message else []
+
+    def _button_message(self, channel: str, ts: str | None) -> Params | None:
+        if ts is not None:
+            return self._find_message(channel, ts)
+        bots = [m for m in self.messages.get(channel, []) if m.get("user") == self.bot_user_id]
+        return next((m for m in reversed(bots) if _buttons_of(m)), None)
+
+    def press(self, channel: str, user: str, label: str, *, ts: str | None = None) -> Params:
+        """The `block_actions` payload of `user` pressing the button labelled `label` under
+        the bot's message `ts` (default: its latest one with buttons in `channel`)."""
+        message = self._button_message(channel, ts)
+        if message is None:
+            raise AssertionError(f"no bot message with buttons in {channel}")
+        return self.block_actions(user, channel, message, _button(message, label))
+
+    def press_ephemeral(self, user: str, label: str) -> Params:
+        """`user` pressing `label` on the latest message with buttons only they see; the
+        press's response_url replaces that message."""
+        message = self._latest_ephemeral(user)
+        if message is None:
+            raise AssertionError(f"no message with buttons only {user} sees")
+        rid = uuid.uuid4().hex
+        self._response_targets[rid] = {
+            "channel": message["channel"],
+            "user": user,
+            "ts": message["ts"],
+        }
+        return self.block_actions(
+            user,
+            message["channel"],
+            message,
+            _button(message, label),
+            ephemeral=True,
+            response_url=f"{self.response_url_base}/{rid}",
+        )
+
     def stream_text(self, ts: str | None = None) -> str:
         """Markdown streamed so far into stream `ts` (default: the latest stream)."""
         if not self.streams:
@@ -768,6 +946,12 @@ class FakeSlack(SlackEvents):
         return await self.push_socket(
             "slash_commands", dict(payload), accepts_response_payload=True, timeout=timeout, to=to
         )
+
+    async def push_socket_interactive(
+        self, payload: Params, *, timeout: float = 5.0, to: int | None = None
+    ) -> str:
+        """Deliver an interactivity payload (a button press) over Socket Mode."""
+        return await self.push_socket("interactive", payload, timeout=timeout, to=to)
 
     async def disconnect_socket(
         self, reason: str = "refresh_requested", *, grace: float = 2.0
@@ -1001,9 +1185,29 @@ class FakeSlack(SlackEvents):
             body: Any = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             body = raw.decode(errors="replace")
-        self.response_url_posts.append((request.match_info["rid"], body))
+        rid = request.match_info["rid"]
+        self.response_url_posts.append((rid, body))
+        target = self._response_targets.get(rid)
+        if isinstance(body, dict) and target is not None:
+            replaced = self._ephemeral(target.get("ts", ""))
+            if body.get("replace_original") and replaced is not None:
+                # A press's response_url: the message pressed is replaced.
+                replaced.update(text=body.get("text", ""), blocks=body.get("blocks") or [])
+            elif body.get("response_type", "ephemeral") == "ephemeral":
+                self.ephemerals.append(
+                    {
+                        "channel": target["channel"],
+                        "user": target["user"],
+                        "ts": new_ts(),
+                        "text": body.get("text", ""),
+                        "blocks": body.get("blocks") or [],
+                    }
+                )
         self._notify()
         return web.Response(text="ok")
+
+    def _ephemeral(self, ts: str) -> Params | None:
+        return next((m for m in self.ephemerals if m["ts"] == ts), None)
 
     # -- message store ---------------------------------------------------
 
@@ -1037,9 +1241,11 @@ class FakeSlack(SlackEvents):
         }
         if params.get("thread_ts"):
             message["thread_ts"] = params["thread_ts"]
-        for key in ("blocks", "attachments", "metadata"):
+        for key in ("attachments", "metadata"):
             if params.get(key):
                 message[key] = params[key]
+        if params.get("blocks"):
+            message["blocks"] = _blocks_of(params)
         return message
 
     # -- Web API methods -------------------------------------------------
@@ -1093,7 +1299,7 @@ class FakeSlack(SlackEvents):
         if text is not None:
             message["text"] = text
         if "blocks" in params:
-            message["blocks"] = params["blocks"]
+            message["blocks"] = _blocks_of(params)
         message["edited"] = {"user": self.bot_user_id, "ts": new_ts()}
         return {
             "ok": True,
@@ -1112,7 +1318,18 @@ class FakeSlack(SlackEvents):
     def _chat_post_ephemeral(self, params: Params) -> Params:
         self._require(params, "channel", error="channel_not_found")
         self._require(params, "user", error="user_not_in_channel")
-        return {"ok": True, "message_ts": new_ts()}
+        _check_blocks(params)
+        ts = new_ts()
+        self.ephemerals.append(
+            {
+                "channel": params["channel"],
+                "user": params["user"],
+                "ts": ts,
+                "text": params.get("text") or params.get("markdown_text") or "",
+                "blocks": _blocks_of(params),
+            }
+        )
+        return {"ok": True, "message_ts": ts}
 
     def _chat_get_permalink(self, params: Params) -> Params:
         self._require(params, "channel", error="channel_not_found")

@@ -42,6 +42,13 @@ NOT_MODIFIED = (
     "markup of the message"
 )
 TOO_LONG = "Bad Request: message is too long"
+QUERY_INVALID = "Bad Request: query is too old and response timeout expired or query ID is invalid"
+BUTTON_DATA_INVALID = "Bad Request: BUTTON_DATA_INVALID"
+# Bot API limits of inline keyboards and of the answer to a button press.
+CALLBACK_DATA_MAX_BYTES = 64
+ANSWER_TEXT_MAX = 200
+# A press not answered within this is too old to answer (Telegram's client gives up).
+CALLBACK_ANSWER_SECONDS = 15.0
 TEXT_EMPTY = "Bad Request: message text is empty"
 GETUPDATES_CONFLICT = (
     "Conflict: terminated by other getUpdates request; "
@@ -554,6 +561,31 @@ def _update_type(update: JSONDict) -> str:
     return next((k for k in update if k != "update_id"), "")
 
 
+def _checked_markup(markup: Any) -> JSONDict:
+    """An inline keyboard as the server keeps it, refused as the server would: every
+    button needs text and exactly one action; callback data is 1-64 bytes."""
+    if not isinstance(markup, dict):
+        raise _ApiError(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    rows = markup.get("inline_keyboard")
+    if rows is None:
+        return markup  # a reply keyboard or a keyboard removal: not checked here
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise _ApiError(400, "Bad Request: can't parse inline keyboard button")
+    actions = ("callback_data", "url", "switch_inline_query", "web_app", "copy_text")
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not str(button.get("text") or "").strip():
+                raise _ApiError(
+                    400, "Bad Request: text buttons are unallowed in the inline keyboard"
+                )
+            if sum(1 for action in actions if action in button) != 1:
+                raise _ApiError(400, "Bad Request: can't parse inline keyboard button")
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= CALLBACK_DATA_MAX_BYTES:
+                raise _ApiError(400, BUTTON_DATA_INVALID)
+    return markup
+
+
 # The cloud Bot API hands out files up to 20 MB; getFile refuses larger ones.
 GETFILE_MAX_BYTES = 20 * 1024 * 1024
 # Uploads: photos up to 10 MB, other files up to 50 MB.
@@ -607,6 +639,9 @@ class FakeTelegram:
         self._random_failure: tuple[str, float, random.Random, int, str] | None = None
         self._file_seq = itertools.count(1)
         self._callback_seq = itertools.count(1)
+        # Button presses handed out (callback query id -> when), and how each was answered.
+        self.callback_queries: dict[str, float] = {}
+        self.callback_answers: dict[str, JSONDict] = {}
         self._poll_generation = 0
         # 409 "terminated by other getUpdates request" answers a client was still waiting for.
         self.poll_conflicts = 0
@@ -633,6 +668,7 @@ class FakeTelegram:
             "sendmessagedraft": self._send_message_draft,
             "setmessagereaction": self._set_message_reaction,
             "answercallbackquery": self._answer_callback_query,
+            "editmessagereplymarkup": self._edit_message_reply_markup,
             "getchat": self._get_chat,
             "getfile": self._get_file,
             "sendphoto": self._send_photo,
@@ -1147,7 +1183,7 @@ class FakeTelegram:
         if reply is not None:
             message["reply_to_message"] = reply
         if params.get("reply_markup") is not None:
-            message["reply_markup"] = params["reply_markup"]
+            message["reply_markup"] = _checked_markup(params["reply_markup"])
         if params.get("link_preview_options") is not None:
             message["link_preview_options"] = params["link_preview_options"]
         self._register_message(message)
@@ -1214,6 +1250,8 @@ class FakeTelegram:
             raise _ApiError(400, "Bad Request: message can't be edited")
         text, entities = self._render(params)
         markup = params.get("reply_markup")
+        if markup is not None:
+            markup = _checked_markup(markup)
         if (
             text == message["text"]
             and entities == message.get("entities", [])
@@ -1300,9 +1338,37 @@ class FakeTelegram:
         return True
 
     def _answer_callback_query(self, params: JSONDict) -> bool:
-        if not params.get("callback_query_id"):
-            raise _ApiError(400, "Bad Request: query is too old and response timeout expired")
+        query_id = str(params.get("callback_query_id") or "")
+        issued = self.callback_queries.get(query_id)
+        # A query is answered once, and only while the person's app still waits for it.
+        if issued is None or query_id in self.callback_answers:
+            raise _ApiError(400, QUERY_INVALID)
+        if time.monotonic() - issued > CALLBACK_ANSWER_SECONDS:
+            raise _ApiError(400, QUERY_INVALID)
+        if len(str(params.get("text") or "")) > ANSWER_TEXT_MAX:
+            raise _ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
+        self.callback_answers[query_id] = dict(params)
         return True
+
+    def _edit_message_reply_markup(self, params: JSONDict) -> JSONDict:
+        chat = self._resolve_chat(params.get("chat_id"))
+        key = (chat["id"], int(params.get("message_id") or 0))
+        message = self.messages.get(key)
+        if message is None:
+            raise _ApiError(400, "Bad Request: message to edit not found")
+        if message.get("from", {}).get("id") != self.bot_id:
+            raise _ApiError(400, "Bad Request: message can't be edited")
+        markup = params.get("reply_markup")
+        if markup is not None:
+            markup = _checked_markup(markup)
+        if markup == message.get("reply_markup"):
+            raise _ApiError(400, NOT_MODIFIED)
+        edited = {**message, "edit_date": int(time.time())}
+        edited.pop("reply_markup", None)
+        if markup is not None:
+            edited["reply_markup"] = markup
+        self.messages[key] = edited
+        return edited
 
     def _get_chat(self, params: JSONDict) -> JSONDict:
         ref = params.get("chat_id")
@@ -1717,7 +1783,50 @@ class FakeTelegram:
             "message": message,
             "data": data,
         }
+        self.callback_queries[query["id"]] = time.monotonic()
         return {"update_id": self._take_update_id(), "callback_query": query}
+
+    def buttons(self, chat_id: int, message_id: int | None = None) -> list[str]:
+        """The labels of the inline buttons under the bot's message `message_id` (default:
+        its latest message in `chat_id` that has buttons), as the chat shows them now."""
+        message = self._button_message(chat_id, message_id)
+        rows = (message or {}).get("reply_markup", {}).get("inline_keyboard", [])
+        return [button["text"] for row in rows for button in row]
+
+    def _button_message(self, chat_id: int, message_id: int | None) -> JSONDict | None:
+        if message_id is not None:
+            return self.messages.get((chat_id, message_id))
+        for message in reversed(self.bot_messages(chat_id)):
+            if message.get("reply_markup", {}).get("inline_keyboard"):
+                return message
+        return None
+
+    def press(
+        self,
+        chat_id: int,
+        user_id: int,
+        label: str,
+        *,
+        message_id: int | None = None,
+        first_name: str = "Alice",
+        username: str | None = None,
+    ) -> JSONDict:
+        """The `callback_query` update of `user_id` pressing the button labelled `label`
+        under a bot message (default: its latest one with buttons in `chat_id`)."""
+        message = self._button_message(chat_id, message_id)
+        if message is None:
+            raise AssertionError(f"no bot message with buttons in chat {chat_id}")
+        for row in message["reply_markup"]["inline_keyboard"]:
+            for button in row:
+                if button["text"] == label:
+                    return self.callback_query(
+                        user_id,
+                        button["callback_data"],
+                        message=message,
+                        first_name=first_name,
+                        username=username,
+                    )
+        raise AssertionError(f"no button {label!r} under message {message['message_id']}")
 
 
 @pytest_asyncio.fixture

@@ -343,3 +343,33 @@ async def test_a_late_answer_comes_after_the_post_is_in_the_channel(
     started = time.monotonic()
     assert (await posting)["ok"]
     assert time.monotonic() - started > 0.3
+
+
+async def test_actions_blocks_are_checked_like_slack_and_pressed(fake_slack: FakeSlack) -> None:
+    client = fake_slack.web_client()
+
+    def button(label: str, action_id: str) -> dict:
+        text = {"type": "plain_text", "text": label}
+        return {"type": "button", "text": text, "action_id": action_id, "value": "v"}
+
+    def actions(*buttons: dict) -> list[dict]:
+        return [{"type": "actions", "elements": list(buttons)}]
+
+    posted = await client.chat_postMessage(
+        channel="C1", text="Sure?", blocks=actions(button("Yes", "a"), button("No", "b"))
+    )
+    assert fake_slack.buttons("C1") == ["Yes", "No"]
+    press = fake_slack.press("C1", "U1", "No")
+    assert press["type"] == "block_actions" and press["container"]["message_ts"] == posted["ts"]
+    assert press["actions"][0]["action_id"] == "b" and press["user"]["id"] == "U1"
+    for bad in (
+        actions(button("x" * 76, "a")),  # a label over 75 characters
+        actions(button("Yes", "a"), button("No", "a")),  # one action id twice
+        actions(*(button(str(i), str(i)) for i in range(26))),  # more than 25 elements
+        [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}],
+    ):
+        with pytest.raises(SlackApiError) as info:
+            await client.chat_postMessage(channel="C1", text="t", blocks=bad)
+        assert info.value.response["error"] == "invalid_blocks"
+    await client.chat_update(channel="C1", ts=posted["ts"], text="Sure? No.", blocks=[])
+    assert fake_slack.buttons("C1", posted["ts"]) == []

@@ -271,7 +271,8 @@ async def test_misc_methods(fake_telegram: FakeTelegram, bot: Bot) -> None:
     assert await bot.delete_message(5, sent.message_id)
     with pytest.raises(BadRequest, match="not found"):
         await bot.delete_message(5, sent.message_id)
-    assert await bot.answer_callback_query("abc")
+    with pytest.raises(BadRequest, match=r"(?i)query id is invalid"):
+        await bot.answer_callback_query("abc")  # never handed out
 
 
 async def test_raw_http_details(fake_telegram: FakeTelegram) -> None:
@@ -364,3 +365,45 @@ async def test_a_late_answer_comes_after_the_message_is_in_the_chat(
         assert time.monotonic() - started > 0.3 and sent.text == "late but there"
         await bot.send_message(42, "on time")  # only the next call was late
     assert [c.at for c in fake_telegram.calls] == sorted(c.at for c in fake_telegram.calls)
+
+
+async def test_inline_keyboards_presses_and_their_answers(
+    fake_telegram: FakeTelegram, bot: Bot
+) -> None:
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    markup = InlineKeyboardMarkup(
+        [
+            [
+                InlineKeyboardButton("Yes", callback_data="y"),
+                InlineKeyboardButton("No", callback_data="n"),
+            ]
+        ]
+    )
+    sent = await bot.send_message(5, "Sure?", reply_markup=markup)
+    assert fake_telegram.buttons(5) == ["Yes", "No"]
+    update = Update.de_json(fake_telegram.press(5, 5, "No"), bot)
+    assert update.callback_query is not None and update.callback_query.data == "n"
+    assert update.callback_query.message.message_id == sent.message_id
+    query_id = update.callback_query.id
+    assert await bot.answer_callback_query(query_id, text="✓ No")
+    assert fake_telegram.callback_answers[query_id]["text"] == "✓ No"
+    with pytest.raises(BadRequest, match=r"(?i)query id is invalid"):
+        await bot.answer_callback_query(query_id)  # once only
+    late = fake_telegram.press(5, 5, "Yes")["callback_query"]["id"]
+    fake_telegram.callback_queries[late] -= 60  # the app stopped waiting long ago
+    with pytest.raises(BadRequest, match=r"(?i)query is too old"):
+        await bot.answer_callback_query(late)
+
+    # An edit without a keyboard takes the buttons away, as editMessageReplyMarkup does.
+    await bot.edit_message_text("Sure? No.", chat_id=5, message_id=sent.message_id)
+    assert fake_telegram.buttons(5, sent.message_id) == []
+    again = await bot.send_message(5, "Again?", reply_markup=markup)
+    await bot.edit_message_reply_markup(chat_id=5, message_id=again.message_id)
+    assert fake_telegram.bot_messages(5)[-1].get("reply_markup") is None
+    with pytest.raises(BadRequest, match="not modified"):
+        await bot.edit_message_reply_markup(chat_id=5, message_id=again.message_id)
+
+    too_long = InlineKeyboardMarkup([[InlineKeyboardButton("x", callback_data="d" * 65)]])
+    with pytest.raises(BadRequest, match=r"(?i)button_data_invalid"):
+        await bot.send_message(5, "Too much data", reply_markup=too_long)

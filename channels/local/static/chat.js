@@ -1,5 +1,6 @@
 // The web chat page: redraws the person's recent history, streams replies over a WebSocket,
-// and keeps messages typed while disconnected pending until the server confirms them.
+// keeps messages typed while disconnected pending until the server confirms them, and shows
+// a reply's buttons, whose presses go back over the WebSocket.
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -51,6 +52,34 @@ function send(text) {
   transmit(id);
 }
 
+function showButtons(el, id, rows) {
+  el.querySelector(".choices")?.remove();
+  if (!rows.length) return;
+  const box = document.createElement("div");
+  box.className = "choices";
+  for (const row of rows) {
+    const line = document.createElement("div");
+    line.className = "choice-row";
+    for (const b of row) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "choice " + b.style;
+      button.textContent = b.label;
+      button.dataset.testid = "choice-button";
+      button.addEventListener("click", () => press(box, id, b.data));
+      line.appendChild(button);
+    }
+    box.appendChild(line);
+  }
+  el.appendChild(box);
+}
+
+function press(box, id, data) {
+  if (!connected()) { add("sys", "not connected; press again once it is"); return; }
+  for (const b of box.querySelectorAll("button")) b.disabled = true;
+  ws.send(JSON.stringify({ press: data, press_id: newId(), message_id: id }));
+}
+
 function onEvent(e) {
   if (e.type === "typing") {
     state.textContent = "Krill is typing…";
@@ -64,9 +93,15 @@ function onEvent(e) {
     return;
   }
   if (e.type === "error") { add("sys", e.text); return; }
+  if (e.type === "pressed") {
+    // A press that counted shows in the message's edit; one that did not says why.
+    if (e.result !== "done") add("sys", e.text).dataset.testid = "press-answer";
+    return;
+  }
   let el = bubbles.get(e.id);
   if (!el) { el = add("bot", ""); bubbles.set(e.id, el); }
   el.innerHTML = e.html;
+  if (e.buttons) showButtons(el, e.id, e.buttons);
   el.classList.toggle("preview", e.type === "preview");
   if (e.type === "message") state.textContent = "connected";
   log.scrollTop = log.scrollHeight;

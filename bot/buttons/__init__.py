@@ -1,0 +1,1 @@
+"""Choices offered with buttons: the pure rules, offering one, and the tools that do."""
