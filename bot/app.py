@@ -139,9 +139,9 @@ class App:
             metrics=self.metrics, ttl_seconds=config.cache_ttl_seconds, clock=clock
         )
         self.accountant = UsageAccountant(
+            config=config,
             store=self.store,
             metrics=self.metrics,
-            cache_ttl=config.anthropic.cache_ttl,
             clock=clock,
             cache_watch=cache_watch,
         )

@@ -23,6 +23,12 @@ class Metrics:
             registry=r,
         )
         self.tokens = Counter("krill_tokens", "Model tokens by kind", ["kind"], registry=r)
+        self.cost = Counter(
+            "krill_cost_usd",
+            "Estimated cost of model calls in US dollars, by what the call was for and channel",
+            ["kind", "channel"],
+            registry=r,
+        )
         self.errors = Counter("krill_errors", "Errors by type", ["type"], registry=r)
         self.cache_breaks = Counter(
             "krill_cache_breaks",

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from bot.agent.accounting import UsageAccountant
 from bot.agent.cache_breaks import CacheWatch
+from bot.config import Config
 from bot.metrics import Metrics
 from bot.sessions.keys import conversation_of_key
 from bot.store.base import Store
-from bot.types import Usage
+from bot.types import CostKind, Usage
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -32,12 +33,14 @@ async def test_concurrent_charges_are_all_counted(any_store: Store) -> None:
     metrics = Metrics()
     watch = CacheWatch(metrics=metrics, ttl_seconds=300, clock=lambda: 1000.0)
     accountant = UsageAccountant(
-        store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0, cache_watch=watch
+        config=Config(), store=store, metrics=metrics, clock=lambda: 1000.0, cache_watch=watch
     )
     usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
     await asyncio.gather(
         *(
-            accountant.charge(session.session_id, usage, "claude-x", read_cache=i % 2 == 0)
+            accountant.charge(
+                session, usage, "claude-x", kind=CostKind.FLUSH, read_cache=i % 2 == 0
+            )
             for i in range(40)
         )
     )

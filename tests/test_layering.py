@@ -56,6 +56,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "bot.types",
     ),
     "bot.sessions": ("bot.config", "bot.types"),
+    "bot.spending": ("bot.config", "bot.sessions", "bot.store", "bot.types"),
     # The factory (bot/store/factory.py) reads storage.url to pick one of the two stores.
     "bot.store": (
         *("bot.config", "bot.store.postgres", "bot.store.sqlite", "bot.transcript"),
@@ -85,7 +86,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.spending", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
     "bot.skills": ("bot.tools", "bot.types"),
     "bot.outbox": (

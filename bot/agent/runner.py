@@ -28,6 +28,7 @@ from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
 from bot.sessions.access import all_admins
 from bot.sessions.models import session_model
+from bot.spending.caps import payer_for
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -41,7 +42,7 @@ from bot.transcript import (
     PromptPurpose,
     new_id,
 )
-from bot.types import Address, InboundMessage, SessionOrigin, Source
+from bot.types import Address, CostKind, InboundMessage, SessionOrigin, Source
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -360,6 +361,14 @@ class AgentRunner:
             turn_id=job.turn_id,
             timezone=self.config.agent.timezone,
             clock=self.clock,
+            payer=payer_for(
+                self.config,
+                session_id=session.session_id,
+                origin=session.origin,
+                principal=job.first.principal if job.first else "",
+                turn_id=job.turn_id,
+            ),
+            kind=cost_kind(job),
             history_limit=job.history_limit,
             prepare=self.context.prepare if self.context is not None else None,
         )
@@ -398,6 +407,14 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
         and not last.payload.calls_tools
         and last.payload.stop_reason != PAUSE_TURN
     )
+
+
+def cost_kind(job: TurnJob) -> CostKind:
+    """What the first model call of `job` is for: a person's turn (a resumed one goes on
+    after tool results), else its internal prompt's purpose (heartbeat, reminder, job)."""
+    if job.prompt is None:
+        return CostKind.TOOL_FOLLOWUP if job.resume else CostKind.TURN
+    return CostKind(job.kind)
 
 
 def new_turn_id() -> str:

@@ -4,8 +4,17 @@ Every default lives beside its key in the section modules; the rest of Krill imp
 names below from `bot.config`.
 """
 
+from bot.config.budgets import BudgetsConfig
 from bot.config.loading import env_overrides, load_config
-from bot.config.models import ModelConfig, ModelLimits, WindowSource
+from bot.config.models import (
+    CACHE_READ_MULTIPLIER,
+    CACHE_WRITE_MULTIPLIER,
+    WEB_SEARCH_USD_PER_1000,
+    ModelConfig,
+    ModelLimits,
+    ModelPrices,
+    WindowSource,
+)
 from bot.config.platforms import (
     ChannelPolicyConfig,
     DmPolicy,
@@ -42,8 +51,12 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "CACHE_READ_MULTIPLIER",
+    "CACHE_WRITE_MULTIPLIER",
     "MAX_PIXELS_CEILING",
+    "WEB_SEARCH_USD_PER_1000",
     "AdminConfig",
+    "BudgetsConfig",
     "ChannelPolicyConfig",
     "Config",
     "ContextConfig",
@@ -59,6 +72,7 @@ __all__ = [
     "MemorySearchConfig",
     "ModelConfig",
     "ModelLimits",
+    "ModelPrices",
     "PeerOverride",
     "PlatformTimeouts",
     "SessionConfig",

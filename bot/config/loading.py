@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bot.config.models import unpriced_models
 from bot.config.root import Config
 from bot.config.sections import CONSOLE_TOKEN_MIN_CHARS
 from bot.errors import ConfigError
@@ -190,5 +191,6 @@ def _check_consistency(config: Config, where: str) -> None:
         ZoneInfo(config.agent.timezone)
     except Exception:
         problems.append(f"agent.timezone: unknown time zone {config.agent.timezone!r}")
+    problems += unpriced_models(config.models, [config.agent.model, *config.agent.models])
     if problems:
         raise ConfigError("\n".join(f"{where}: {p}" for p in problems))

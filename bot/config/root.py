@@ -8,7 +8,15 @@ from pathlib import Path
 
 from pydantic import Field
 
-from bot.config.models import ModelConfig, ModelLimits, model_limits
+from bot.config.budgets import BudgetsConfig
+from bot.config.models import (
+    ModelConfig,
+    ModelLimits,
+    ModelPrices,
+    model_limits,
+    model_prices,
+    unpriced_models,
+)
 from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
 from bot.config.sections import (
     POSTGRES_SCHEMES,
@@ -53,6 +61,7 @@ class Config(Section):
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 
@@ -81,6 +90,15 @@ class Config(Section):
     def model_limits(self, model: str) -> ModelLimits:
         """The window and output limit of `model` (an id as requests name it)."""
         return model_limits(self.models, model, ceiling=self.agent.context_window)
+
+    def model_prices(self, model: str) -> ModelPrices:
+        """The list prices of `model` (an id as requests name it, or as a reply names the
+        model that answered). Start-up refuses configured models Krill cannot price, so
+        only an id the provider made up is unknown: it is priced as agent.model."""
+        prices = model_prices(self.models, model) or model_prices(self.models, self.agent.model)
+        if prices is None:
+            raise ConfigError(unpriced_models(self.models, [self.agent.model])[0])
+        return prices
 
     @property
     def cache_ttl_seconds(self) -> float:

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
+from bot.agent.pricing import Pricing
 from bot.config import Config
 from bot.console import charts, stats
 from bot.console.layout import count, esc, money, notice, page, percent, url, when
@@ -81,7 +82,7 @@ class SessionsPages:
         self.zone = ZoneInfo(config.agent.timezone)
         self.config = config
         self.window = config.agent.context_window
-        self.cache_ttl = config.anthropic.cache_ttl
+        self.pricing = Pricing(config)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -100,7 +101,7 @@ class SessionsPages:
             await self.store.usage_since(stats.first_day(now, self.zone)),
             now=now,
             zone=self.zone,
-            cache_ttl=self.cache_ttl,
+            pricing=self.pricing,
         )
         sessions = await self.store.list_sessions(current_only=True)
         channel = request.query.get("channel", "")
@@ -229,7 +230,7 @@ class SessionsPages:
         current = next((s for s in sessions if s.session_id == wanted), None)
         current = current or next((s for s in sessions if s.is_current), sessions[-1])
         entries = await self.store.transcript(current.session_id)
-        calls = stats.session_calls(entries, model=current.model, cache_ttl=self.cache_ttl)
+        calls = stats.session_calls(entries, model=current.model, pricing=self.pricing)
         labels = [when(c.at, self.zone)[5:] for c in calls]
         said = request.query.get("said", "")
         others = "".join(

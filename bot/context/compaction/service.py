@@ -36,6 +36,7 @@ from bot.errors import ModelError
 from bot.sessions.window import session_limits
 from bot.store.base import SessionRow
 from bot.transcript import Compaction, Entry, is_person_turn, new_id
+from bot.types import CostKind
 from bot.untrusted import marker_id_for
 
 log = logging.getLogger(__name__)
@@ -92,9 +93,15 @@ def history_tokens(history: list[Entry], tz: str, result_limit: int, overhead: i
 
 
 def warm_cost(
-    host: ContextHost, history: list[Entry], split: Split, *, result_limit: int, overhead: int
+    host: ContextHost,
+    history: list[Entry],
+    split: Split,
+    *,
+    model: str,
+    result_limit: int,
+    overhead: int,
 ) -> WarmCompaction:
-    """The price of compacting `history` at `split` in place, over its warm cache."""
+    """The price of compacting `history` at `split` in place, over `model`'s warm cache."""
     cfg, tz = host.config.context, host.config.agent.timezone
     identifiers = required_identifiers(render_items(split, tz, cfg))
     prompt = IN_PLACE_PROMPT + required_note(identifiers)
@@ -110,6 +117,7 @@ def warm_cost(
         else DEFAULT_SUMMARY_TOKENS,
         prompt_tokens=tokens_for_chars(text_units(prompt)),
         calls=1 + cfg.summary_retries,
+        output_ratio=host.config.model_prices(model).output_ratio,
     )
 
 
@@ -165,7 +173,9 @@ async def compact_session(
             "those are always kept as they are.",
         )
     if only_if_cheaper:
-        cost = warm_cost(host, loaded, probe, result_limit=limit, overhead=overhead)
+        cost = warm_cost(
+            host, loaded, probe, model=limits.model, result_limit=limit, overhead=overhead
+        )
         # Priced as one in-place call over the warm cache; anything else costs more.
         kept_turn = any(is_person_turn(e) for e in probe.kept)
         if prefix is None or not kept_turn or not cost.pays(config.anthropic.cache_ttl):
@@ -250,9 +260,10 @@ async def compact_session(
     # The time of the last model call tracks the conversation's own prompt cache: only an
     # in-place summary read (and so refreshed) it; the transcript summarizer's do not.
     await host.accountant.charge(
-        session.session_id,
+        session,
         summarizer.usage,
         summarizer.answered_by or summarizer.model_id,
+        kind=CostKind.SUMMARY,
         read_cache=in_place,
         context_tokens=after,
     )
