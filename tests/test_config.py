@@ -64,10 +64,12 @@ allow_from = ["1", "2"]
 dm_history_limit = 20
 [telegram.dms."12345"]
 history_limit = 10
+person_daily_usd = 5.0
 [telegram.groups."-100123"]
 require_mention = false
 history_limit = 5
 allow = true
+group_monthly_usd = 0
 [slack]
 enabled = true
 bot_token = "xoxb-1"
@@ -75,6 +77,17 @@ signing_secret = "sig"
 mode = "http"
 [slack.channels."C123"]
 require_mention = false
+group_daily_usd = 2.5
+[budgets]
+daily_usd = 20
+monthly_usd = 300
+person_daily_usd = 1.5
+person_monthly_usd = 20
+group_daily_usd = 4
+group_monthly_usd = 60
+warn_at = 0.9
+admins_capped = true
+contact = "Dana in #it-help"
 [tools]
 allow = ["memory_*", "web_fetch"]
 deny = ["web_fetch"]
@@ -91,6 +104,13 @@ command = "some-mcp-server"
     assert config.session.identity_links["alice"] == ["telegram:123", "slack:U1"]
     assert config.cache_ttl_seconds == 3600
     assert config.mcp.servers["example"].command == "some-mcp-server"
+    budgets = config.budgets
+    assert (budgets.daily_usd, budgets.monthly_usd, budgets.warn_at) == (20, 300, 0.9)
+    assert budgets.admins_capped and budgets.contact == "Dana in #it-help"
+    assert config.telegram.dms["12345"].person_daily_usd == 5.0
+    assert config.telegram.dms["12345"].person_monthly_usd is None  # [budgets]'s applies
+    assert config.telegram.groups["-100123"].group_monthly_usd == 0  # no cap for this group
+    assert config.slack.channels["C123"].group_daily_usd == 2.5
 
 
 @pytest.mark.parametrize(
@@ -104,6 +124,19 @@ command = "some-mcp-server"
         ("[telegram.dms.'1']\nhistory_limit = -1\n", "telegram.dms.1.history_limit"),
         ("[agent]\ntimezone = 'Mars/Olympus'\n", "agent.timezone: unknown time zone"),
         ("[admin]\nusers = ['12345']\n", "admin.users: '12345' must look like"),
+        ("[budgets]\ndaily_usd = -1\n", "budgets.daily_usd: "),
+        ("[budgets]\nwarn_at = 80\n", "budgets.warn_at: "),
+        ("[budgets]\nperson_daily = 1\n", "budgets.person_daily: unknown key"),
+        ("[slack.channels.'C1']\ngroup_daily_usd = -2\n", "slack.channels.C1.group_daily_usd"),
+        (
+            "[agent]\nmodel = 'my-local-model'\n",
+            'models."my-local-model": Krill has no price for this model; set input_usd_per_mtok',
+        ),
+        (
+            "[agent]\nmodels = ['claude-haiku-4-5', 'gpt-x']\n"
+            "[models.'gpt-x']\ninput_usd_per_mtok = 1.0\n",
+            'models."gpt-x": Krill has no price',
+        ),
         ("[slack]\nenabled = true\nbot_token = 'x'\n", "slack.app_token: required"),
         ("x = [\n", "not valid TOML"),
     ],
@@ -224,6 +257,29 @@ context_window = 32000
     assert opus.max_output_tokens == 128_000
     unknown = config.model_limits("some-other-model")
     assert (unknown.context_window, unknown.max_output_tokens) == (300_000, None)
+
+
+def test_one_price_table_prices_known_models_and_the_ones_configured(tmp_path: Path) -> None:
+    text = """
+[agent]
+model = "my-local-model"
+models = ["my-local-model", "claude-haiku-4-5"]
+[models."my-local-model"]
+input_usd_per_mtok = 0.5
+output_usd_per_mtok = 1.5
+[models."claude-haiku-4-5"]
+output_usd_per_mtok = 4.0
+"""
+    config = load_config(write(tmp_path, text), env={})
+    local = config.model_prices("my-local-model")
+    assert (local.input_usd_per_mtok, local.output_usd_per_mtok) == (0.5, 1.5)
+    # A key left out keeps the known price.
+    haiku = config.model_prices("claude-haiku-4-5")
+    assert (haiku.input_usd_per_mtok, haiku.output_usd_per_mtok) == (1.0, 4.0)
+    # Dated ids the provider answers with are priced by their family.
+    assert config.model_prices("claude-opus-4-7-20260101").output_usd_per_mtok == 25.0
+    # An id no table names (the provider's own) is priced as agent.model, not as free.
+    assert config.model_prices("surprise-model") == local
 
 
 def test_a_models_table_rejects_unknown_keys_and_tiny_windows(tmp_path: Path) -> None:
