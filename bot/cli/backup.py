@@ -21,8 +21,8 @@ from bot.cli.progress import TerminalProgress
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.errors import KrillError
+from bot.store.backup import exclusive, restore_database
 from bot.store.base import Store
-from bot.store.sqlite.backup import exclusive, restore_database
 
 DATABASE = "krill.db"
 WORKSPACE = "workspace"
