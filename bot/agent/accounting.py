@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from bot.agent.pricing import Pricing
-from bot.spending.caps import payer_for
+from bot.spending.caps import payer_for, sums_of
+from bot.spending.periods import day_of
+from bot.store.costs import CostLine
 from bot.types import CostKind, Payer, Usage
 
 if TYPE_CHECKING:
@@ -38,16 +41,28 @@ class UsageAccountant:
         self.pricing = Pricing(config)
         self.clock = clock
         self.cache_watch = cache_watch
+        self.zone = ZoneInfo(config.agent.timezone)  # where the ledger's days turn over
 
-    def _observe(
-        self, usage: Usage, latency: float | None, kind: CostKind, payer: Payer, cost: float
-    ) -> None:
+    def _line(self, usage: Usage, model: str, kind: CostKind, payer: Payer) -> CostLine:
+        """The ledger's row for a call: priced, dated and with the sums it adds to."""
+        at = self.clock()
+        return CostLine(
+            at=at,
+            day=day_of(at, self.zone),
+            kind=kind,
+            payer=payer,
+            model=model,
+            cost_usd=self.pricing.cost(model, usage),
+            sums=sums_of(payer, at, self.zone),
+        )
+
+    def _observe(self, usage: Usage, latency: float | None, line: CostLine) -> None:
         if latency is not None:
             self.metrics.model_latency.observe(latency)
         for name, value in usage.to_dict().items():
             if name.endswith("_tokens"):  # searches are counted in the cost, not as tokens
                 self.metrics.tokens.labels(name.removesuffix("_tokens")).inc(value)
-        self.metrics.cost.labels(kind, payer.channel or "unknown").inc(cost)
+        self.metrics.cost.labels(line.kind, line.payer.channel or "unknown").inc(line.cost_usd)
 
     async def record_reply(
         self,
@@ -62,13 +77,13 @@ class UsageAccountant:
         """A call that is part of the conversation: its reply `entry` is appended and the
         session's counters, context size, model and last call time move with it, in one
         transaction."""
-        cost = self.pricing.cost(model, usage)
-        self._observe(usage, latency, kind, payer, cost)
+        line = self._line(usage, model, kind, payer)
+        self._observe(usage, latency, line)
         await self.store.record_model_call(
             entry,
             usage,
             context_tokens=usage.prompt_tokens + usage.output_tokens,
-            cost_usd=cost,
+            cost=line,
             model=model,
         )
 
@@ -90,14 +105,14 @@ class UsageAccountant:
         the cache's expiry moves; the summarizer's own prompts do not). `context_tokens`,
         when given, is the conversation's new size (after a compaction)."""
         payer = payer_for(self.config, session_id=session.session_id, origin=session.origin)
-        cost = self.pricing.cost(model, usage)
-        self._observe(usage, latency, kind, payer, cost)
+        line = self._line(usage, model, kind, payer)
+        self._observe(usage, latency, line)
         if context_tokens is not None:
             self.cache_watch.forget(session.session_id)  # rewritten on purpose: not a break
         await self.store.add_usage(
             session.session_id,
             usage,
             context_tokens=context_tokens,
-            cost_usd=cost,
-            at=self.clock() if read_cache else None,
+            cost=line,
+            at=line.at if read_cache else None,
         )

@@ -17,7 +17,8 @@ from bot.config import Config
 from bot.sessions.access import is_admin
 from bot.sessions.keys import linked_name
 from bot.sessions.limits import group_override, peer_override
-from bot.spending.periods import Period, PeriodKind, describe_reset
+from bot.spending.periods import Period, PeriodKind, describe_reset, periods_of
+from bot.store.costs import SpendKey
 from bot.types import ChatType, Payer, SessionOrigin
 
 BOT_SCOPE = "bot"
@@ -84,6 +85,14 @@ def scopes_of(payer: Payer) -> list[Scope]:
     if payer.group:
         scopes.append(Scope(ScopeKind.CHAT, f"chat:{payer.chat}"))
     return scopes
+
+
+def sums_of(payer: Payer, at: float, zone: dt.tzinfo) -> tuple[SpendKey, ...]:
+    """The sums a call of `payer` at `at` adds to: each of its scopes, today and this month."""
+    periods = periods_of(at, zone)
+    return tuple(
+        SpendKey(scope.name, period.key) for scope in scopes_of(payer) for period in periods
+    )
 
 
 def exempt(config: Config, payer: Payer) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from bot.store.costs import CostStore
 from bot.store.inbound import BufferedLine, InboundRow, InboundStatus, InboundStore
 from bot.store.jobs import JobStore
 from bot.store.leases import LeaseStore
@@ -32,6 +33,7 @@ __all__ = [
     "BufferedLine",
     "ChunkMatch",
     "ContextPlanStore",
+    "CostStore",
     "InboundRow",
     "InboundStatus",
     "InboundStore",
@@ -76,6 +78,7 @@ class Store(
     LeaseStore,
     MemoryIndexStore,
     SharedStateStore,
+    CostStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.store.costs import CostTables
 from bot.store.db import Database
 from bot.store.inbound import InboundTables
 from bot.store.jobs import JobTables
@@ -36,6 +37,7 @@ class SqlStore(
     LeaseTables,
     MemoryIndexTables,
     SharedStateTables,
+    CostTables,
 ):
     """Everything the service persists, over `db` (not yet opened)."""
 
