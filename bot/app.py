@@ -51,7 +51,7 @@ from bot.outbox.sender import Sender
 from bot.outbox.writer import Outbox
 from bot.scheduler.heartbeat import Heartbeat
 from bot.scheduler.idle import IdleWork
-from bot.scheduler.jobs import Jobs
+from bot.scheduler.jobs import Jobs, service_clock
 from bot.scheduler.reminder_tools import ReminderTools
 from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
@@ -60,6 +60,7 @@ from bot.server import build_server
 from bot.sessions.slots import TurnSlots
 from bot.skills.catalog import SkillCatalog
 from bot.skills.tool import SkillReadTool
+from bot.spending.guard import SpendingGuard
 from bot.startup import listen_failed, open_store, prepare_workspace
 from bot.store.base import Store
 from bot.store.factory import store_for
@@ -232,9 +233,14 @@ class App:
             clock=clock,
         )
         self.leases = SessionLeases(self.store, holder=holder, seconds=config.storage.lease_seconds)
+        # The caps each turn is admitted under; background work asks it through the lanes.
+        spending = SpendingGuard(
+            config=config, store=self.store, replies=self.replies, holder=holder, clock=clock
+        )
         self.lanes = Lanes(
             config=config,
             runner=self.runner,
+            spending=spending,
             leases=self.leases,
             inbound=self.store,
             budgets=self.store,
@@ -422,14 +428,8 @@ class App:
         await self.store.close()
 
 
-def service_clock(config: Config) -> Callable[[], float]:
-    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
-    offset = config.scheduler.clock_offset_seconds
-    return (lambda: time.time() + offset) if offset else time.time
-
-
 async def run_service(config: Config) -> None:
-    app = App(config, background=True, clock=service_clock(config))
+    app = App(config, background=True, clock=service_clock(config.scheduler.clock_offset_seconds))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from anthropic.types import ContentBlockParam, ToolResultBlockParam
 
+from bot.store.costs import CostLine, SpendKey
 from bot.transcript import (
     AssistantReply,
     ChatLine,
@@ -16,7 +17,6 @@ from bot.transcript import (
     PromptPurpose,
     ToolResults,
 )
-from bot.store.costs import CostLine, SpendKey
 from bot.types import CostKind, Payer, Usage
 
 

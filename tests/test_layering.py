@@ -96,7 +96,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
         *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.store", "bot.transcript", "bot.types", "bot.untrusted", "bot.wrong_tokens"),
+        *("bot.spending", "bot.store", "bot.transcript", "bot.types", "bot.untrusted"),
+        "bot.wrong_tokens",
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),

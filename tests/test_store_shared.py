@@ -104,9 +104,7 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
     reply = entries.reply(entries.text("hi"), session_id=sid, usage=usage)
 
     async def charge(store: Store, i: int) -> None:
-        await store.add_usage(
-            sid, usage, context_tokens=None, cost=entries.cost(sid, 0.5), at=None
-        )
+        await store.add_usage(sid, usage, context_tokens=None, cost=entries.cost(sid, 0.5), at=None)
         await store.count_compaction(sid)
         for _ in range(2):
             await store.record_memory_flush(sid, error=None, at=float(i), compaction_count=None)

@@ -40,6 +40,11 @@ def next_periodic_run(last_run: float | None, interval: float, now: float) -> fl
     return max(last_run + interval, now + STARTUP_DELAY_SECONDS)
 
 
+def service_clock(offset: float) -> Clock:
+    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
+    return (lambda: time.time() + offset) if offset else time.time
+
+
 # Replicas fire a periodic job at nearly the same moment, each on its own timer: a run is
 # claimed unless another replica's run is less than this share of an interval old.
 CLAIM_SHARE = 0.5

@@ -256,9 +256,9 @@ async def compact_session(
     after = messages_tokens(after_messages, overhead)
     compaction.tokens_after = after
     await host.store.append_entries([entry])
-    await host.store.count_compaction(session.session_id)
     # The time of the last model call tracks the conversation's own prompt cache: only an
-    # in-place summary read (and so refreshed) it; the transcript summarizer's do not.
+    # in-place summary read (and so refreshed) it; the transcript summarizer's do not. The
+    # new size is written before the count, so whoever sees the compaction counted sees it.
     await host.accountant.charge(
         session,
         summarizer.usage,
@@ -267,6 +267,7 @@ async def compact_session(
         read_cache=in_place,
         context_tokens=after,
     )
+    await host.store.count_compaction(session.session_id)
     log.info(
         "compacted %s (%s): ~%d -> ~%d tokens, %d messages summarized in %d call(s)",
         session.session_key,
