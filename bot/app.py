@@ -23,6 +23,7 @@ from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
+from bot.agent.pricing import PriceList, require_prices
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.channel_contract import STANDBY, Channel, ChannelHealth
@@ -91,7 +92,7 @@ class App:
         self.background = background
         self.metrics = Metrics()
         self.store: Store = store_for(config)
-        self.model = ModelClient(config)
+        self.model = ModelClient(config, state=self.store, metrics=self.metrics, clock=clock)
         # Skills are read from the workspace on every turn, like its other files.
         self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(
@@ -143,6 +144,7 @@ class App:
             config=config,
             store=self.store,
             metrics=self.metrics,
+            prices=PriceList(config.models, config.anthropic.cache_ttl),
             clock=clock,
             cache_watch=cache_watch,
         )
@@ -336,6 +338,7 @@ class App:
         return found
 
     async def start(self) -> None:
+        require_prices(self.config)  # before anything is counted against a cap
         if prepare_workspace(self.config):
             log.info("created workspace %s from the bundled template", self.workspace.path)
         await open_store(self.store, self.config)
@@ -389,6 +392,7 @@ class App:
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
+            models=self.model.health,
         )
         app = build_server(
             metrics=self.metrics,

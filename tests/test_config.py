@@ -128,15 +128,6 @@ command = "some-mcp-server"
         ("[budgets]\nwarn_at = 80\n", "budgets.warn_at: "),
         ("[budgets]\nperson_daily = 1\n", "budgets.person_daily: unknown key"),
         ("[slack.channels.'C1']\ngroup_daily_usd = -2\n", "slack.channels.C1.group_daily_usd"),
-        (
-            "[agent]\nmodel = 'my-local-model'\n",
-            'models."my-local-model": Krill has no price for this model; set input_usd_per_mtok',
-        ),
-        (
-            "[agent]\nmodels = ['claude-haiku-4-5', 'gpt-x']\n"
-            "[models.'gpt-x']\ninput_usd_per_mtok = 1.0\n",
-            'models."gpt-x": Krill has no price',
-        ),
         ("[slack]\nenabled = true\nbot_token = 'x'\n", "slack.app_token: required"),
         ("x = [\n", "not valid TOML"),
     ],
@@ -257,29 +248,6 @@ context_window = 32000
     assert opus.max_output_tokens == 128_000
     unknown = config.model_limits("some-other-model")
     assert (unknown.context_window, unknown.max_output_tokens) == (300_000, None)
-
-
-def test_one_price_table_prices_known_models_and_the_ones_configured(tmp_path: Path) -> None:
-    text = """
-[agent]
-model = "my-local-model"
-models = ["my-local-model", "claude-haiku-4-5"]
-[models."my-local-model"]
-input_usd_per_mtok = 0.5
-output_usd_per_mtok = 1.5
-[models."claude-haiku-4-5"]
-output_usd_per_mtok = 4.0
-"""
-    config = load_config(write(tmp_path, text), env={})
-    local = config.model_prices("my-local-model")
-    assert (local.input_usd_per_mtok, local.output_usd_per_mtok) == (0.5, 1.5)
-    # A key left out keeps the known price.
-    haiku = config.model_prices("claude-haiku-4-5")
-    assert (haiku.input_usd_per_mtok, haiku.output_usd_per_mtok) == (1.0, 4.0)
-    # Dated ids the provider answers with are priced by their family.
-    assert config.model_prices("claude-opus-4-7-20260101").output_usd_per_mtok == 25.0
-    # An id no table names (the provider's own) is priced as agent.model, not as free.
-    assert config.model_prices("surprise-model") == local
 
 
 def test_a_models_table_rejects_unknown_keys_and_tiny_windows(tmp_path: Path) -> None:

@@ -7,15 +7,13 @@ from __future__ import annotations
 import datetime as dt
 from zoneinfo import ZoneInfo
 
-from bot.agent.pricing import Pricing
-from bot.config import Config
+from bot.agent.pricing import PriceList, estimate_cost
 from bot.console import charts, stats
 from bot.store.base import Store, UsagePoint
 from bot.transcript import AssistantReply, Entry, PersonTurn
 from bot.types import ChatType, SessionOrigin, Usage
 
 ZONE = ZoneInfo("Europe/Berlin")
-PRICING = Pricing(Config())
 NOW = dt.datetime(2026, 3, 10, 12, 0, tzinfo=ZONE).timestamp()
 USAGE = Usage(input_tokens=100, output_tokens=50, cache_read_tokens=300, cache_write_tokens=0)
 
@@ -31,13 +29,13 @@ def test_calls_land_on_their_local_day_and_split_by_channel() -> None:
         UsagePoint("s1", "telegram", "claude-sonnet-4-6", at(3, 9), USAGE),  # before the week
         UsagePoint("s1", "telegram", "claude-sonnet-4-6", at(1, 9), USAGE),  # not shown at all
     ]
-    days = stats.daily(points, now=NOW, zone=ZONE, pricing=PRICING, days=8)
+    days = stats.daily(points, now=NOW, zone=ZONE, prices=PriceList({}, "5m"), days=8)
     assert [d.day.day for d in days] == [3, 4, 5, 6, 7, 8, 9, 10]
     today = days[-1]
     assert today.calls == 2
     assert today.cost_by_channel == {
-        "telegram": PRICING.cost("claude-sonnet-4-6", USAGE),
-        "slack": PRICING.cost("claude-opus-4-1", USAGE),
+        "telegram": estimate_cost("claude-sonnet-4-6", USAGE),
+        "slack": estimate_cost("claude-opus-4-1", USAGE),
     }
     week = stats.totals(days, stats.WEEK_DAYS)
     assert week.calls == 2 and week.usage.cache_read_tokens == 600
@@ -52,10 +50,10 @@ def test_session_calls_price_each_reply_with_its_model() -> None:
         Entry("s", AssistantReply(content=[], model="claude-haiku-4-5"), usage=USAGE),
         Entry("s", AssistantReply(content=[]), usage=Usage(input_tokens=10)),
     ]
-    calls = stats.session_calls(entries, model="claude-opus-4-1", pricing=PRICING)
+    calls = stats.session_calls(entries, model="claude-opus-4-1", prices=PriceList({}, "5m"))
     assert [c.cost for c in calls] == [
-        PRICING.cost("claude-haiku-4-5", USAGE),
-        PRICING.cost("claude-opus-4-1", Usage(input_tokens=10)),
+        estimate_cost("claude-haiku-4-5", USAGE),
+        estimate_cost("claude-opus-4-1", Usage(input_tokens=10)),
     ]
     assert [c.cache_hit for c in calls] == [0.75, 0.0]
 

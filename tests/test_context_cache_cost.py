@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from bot.agent.pricing import Pricing
-from bot.config import Config
+from bot.agent.pricing import estimate_cost
 from bot.context.cache_cost import WarmCompaction
 from bot.types import Usage
-
-SONNET_OUTPUT_RATIO = Config().model_prices("claude-sonnet-4-6").output_ratio
 
 
 def priced(context: int, kept: int, *, summary: int = 1_000, calls: int = 2) -> WarmCompaction:
@@ -17,7 +14,6 @@ def priced(context: int, kept: int, *, summary: int = 1_000, calls: int = 2) -> 
         summary_tokens=summary,
         prompt_tokens=700,
         calls=calls,
-        output_ratio=SONNET_OUTPUT_RATIO,
     )
 
 
@@ -46,10 +42,8 @@ def test_the_dearer_one_hour_cache_write_makes_compaction_pay_sooner() -> None:
 
 def test_pricing_charges_the_same_cache_multipliers() -> None:
     million = 1_000_000
-    pricing = Pricing(Config())
-    write = pricing.cost("claude-sonnet-4-6", Usage(cache_write_tokens=million))
-    read = pricing.cost("claude-sonnet-4-6", Usage(cache_read_tokens=million))
+    write = estimate_cost("claude-sonnet-4-6", Usage(cache_write_tokens=million))
+    read = estimate_cost("claude-sonnet-4-6", Usage(cache_read_tokens=million))
     assert (round(write, 2), round(read, 2)) == (3.75, 0.30)
-    hour_config = Config.model_validate({"anthropic": {"cache_ttl": "1h"}})
-    hour = Pricing(hour_config).cost("claude-sonnet-4-6", Usage(cache_write_tokens=million))
+    hour = estimate_cost("claude-sonnet-4-6", Usage(cache_write_tokens=million), "1h")
     assert round(hour, 2) == 6.0

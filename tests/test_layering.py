@@ -79,10 +79,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.spending", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.log_context", "bot.media", "bot.outbox", "bot.providers", "bot.sessions"),
+        *("bot.skills", "bot.spending", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
     "bot.skills": ("bot.tools", "bot.types"),
+    "bot.providers": (
+        *("bot.backoff", "bot.checks", "bot.config", "bot.errors", "bot.types"),
+        "bot.untrusted",
+    ),
     "bot.outbox": (
         *("bot.backoff", "bot.channel_contract", "bot.metrics", "bot.store", "bot.types"),
     ),

@@ -7,7 +7,11 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
+
+from bot.agent.pricing import require_prices
 from bot.config import Config
+from bot.errors import ConfigError
 from bot.spending.caps import (
     Cap,
     Scope,
@@ -136,3 +140,18 @@ def test_warnings_say_how_much_of_which_cap_is_used() -> None:
     assert "$0.041 of chat slack:C9's daily spending cap of $0.050" in warning_text(
         group, 0.041, day, UTC, to_admins=True
     )
+
+
+def test_with_a_cap_set_a_model_without_a_price_is_refused_naming_its_key() -> None:
+    listed = {
+        "agent": {"models": ["claude-haiku-4-5", "local:gpt-x"]},
+        "providers": {"local": {"kind": "openai", "base_url": "http://127.0.0.1:9"}},
+    }
+    require_prices(config(**listed))  # no cap: estimated at Sonnet's, as krill doctor warns
+    # One person's cap is a cap too.
+    capped = config(**listed, telegram={"dms": {"5": {"person_daily_usd": 1}}})
+    with pytest.raises(ConfigError, match=r'models\."local:gpt-x": no price is known') as err:
+        require_prices(capped)
+    assert "claude-haiku" not in str(err.value)  # Claude's prices are known
+    free = {"local:gpt-x": {"input_usd_per_mtok": 0, "output_usd_per_mtok": 0}}
+    require_prices(config(**listed, models=free, budgets={"daily_usd": 5}))

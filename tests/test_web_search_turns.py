@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.agent.pricing import Pricing
+from bot.agent.pricing import estimate_cost
 from bot.agent.sources import MAX_SOURCES, cited_sources, reply_sources
-from bot.config import Config
 from bot.types import Source, Usage
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic, Reply, citing_search_results, server_search_blocks
@@ -74,8 +73,9 @@ async def test_a_server_side_search_reply_carries_its_sources(
 def test_searches_are_priced_per_thousand() -> None:
     tokens = Usage(input_tokens=1000, output_tokens=100)
     searched = Usage(input_tokens=1000, output_tokens=100, web_search_requests=3)
-    pricing = Pricing(Config())
-    extra = pricing.cost("claude-sonnet-4-6", searched) - pricing.cost("claude-sonnet-4-6", tokens)
+    extra = estimate_cost("claude-sonnet-4-6", searched) - estimate_cost(
+        "claude-sonnet-4-6", tokens
+    )
     assert round(extra, 6) == 0.03
 
 

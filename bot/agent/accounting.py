@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from bot.agent.pricing import Pricing
+from bot.agent.pricing import PriceList
 from bot.spending.caps import payer_for, sums_of
 from bot.spending.periods import day_of
 from bot.store.costs import CostLine
@@ -32,13 +32,14 @@ class UsageAccountant:
         config: Config,
         store: Store,
         metrics: Metrics,
+        prices: PriceList,
         clock: Callable[[], float],
         cache_watch: CacheWatch,
     ) -> None:
         self.config = config
         self.store = store
         self.metrics = metrics
-        self.pricing = Pricing(config)
+        self.prices = prices
         self.clock = clock
         self.cache_watch = cache_watch
         self.zone = ZoneInfo(config.agent.timezone)  # where the ledger's days turn over
@@ -52,7 +53,7 @@ class UsageAccountant:
             kind=kind,
             payer=payer,
             model=model,
-            cost_usd=self.pricing.cost(model, usage),
+            cost_usd=self.prices.cost(model, usage),
             sums=sums_of(payer, at, self.zone),
         )
 

@@ -35,6 +35,7 @@ def _secrets(config: Config) -> list[str]:
         config.admin.console_token,
         config.local.token,
         config.tools.web_search.api_key,
+        *(provider.api_key for provider in config.providers.values()),
         *url_passwords(config.storage.url),
     ]
 

@@ -6,15 +6,7 @@ names below from `bot.config`.
 
 from bot.config.budgets import BudgetsConfig
 from bot.config.loading import env_overrides, load_config
-from bot.config.models import (
-    CACHE_READ_MULTIPLIER,
-    CACHE_WRITE_MULTIPLIER,
-    WEB_SEARCH_USD_PER_1000,
-    ModelConfig,
-    ModelLimits,
-    ModelPrices,
-    WindowSource,
-)
+from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
     DmPolicy,
@@ -27,6 +19,13 @@ from bot.config.platforms import (
     TelegramConfig,
     TelegramPacing,
     ToolFilterConfig,
+)
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ModelRef,
+    ProviderConfig,
+    ProviderKind,
+    split_model_id,
 )
 from bot.config.root import Config
 from bot.config.sections import (
@@ -51,10 +50,8 @@ from bot.config.tools import (
 )
 
 __all__ = [
-    "CACHE_READ_MULTIPLIER",
-    "CACHE_WRITE_MULTIPLIER",
+    "DEFAULT_PROVIDER",
     "MAX_PIXELS_CEILING",
-    "WEB_SEARCH_USD_PER_1000",
     "AdminConfig",
     "BudgetsConfig",
     "ChannelPolicyConfig",
@@ -72,9 +69,11 @@ __all__ = [
     "MemorySearchConfig",
     "ModelConfig",
     "ModelLimits",
-    "ModelPrices",
+    "ModelRef",
     "PeerOverride",
     "PlatformTimeouts",
+    "ProviderConfig",
+    "ProviderKind",
     "SessionConfig",
     "SessionResetConfig",
     "SlackConfig",
@@ -89,4 +88,5 @@ __all__ = [
     "WindowSource",
     "env_overrides",
     "load_config",
+    "split_model_id",
 ]

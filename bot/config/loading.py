@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.config.models import unpriced_models
+from bot.config.providers import DEFAULT_PROVIDER, split_model_id
 from bot.config.root import Config
 from bot.config.sections import CONSOLE_TOKEN_MIN_CHARS
 from bot.errors import ConfigError
@@ -145,8 +145,35 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
             sect = getattr(sect, part)
         if not getattr(sect, key) and env.get(var):
             setattr(sect, key, env[var])
+    for provider in config.providers.values():
+        if not provider.api_key and provider.api_key_env:
+            provider.api_key = env.get(provider.api_key_env, "")
     _check_consistency(config, where)
     return config
+
+
+def _provider_problems(config: Config) -> list[str]:
+    """Every model id must name a configured provider; `anthropic` is the [anthropic] section."""
+    problems = []
+    if DEFAULT_PROVIDER in config.providers:
+        problems.append(
+            f"providers.{DEFAULT_PROVIDER}: the built-in Anthropic provider is configured in "
+            f"[{DEFAULT_PROVIDER}] (base_url, api_key, timeout, max_retries); give another "
+            "Anthropic-compatible provider a name of its own"
+        )
+    agent = config.agent
+    named = {"agent.model": [agent.model], "agent.models": agent.models}
+    named["agent.fallback_models"] = agent.fallback_models
+    for key, ids in named.items():
+        for model in ids:
+            provider = split_model_id(model).provider
+            if provider != DEFAULT_PROVIDER and provider not in config.providers:
+                problems.append(
+                    f"{key}: {model!r} names provider {provider!r}, which has no "
+                    f"[providers.{provider}] table (configured: "
+                    f"{', '.join(config.provider_names())})"
+                )
+    return problems
 
 
 def _check_consistency(config: Config, where: str) -> None:
@@ -182,6 +209,7 @@ def _check_consistency(config: Config, where: str) -> None:
         problems.append(
             "tools.web_search.api_key: required for the brave backend (or set BRAVE_API_KEY)"
         )
+    problems += _provider_problems(config)
     for user in config.admin.users:
         if ":" not in user:
             problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")
@@ -191,6 +219,5 @@ def _check_consistency(config: Config, where: str) -> None:
         ZoneInfo(config.agent.timezone)
     except Exception:
         problems.append(f"agent.timezone: unknown time zone {config.agent.timezone!r}")
-    problems += unpriced_models(config.models, [config.agent.model, *config.agent.models])
     if problems:
         raise ConfigError("\n".join(f"{where}: {p}" for p in problems))

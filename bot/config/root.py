@@ -9,15 +9,13 @@ from pathlib import Path
 from pydantic import Field
 
 from bot.config.budgets import BudgetsConfig
-from bot.config.models import (
-    ModelConfig,
-    ModelLimits,
-    ModelPrices,
-    model_limits,
-    model_prices,
-    unpriced_models,
-)
+from bot.config.models import ModelConfig, ModelLimits, model_limits
 from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ProviderConfig,
+    ProviderKind,
+)
 from bot.config.sections import (
     POSTGRES_SCHEMES,
     AdminConfig,
@@ -64,6 +62,8 @@ class Config(Section):
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    # Further model providers (`[providers.openrouter]`); `anthropic` is built in.
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)
@@ -73,6 +73,16 @@ class Config(Section):
         """The access/history settings of a chat platform (None for the local channel)."""
         policy = getattr(self, channel, None)
         return policy if isinstance(policy, ChannelPolicyConfig) else None
+
+    def spending_capped(self) -> bool:
+        """Whether any spending cap is set: in [budgets], or per person or per chat."""
+        found = [self.budgets.model_dump()]
+        for channel in ("telegram", "slack"):
+            policy = self.channel_policy(channel)
+            if policy is not None:
+                tables = [*policy.dms.values(), *policy.group_overrides().values()]
+                found += [table.model_dump() for table in tables]
+        return any(v for table in found for k, v in table.items() if k.endswith("_usd"))
 
     def adjustments(self) -> list[str]:
         """Settings Krill does not use as written, one line each saying what it uses
@@ -87,18 +97,34 @@ class Config(Section):
             "before the window is full"
         ]
 
+    def provider(self, name: str) -> ProviderConfig:
+        """The settings of provider `name`; the built-in `anthropic` is the [anthropic]
+        section. Raises KeyError for a provider that is not configured."""
+        if name == DEFAULT_PROVIDER:
+            cfg = self.anthropic
+            return ProviderConfig(
+                kind=ProviderKind.ANTHROPIC,
+                base_url=cfg.base_url,
+                api_key=cfg.api_key,
+                timeout=cfg.timeout,
+                max_retries=cfg.max_retries,
+            )
+        return self.providers[name]
+
+    def provider_names(self) -> list[str]:
+        return [DEFAULT_PROVIDER, *sorted(self.providers)]
+
+    def listed_models(self) -> list[str]:
+        """Every model id the config names for requests, in order, once each."""
+        agent = self.agent
+        return list(dict.fromkeys([agent.model, *agent.models, *agent.fallback_models]))
+
+    def model_settings(self, model: str) -> ModelConfig:
+        return self.models.get(model, ModelConfig())
+
     def model_limits(self, model: str) -> ModelLimits:
         """The window and output limit of `model` (an id as requests name it)."""
         return model_limits(self.models, model, ceiling=self.agent.context_window)
-
-    def model_prices(self, model: str) -> ModelPrices:
-        """The list prices of `model` (an id as requests name it, or as a reply names the
-        model that answered). Start-up refuses configured models Krill cannot price, so
-        only an id the provider made up is unknown: it is priced as agent.model."""
-        prices = model_prices(self.models, model) or model_prices(self.models, self.agent.model)
-        if prices is None:
-            raise ConfigError(unpriced_models(self.models, [self.agent.model])[0])
-        return prices
 
     @property
     def cache_ttl_seconds(self) -> float:

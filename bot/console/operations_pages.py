@@ -1,19 +1,24 @@
 """The pairings page (pending requests, approve or deny, through the same code as
-`krill pairing`) and the health page (each channel as /healthz sees it, the outbox's
-backlog and its dead chunks, each with a button that puts it back in line)."""
+`krill pairing`) and the health page (each channel as /healthz sees it, each model's calls,
+failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
+button that puts it back in line)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from bot.agent.model import ModelHealth
 from bot.console.layout import count, esc, notice, page, url, when
 from bot.pairings import PAIRING_CHANNELS, decide_pairing, minutes_left, pending_pairings
 from bot.store.base import OutboxStore, PairingStore
 from bot.store.outbox_rows import DeadChunk
+
+# This process's figures per model (`ModelClient.health`).
+ModelFigures = Callable[[], Awaitable[list[ModelHealth]]]
 
 
 class OperationsPages:
@@ -25,8 +30,10 @@ class OperationsPages:
         outbox: OutboxStore,
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
+        models: ModelFigures,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.models = models
         self.pairings = pairings
         self.health = health
         self.outbox = outbox
@@ -93,9 +100,29 @@ class OperationsPages:
             (notice(said) if said else "")
             + f'<p>/healthz says <b class="{"ok" if overall == "ok" else "bad"}">{overall}</b>.</p>'
             '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
-            f"</thead><tbody>{rows}</tbody></table></div><h2>Outbox</h2>" + await self._outbox()
+            f"</thead><tbody>{rows}</tbody></table></div>"
+            + await self._models()
+            + "<h2>Outbox</h2>"
+            + await self._outbox()
         )
         return page("Health", body, active="health")
+
+    async def _models(self) -> str:
+        rows = "".join(
+            f'<tr data-testid="model-row"><td>{esc(m.provider)}</td><td>{esc(m.model)}</td>'
+            f"<td>{count(m.calls)}</td><td>{count(m.failures)}</td>"
+            f"<td>{count(m.fallbacks)}</td>"
+            f'<td class="{"bad" if m.cooling else "ok"}">'
+            f"{esc('skipped: ' + m.cooling) if m.cooling else 'in use'}</td></tr>"
+            for m in await self.models()
+        )
+        return (
+            "<h2>Models</h2><p>Since this process started; a model that failed is skipped "
+            "for agent.fallback_cooldown_seconds.</p>"
+            '<div class="table-wrap"><table><thead><tr><th>Provider</th><th>Model</th>'
+            "<th>Calls</th><th>Failures</th><th>Fallbacks</th><th>State</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>"
+        )
 
     async def retry(self, request: web.Request) -> web.Response:
         form = await request.post()

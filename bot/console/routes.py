@@ -18,7 +18,7 @@ from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, 
 from bot.console.layout import esc, notice, page
 from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
-from bot.console.operations_pages import OperationsPages
+from bot.console.operations_pages import ModelFigures, OperationsPages
 from bot.console.sessions_pages import SessionControl, SessionsPages
 from bot.console.workspace_pages import PromptShares, WorkspacePages
 from bot.memory.index import MemoryIndex
@@ -159,6 +159,7 @@ def console_routes(
     health: Callable[[], Mapping[str, bool | str]],
     wake_sender: Callable[[], None],
     media: MediaReader,
+    models: ModelFigures,
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token. The
     temporary files of saves a kill interrupted are removed first."""
@@ -179,6 +180,7 @@ def console_routes(
             outbox=store,
             wake_sender=wake_sender,
             zone=ZoneInfo(config.agent.timezone),
+            models=models,
         ).routes(),
     ]
     auth = ConsoleAuth(token, store, config.server.trusted_proxies)

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from aiohttp import web
 
-from bot.agent.pricing import Pricing
+from bot.agent.pricing import PriceList
 from bot.config import Config
 from bot.console import charts, stats
 from bot.console.layout import count, esc, money, notice, page, percent, url, when
@@ -82,7 +82,7 @@ class SessionsPages:
         self.zone = ZoneInfo(config.agent.timezone)
         self.config = config
         self.window = config.agent.context_window
-        self.pricing = Pricing(config)
+        self.prices = PriceList(config.models, config.anthropic.cache_ttl)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -101,7 +101,7 @@ class SessionsPages:
             await self.store.usage_since(stats.first_day(now, self.zone)),
             now=now,
             zone=self.zone,
-            pricing=self.pricing,
+            prices=self.prices,
         )
         sessions = await self.store.list_sessions(current_only=True)
         channel = request.query.get("channel", "")
@@ -230,7 +230,7 @@ class SessionsPages:
         current = next((s for s in sessions if s.session_id == wanted), None)
         current = current or next((s for s in sessions if s.is_current), sessions[-1])
         entries = await self.store.transcript(current.session_id)
-        calls = stats.session_calls(entries, model=current.model, pricing=self.pricing)
+        calls = stats.session_calls(entries, model=current.model, prices=self.prices)
         labels = [when(c.at, self.zone)[5:] for c in calls]
         said = request.query.get("said", "")
         others = "".join(

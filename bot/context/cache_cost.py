@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.config import CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER
-
+# Multipliers on the input price (Anthropic's list prices for every Claude model).
+CACHE_READ_MULTIPLIER = 0.1
+CACHE_WRITE_MULTIPLIER = {"5m": 1.25, "1h": 2.0}
+OUTPUT_MULTIPLIER = 5.0  # output costs five times input for every model Krill prices
 # Requests of the next burst after its first that read the smaller prompt. Counted low on
 # purpose (a burst of turns with tool rounds usually has more), so the estimate is modest.
 LATER_REQUESTS = 2
@@ -30,7 +32,6 @@ class WarmCompaction:
     summary_tokens: int  # the summary expected
     prompt_tokens: int  # the compaction request's own prompt (rules, identifiers)
     calls: int  # summarizer calls if every quality retry runs
-    output_ratio: float  # the model's output price over its input price
 
     def saving(self, cache_ttl: str) -> float:
         """Input-token equivalents saved by compacting now (negative: lost).
@@ -45,7 +46,7 @@ class WarmCompaction:
         per_call = (
             self.context_tokens * CACHE_READ_MULTIPLIER
             + self.prompt_tokens * write
-            + self.summary_tokens * self.output_ratio
+            + self.summary_tokens * OUTPUT_MULTIPLIER
         )
         return gain - self.calls * per_call
 

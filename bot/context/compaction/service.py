@@ -93,15 +93,9 @@ def history_tokens(history: list[Entry], tz: str, result_limit: int, overhead: i
 
 
 def warm_cost(
-    host: ContextHost,
-    history: list[Entry],
-    split: Split,
-    *,
-    model: str,
-    result_limit: int,
-    overhead: int,
+    host: ContextHost, history: list[Entry], split: Split, *, result_limit: int, overhead: int
 ) -> WarmCompaction:
-    """The price of compacting `history` at `split` in place, over `model`'s warm cache."""
+    """The price of compacting `history` at `split` in place, over its warm cache."""
     cfg, tz = host.config.context, host.config.agent.timezone
     identifiers = required_identifiers(render_items(split, tz, cfg))
     prompt = IN_PLACE_PROMPT + required_note(identifiers)
@@ -117,7 +111,6 @@ def warm_cost(
         else DEFAULT_SUMMARY_TOKENS,
         prompt_tokens=tokens_for_chars(text_units(prompt)),
         calls=1 + cfg.summary_retries,
-        output_ratio=host.config.model_prices(model).output_ratio,
     )
 
 
@@ -133,6 +126,7 @@ async def compact_session(
     prefix: CachedPrefix | None = None,
     only_if_cheaper: bool = False,
     timeout: float | None = None,
+    model: str | None = None,
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
@@ -141,7 +135,8 @@ async def compact_session(
     request in one call that reads the cache; otherwise the summarizer reads the rendered
     transcript in chunks. `only_if_cheaper` skips it unless it is warm and costs less than
     the next burst re-writing the history (`WarmCompaction.pays`). Every summarizer call
-    uses the session's current model (the prefix's, which is the same); `timeout` bounds
+    uses the session's current model (the prefix's, which is the same), or `model` when a
+    fallback model stands in for it (its window then sizes everything); `timeout` bounds
     them all together.
 
     Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
@@ -151,7 +146,7 @@ async def compact_session(
     """
     config = host.config
     cfg, tz = config.context, config.agent.timezone
-    limits = session_limits(config, session)
+    limits = session_limits(config, session, model)
     window = limits.window
     keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
     limit = result_char_limit(window, cfg)
@@ -173,9 +168,7 @@ async def compact_session(
             "those are always kept as they are.",
         )
     if only_if_cheaper:
-        cost = warm_cost(
-            host, loaded, probe, model=limits.model, result_limit=limit, overhead=overhead
-        )
+        cost = warm_cost(host, loaded, probe, result_limit=limit, overhead=overhead)
         # Priced as one in-place call over the warm cache; anything else costs more.
         kept_turn = any(is_person_turn(e) for e in probe.kept)
         if prefix is None or not kept_turn or not cost.pays(config.anthropic.cache_ttl):
