@@ -164,3 +164,17 @@ async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     await store.open()
     yield store
     await store.close()
+
+
+@pytest.fixture
+async def twin(any_store: Store) -> AsyncIterator[Store]:
+    """A second process's store on the same database."""
+    other: Store
+    if isinstance(any_store, SQLiteStore):
+        other = SQLiteStore(any_store.path)
+    else:
+        assert isinstance(any_store, PostgresStore)
+        other = PostgresStore(any_store.url, busy_wait=5.0, connect_wait=5.0)
+    await other.open()
+    yield other
+    await other.close()

@@ -6,14 +6,11 @@ that die with their turn's lease, and that two processes cannot both take near a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from bot.store.base import Store
 from bot.store.costs import CapUse, CostGroup, Hold, SpendKey
-from bot.store.postgres import PostgresStore
-from bot.store.sqlite import SQLiteStore
 from bot.types import ChatType, CostKind, SessionOrigin, Usage
 from tests import entries
 
@@ -22,20 +19,6 @@ BOT_DAY = SpendKey("bot", "2026-05-04")
 ALICE_DAY = SpendKey("person:alice", "2026-05-04")
 NOW = 1_000.0
 HOLDER = "host:1:aa"
-
-
-@pytest.fixture
-async def twin(any_store: Store) -> AsyncIterator[Store]:
-    """A second process's store on the same database."""
-    other: Store
-    if isinstance(any_store, SQLiteStore):
-        other = SQLiteStore(any_store.path)
-    else:
-        assert isinstance(any_store, PostgresStore)
-        other = PostgresStore(any_store.url, busy_wait=5.0, connect_wait=5.0)  # type: ignore[assignment]
-    await other.open()
-    yield other
-    await other.close()
 
 
 async def leased(store: Store, key: str, holder: str = HOLDER) -> str:

@@ -37,20 +37,6 @@ async def whole_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
         yield store
 
 
-@pytest.fixture
-async def twin(any_store: Store) -> AsyncIterator[Store]:
-    """A second process's store on the same database."""
-    other: Store
-    if isinstance(any_store, SQLiteStore):
-        other = SQLiteStore(any_store.path)
-    else:
-        assert isinstance(any_store, PostgresStore)
-        other = PostgresStore(any_store.url, busy_wait=5.0, connect_wait=5.0)  # type: ignore[assignment]
-    await other.open()
-    yield other
-    await other.close()
-
-
 async def test_replicas_creating_a_session_at_once_get_the_same_one(
     any_store: Store, twin: Store
 ) -> None:
