@@ -3,23 +3,28 @@ model, whose usage numbers price every call. A person over their daily cap is to
 cap and when it resets, no model request is made for their further messages (across kill
 -9 too), and after the clock passes midnight in `agent.timezone` they are answered again; a
 group's cap stops that group only; the bot's cap stops everyone but admins, who hear that it
-was reached; the warning arrives once; the costs table sums to the session counters.
+was reached; the warning arrives once; the costs table sums to the session counters; two
+replicas on one PostgreSQL cannot together run past a cap by more than one turn.
 
 Caps of a tenth of a cent make one turn of the fake (thousands of prompt tokens) go over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from tests.channel_env import telegram_section
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
+from tests.replica_set import ReplicaSet, replica_config
 from tests.test_media_restart_e2e import log_says, recorded_sent
 
 PERSON, OTHER, ADMIN = 42, 43, 7
@@ -146,3 +151,26 @@ async def test_the_bot_cap_stops_everyone_but_admins(tmp_path: Path) -> None:
             [status] = await reply_in(tg, ADMIN, "Today:")
             assert "Caps do not stop admins" in status
             assert len(model.message_requests) == 2
+
+
+async def test_two_replicas_on_postgresql_never_both_spend_past_the_bot_cap(
+    tmp_path: Path, pg_url: str
+) -> None:
+    async with FakeTelegram() as tg, FakeAnthropic() as model:
+        model.delay = 1.0  # the two turns would overlap if nothing held the second back
+        config = replica_config(tg, pg_url, budgets={"daily_usd": CAP}, agent={"timezone": "UTC"})
+        replicas = await ReplicaSet(tmp_path, tg, model, config, 2).start()
+        try:
+            async with aiohttp.ClientSession() as http:
+                # One person's message to each replica at once; the cap has room for one.
+                await asyncio.gather(
+                    *(
+                        replicas.post_update(http, tg.private_message(chat, f"from {chat}"), i)
+                        for i, chat in enumerate((PERSON, OTHER))
+                    )
+                )
+            replies = await asyncio.gather(*(reply_in(tg, chat, "") for chat in (PERSON, OTHER)))
+        finally:
+            await replicas.stop()
+    refused = [t for [t] in replies if "the bot's daily spending cap of $0.001 has been" in t]
+    assert len(model.message_requests) == 1 and len(refused) == 1, replicas.logs()
