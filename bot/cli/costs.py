@@ -10,16 +10,15 @@ import csv
 import datetime as dt
 import json
 import sys
-from dataclasses import dataclass, field
 
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.spending.caps import usd
+from bot.spending.report import CostRow, cost_rows
 from bot.store.base import Store
-from bot.store.costs import CostGroup, CostTotal
+from bot.store.costs import CostGroup
 
 BY_CHOICES = [CostGroup.KIND, CostGroup.PERSON, CostGroup.CHAT, CostGroup.DAY]
-NOBODY = "(no one)"  # a call no one person asked for (a group's flush or summary)
 
 
 def since_day(text: str) -> str:
@@ -28,30 +27,6 @@ def since_day(text: str) -> str:
         return dt.date.fromisoformat(text).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a day like 2026-05-04") from None
-
-
-@dataclass(slots=True)
-class CostRow:
-    """One group's calls and cost, split by kind of work."""
-
-    key: str
-    calls: int = 0
-    cost_usd: float = 0.0
-    by_kind: dict[str, float] = field(default_factory=dict)
-
-
-def cost_rows(totals: list[CostTotal], by: CostGroup) -> list[CostRow]:
-    """The ledger's totals per group and kind folded into one row per group: days in
-    order, anything else dearest first."""
-    rows: dict[str, CostRow] = {}
-    for total in totals:
-        row = rows.setdefault(total.key or NOBODY, CostRow(total.key or NOBODY))
-        row.calls += total.calls
-        row.cost_usd += total.cost_usd
-        row.by_kind[total.kind] = row.by_kind.get(total.kind, 0.0) + total.cost_usd
-    if by == CostGroup.DAY:
-        return sorted(rows.values(), key=lambda r: r.key)
-    return sorted(rows.values(), key=lambda r: (-r.cost_usd, r.key))
 
 
 def _text(rows: list[CostRow], by: CostGroup, since: str) -> str:
