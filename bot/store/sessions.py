@@ -1,4 +1,5 @@
-"""Session rows: a key's current session, starting a new one, and what a session counts.
+"""Session rows: a key's current session, starting a new one, what a session counts, the
+window a provider named for it, its compaction breaker, and its context plan.
 
 The row's columns are `SessionRow`'s fields, in order. Replicas may race to create or
 replace a key's session: creation and replacement take turns per key (`Dialect.lock_key`),
