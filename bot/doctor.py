@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 from bot.agent.pricing import DEFAULT_PRICE, unpriced_models
@@ -252,7 +253,9 @@ async def _run_checks(config: Config) -> list[Check]:
     checks += check_workspace(config)
     checks += check_skills(config)
     checks += check_port(config)
-    channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]
+    channel_checks = [
+        partial(spec.check, spec.settings(config)) for spec in CHANNELS if spec.check is not None
+    ]
     remote: list[Callable[[Config], Awaitable[list[Check]]]] = [
         check_store,
         check_providers,
@@ -268,7 +271,7 @@ async def _run_checks(config: Config) -> list[Check]:
 
 def run_doctor(config_path: str | None) -> int:
     try:
-        config = load_config(config_path)
+        config = load_config(config_path, channels=CHANNELS)
     except ConfigError as exc:
         print(f"[FAIL] config: {exc}")
         return 1

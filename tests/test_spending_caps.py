@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.agent.pricing import require_prices
-from bot.config import Config
+from bot.config import Config, config_model
 from bot.errors import ConfigError
 from bot.spending.caps import (
     Cap,
@@ -25,6 +25,7 @@ from bot.spending.caps import (
 )
 from bot.spending.periods import PeriodKind, periods_of
 from bot.types import ChatType, SessionOrigin
+from channels.registry import CHANNELS
 
 UTC = ZoneInfo("UTC")
 DM = SessionOrigin("telegram", ChatType.DIRECT, "42", peer_id="42")
@@ -33,7 +34,7 @@ SLACK_DM = SessionOrigin("slack", ChatType.DIRECT, "D1", peer_id="U1")
 
 
 def config(**sections: Any) -> Config:
-    return Config.model_validate(
+    return config_model(CHANNELS).model_validate(
         {"session": {"identity_links": {"alice": ["telegram:42", "slack:U1"]}}} | sections
     )
 

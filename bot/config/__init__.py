@@ -9,15 +9,11 @@ from bot.config.loading import env_overrides, load_config
 from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
+    ChannelSection,
     DmPolicy,
     GroupOverride,
     GroupPolicy,
     PeerOverride,
-    PlatformTimeouts,
-    SlackConfig,
-    SlackPacing,
-    TelegramConfig,
-    TelegramPacing,
     ToolFilterConfig,
 )
 from bot.config.providers import (
@@ -27,7 +23,7 @@ from bot.config.providers import (
     ProviderKind,
     split_model_id,
 )
-from bot.config.root import Config
+from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import (
     MAX_PIXELS_CEILING,
     AdminConfig,
@@ -37,6 +33,7 @@ from bot.config.sections import (
     MemoryConfig,
     MemoryEmbeddingsConfig,
     MemorySearchConfig,
+    Section,
     SessionConfig,
     SessionResetConfig,
     TranscriptionConfig,
@@ -54,7 +51,9 @@ __all__ = [
     "MAX_PIXELS_CEILING",
     "AdminConfig",
     "BudgetsConfig",
+    "ChannelEntry",
     "ChannelPolicyConfig",
+    "ChannelSection",
     "Config",
     "ContextConfig",
     "DmPolicy",
@@ -71,21 +70,18 @@ __all__ = [
     "ModelLimits",
     "ModelRef",
     "PeerOverride",
-    "PlatformTimeouts",
     "ProviderConfig",
     "ProviderKind",
+    "Section",
     "SessionConfig",
     "SessionResetConfig",
-    "SlackConfig",
-    "SlackPacing",
-    "TelegramConfig",
-    "TelegramPacing",
     "ToolFilterConfig",
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
     "WebSearchConfig",
     "WindowSource",
+    "config_model",
     "env_overrides",
     "load_config",
     "split_model_id",

@@ -1,5 +1,5 @@
 """The general configuration sections: agent, model provider, workspace, storage, server,
-admin, logging, sessions, local chat, context management, memory and scheduler.
+admin, logging, sessions, context management, memory and scheduler.
 
 Every default lives here, beside its key.
 """
@@ -226,13 +226,6 @@ class SessionConfig(Section):
                         f"{name}: {entry!r} must name its channel, e.g. 'telegram:{entry}'"
                     )
         return links
-
-
-class LocalConfig(Section):
-    enabled: bool = True  # the web chat at `/`; `krill chat` works regardless
-    # Required (as ?token= or a Bearer header) when the server listens beyond loopback;
-    # without it the web chat stays off there, since its sessions see private memory.
-    token: str = ""
 
 
 class ContextConfig(Section):

@@ -22,6 +22,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 if TYPE_CHECKING:
+    from bot.config.sections import SchedulerConfig
     from bot.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ def next_periodic_run(last_run: float | None, interval: float, now: float) -> fl
     return max(last_run + interval, now + STARTUP_DELAY_SECONDS)
 
 
-def service_clock(offset: float) -> Clock:
+def service_clock(settings: SchedulerConfig) -> Clock:
     """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
+    offset = settings.clock_offset_seconds
     return (lambda: time.time() + offset) if offset else time.time
 
 
