@@ -109,8 +109,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
         *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
-        *("bot.sessions", "bot.skills", "bot.store", "bot.transcript", "bot.transcript_export"),
-        *("bot.types", "bot.wrong_tokens"),
+        *("bot.sessions", "bot.skills", "bot.spending", "bot.store", "bot.transcript"),
+        *("bot.transcript_export", "bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),

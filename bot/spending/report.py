@@ -4,6 +4,7 @@ kind's cost per day for a chart."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.store.costs import CostGroup, CostTotal
@@ -36,16 +37,20 @@ def cost_rows(totals: list[CostTotal], by: CostGroup) -> list[CostRow]:
     return sorted(rows.values(), key=lambda r: (-r.cost_usd, r.key))
 
 
-def day_series(totals: list[CostTotal], days: list[str]) -> dict[str, list[float]]:
-    """From totals by day, each kind of work's cost on each of `days` (kinds in `CostKind`
-    order, those with no cost on any of them left out)."""
+def day_series(
+    totals: list[CostTotal],
+    days: list[str],
+    value: Callable[[CostTotal], float] = lambda total: total.cost_usd,
+) -> dict[str, list[float]]:
+    """From totals by day, each kind of work's cost (or other `value`) on each of `days`
+    (kinds in `CostKind` order, those with nothing on any of them left out)."""
     at = {day: i for i, day in enumerate(days)}
     series: dict[str, list[float]] = {}
     for kind in CostKind:
         values = [0.0] * len(days)
         for total in totals:
             if total.kind == kind and total.key in at:
-                values[at[total.key]] += total.cost_usd
+                values[at[total.key]] += value(total)
         if any(values):
             series[kind.value] = values
     return series
