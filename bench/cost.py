@@ -46,7 +46,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -552,6 +552,44 @@ def report_tool(turns: list[Turn], seed: int) -> Tool:
     return Tool("fetch_report", "Fetch a report", schema, fetch_report)
 
 
+async def play(
+    harness: Harness,
+    turns: list[Turn],
+    model: Model,
+    clock: list[float],
+    result: RunResult,
+    *,
+    pipeline: bool,
+    seed: int,
+    ttl: str,
+    count: Callable[[Turn], None],
+) -> None:
+    """Send the script's turns through `krill`'s gateway one by one on the simulated clock
+    (with the pre-expiry work of the idle gaps when the pipeline is on); `count` reads each
+    turn's requests off the fake."""
+    start = clock[0]
+    wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
+    with wiring:
+        async with harness as h:
+            app = h.app
+            assert app is not None
+            app.tools.register(report_tool(turns, seed))
+            key = f"agent:main:local:direct:{KEY_USER}"
+            for turn in turns:
+                if pipeline:
+                    result.warm_compactions += await before_expiry(
+                        h, key, clock, start + turn.at, TTL_SECONDS[ttl]
+                    )
+                clock[0] = max(clock[0], start + turn.at)
+                model.turn = turn
+                msg = message(turn, clock[0])
+                await app.gateway.accept(msg)
+                await app.gateway.wait_idle(msg)
+                count(turn)
+            session = await app.store.current_session(key)
+            result.compactions = session.compaction_count if session else 0
+
+
 async def replay(
     turns: list[Turn],
     *,
@@ -577,42 +615,37 @@ async def replay(
             harness = Harness(Path(tmp), fake.url, toml, clock=lambda: clock[0])
             harness.env["KRILL_ANTHROPIC__CACHE_TTL"] = ttl
             harness.env.update(overrides or {})
-            wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
-            with wiring:
-                async with harness as h:
-                    app = h.app
-                    assert app is not None
-                    app.tools.register(report_tool(turns, seed))
-                    key = f"agent:main:local:direct:{KEY_USER}"
-                    for turn in turns:
-                        if pipeline:
-                            result.warm_compactions += await before_expiry(
-                                h, key, clock, start + turn.at, TTL_SECONDS[ttl]
-                            )
-                        clock[0] = max(clock[0], start + turn.at)
-                        model.turn = turn
-                        msg = message(turn, clock[0])
-                        await app.gateway.accept(msg)
-                        await app.gateway.wait_idle(msg)
-                        result.overflows += sum(1 for r in fake.message_requests if r.usage is None)
-                        answered = [r for r in fake.message_requests if r.usage is not None]
-                        for position, request in enumerate(answered):
-                            assert request.usage is not None
-                            result.tally.add(request.usage)
-                            if _pages_back(request.reply):
-                                alone = Tally()
-                                alone.add(request.usage)
-                                result.page_back_cost += alone.cost
-                            if lower is None:
-                                continue
-                            ideal = lower.usage(request.body, request.usage["output_tokens"])
-                            result.lower.add(ideal)
-                            if turn.opens_burst and position == 0:
-                                result.openers.add(request.usage)
-                                result.lower_openers.add(ideal)
-                        fake.requests.clear()
-                    session = await app.store.current_session(key)
-                    result.compactions = session.compaction_count if session else 0
+
+            def count(turn: Turn) -> None:
+                result.overflows += sum(1 for r in fake.message_requests if r.usage is None)
+                answered = [r for r in fake.message_requests if r.usage is not None]
+                for position, request in enumerate(answered):
+                    assert request.usage is not None
+                    result.tally.add(request.usage)
+                    if _pages_back(request.reply):
+                        alone = Tally()
+                        alone.add(request.usage)
+                        result.page_back_cost += alone.cost
+                    if lower is None:
+                        continue
+                    ideal = lower.usage(request.body, request.usage["output_tokens"])
+                    result.lower.add(ideal)
+                    if turn.opens_burst and position == 0:
+                        result.openers.add(request.usage)
+                        result.lower_openers.add(ideal)
+                fake.requests.clear()
+
+            await play(
+                harness,
+                turns,
+                model,
+                clock,
+                result,
+                pipeline=pipeline,
+                seed=seed,
+                ttl=ttl,
+                count=count,
+            )
     result.summarizer_calls = model.summaries
     result.page_backs = model.page_backs
     return result
@@ -829,30 +862,26 @@ async def replay_openai(turns: list[Turn], *, pipeline: bool, seed: int) -> RunR
                 + ("" if pipeline else WHOLE_RESULTS_TOML)
             )
             harness = Harness(Path(tmp), "http://127.0.0.1:9", toml, clock=lambda: clock[0])
-            wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
-            with wiring:
-                async with harness as h:
-                    app = h.app
-                    assert app is not None
-                    app.tools.register(report_tool(turns, seed))
-                    key = f"agent:main:local:direct:{KEY_USER}"
-                    for turn in turns:
-                        if pipeline:  # the same idle-gap work as against Anthropic
-                            result.warm_compactions += await before_expiry(
-                                h, key, clock, start + turn.at, TTL_SECONDS["5m"]
-                            )
-                        clock[0] = max(clock[0], start + turn.at)
-                        model.turn = turn
-                        msg = message(turn, clock[0])
-                        await app.gateway.accept(msg)
-                        await app.gateway.wait_idle(msg)
-                        result.overflows += sum(1 for r in fake.chat_requests if r.usage is None)
-                        for request in fake.chat_requests:
-                            if request.usage is not None:
-                                result.tally.add(openai_usage(request.usage))
-                        fake.requests.clear()
-                    session = await app.store.current_session(key)
-                    result.compactions = session.compaction_count if session else 0
+
+            def count(turn: Turn) -> None:
+                result.overflows += sum(1 for r in fake.chat_requests if r.usage is None)
+                for request in fake.chat_requests:
+                    if request.usage is not None:
+                        result.tally.add(openai_usage(request.usage))
+                fake.requests.clear()
+
+            # The same idle-gap work as against Anthropic, at its default 5-minute TTL.
+            await play(
+                harness,
+                turns,
+                model,
+                clock,
+                result,
+                pipeline=pipeline,
+                seed=seed,
+                ttl="5m",
+                count=count,
+            )
     result.summarizer_calls = model.summaries
     return result
 

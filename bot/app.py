@@ -152,7 +152,7 @@ class App:
             config=config,
             store=self.store,
             metrics=self.metrics,
-            prices=PriceList(config.models, config.anthropic.cache_ttl),
+            prices=PriceList.of(config),
             clock=clock,
             cache_watch=cache_watch,
         )

@@ -11,19 +11,20 @@ import pytest
 
 from bot.agent.pricing import DEFAULT_PRICE, estimate_cost, model_price
 from bot.cli import _secrets
-from bot.config import ModelRef, load_config, split_model_id
+from bot.config import Config, ModelRef, load_config, split_model_id
 from bot.config.models import ModelConfig
 from bot.errors import ConfigError
 from bot.logs import redact
 from bot.types import Usage
+from channels.registry import CHANNELS
 
 LOCAL = '[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n'
 
 
-def write(tmp_path: Path, text: str) -> str:
+def load(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> Config:
     path = tmp_path / "krill.toml"
     path.write_text(text, encoding="utf-8")
-    return str(path)
+    return load_config(str(path), env=env or {}, channels=CHANNELS)
 
 
 def test_model_ids_name_their_provider_before_the_first_colon() -> None:
@@ -37,32 +38,32 @@ def test_model_ids_name_their_provider_before_the_first_colon() -> None:
 def test_an_id_naming_an_unconfigured_provider_is_refused_with_its_key(tmp_path: Path) -> None:
     text = LOCAL + '[agent]\nmodels = ["local:qwen3:32b", "lokal:qwen3"]\n'
     with pytest.raises(ConfigError, match=r"agent\.models: 'lokal:qwen3' names provider 'lokal'"):
-        load_config(write(tmp_path, text), env={})
+        load(tmp_path, text)
     with pytest.raises(ConfigError, match=r"agent\.fallback_models: 'x:y'"):
-        load_config(write(tmp_path, '[agent]\nfallback_models = ["x:y"]\n'), env={})
+        load(tmp_path, '[agent]\nfallback_models = ["x:y"]\n')
 
 
 def test_the_built_in_provider_is_the_anthropic_section(tmp_path: Path) -> None:
     text = '[providers.anthropic]\nkind = "anthropic"\n'
     with pytest.raises(ConfigError, match=r"providers\.anthropic: the built-in"):
-        load_config(write(tmp_path, text), env={})
-    config = load_config(write(tmp_path, "[anthropic]\nmax_retries = 5\n"), env={})
+        load(tmp_path, text)
+    config = load(tmp_path, "[anthropic]\nmax_retries = 5\n")
     assert config.provider("anthropic").max_retries == 5
     assert config.provider_names() == ["anthropic"]
 
 
 def test_a_key_comes_from_the_variable_api_key_env_names(tmp_path: Path) -> None:
     text = LOCAL + 'api_key_env = "LOCAL_KEY"\n[agent]\nmodel = "local:qwen3:32b"\n'
-    config = load_config(write(tmp_path, text), env={"LOCAL_KEY": "sk-local"})
+    config = load(tmp_path, text, {"LOCAL_KEY": "sk-local"})
     assert config.provider("local").api_key == "sk-local"
     with pytest.raises(ConfigError, match=r"providers\.local\.kind"):
-        load_config(write(tmp_path, '[providers.local]\nkind = "gemini"\n'), env={})
+        load(tmp_path, '[providers.local]\nkind = "gemini"\n')
 
 
 def test_a_provider_key_is_masked_in_log_lines_like_the_other_secrets(tmp_path: Path) -> None:
     key = "lan-server-key-0123456789"  # no shape the log filter would know by itself
     text = LOCAL + 'api_key_env = "LOCAL_KEY"\n'
-    config = load_config(write(tmp_path, text), env={"LOCAL_KEY": key})
+    config = load(tmp_path, text, {"LOCAL_KEY": key})
     line = redact(f"POST /v1/chat/completions with Authorization: {key}", _secrets(config))
     assert key not in line and key[6:-4] not in line
 

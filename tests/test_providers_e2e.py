@@ -18,8 +18,10 @@ fake OpenAI-compatible server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -323,14 +325,22 @@ async def test_a_conversation_runs_entirely_on_the_openai_provider(
     assert eve["cache_read_tokens"] > 0
 
 
-def small_fallback(fake: FakeOpenAI) -> dict[str, Any]:
-    """Sonnet first, then a fallback model with a 32k window."""
-    return settings(
-        fake,
-        agent={"fallback_models": [SMALL], "sender_turns_per_minute": 0},
-        context={"reserve_tokens": 4_000, "reserve_tokens_floor": 4_000},
-        models={SMALL: {"context_window": 32_768}},
-    )
+@contextlib.asynccontextmanager
+async def on_sonnet_with_a_small_fallback(
+    tmp_path: Path, anthropic: FakeAnthropic
+) -> AsyncIterator[tuple[FakeOpenAI, KrillProcess]]:
+    """`krill run` on Sonnet (answering "Noted."), falling back to a model with a 32k window."""
+    async with FakeOpenAI(models={"gpt-small": ModelSpec(context_window=32_768)}) as fake:
+        fake.default_handler = script
+        anthropic.default_handler = lambda body: "Noted."
+        config = settings(
+            fake,
+            agent={"fallback_models": [SMALL], "sender_turns_per_minute": 0},
+            context={"reserve_tokens": 4_000, "reserve_tokens_floor": 4_000},
+            models={SMALL: {"context_window": 32_768}},
+        )
+        async with KrillProcess(tmp_path, config, env(anthropic, fake)) as krill:
+            yield fake, krill
 
 
 async def long_history(krill: KrillProcess, user: str) -> None:
@@ -343,15 +353,11 @@ async def long_history(krill: KrillProcess, user: str) -> None:
 async def test_a_fallback_model_with_a_smaller_window_gets_a_request_that_fits_it(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:
-    async with FakeOpenAI(models={"gpt-small": ModelSpec(context_window=32_768)}) as fake:
-        fake.default_handler = script
-        fake_anthropic.default_handler = lambda body: "Noted."
-        config = small_fallback(fake)
-        async with KrillProcess(tmp_path, config, env(fake_anthropic, fake)) as krill:
-            await long_history(krill, "fay")
-            assert fake.chat_requests == []
-            fake_anthropic.default_handler = overloaded
-            answer = await krill.chat("So, what is the vault code?", user="fay")
+    async with on_sonnet_with_a_small_fallback(tmp_path, fake_anthropic) as (fake, krill):
+        await long_history(krill, "fay")
+        assert fake.chat_requests == []
+        fake_anthropic.default_handler = overloaded
+        answer = await krill.chat("So, what is the vault code?", user="fay")
     reply = "\n".join(answer["replies"])
     assert "It is ZX-4471." in reply and f"{SMALL} wrote this answer" in reply
     # Within that one turn the fallback model summarized the history for its own window,
@@ -363,17 +369,13 @@ async def test_a_fallback_model_with_a_smaller_window_gets_a_request_that_fits_i
 async def test_a_compaction_during_a_cool_down_is_sized_for_the_fallback_model(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:
-    async with FakeOpenAI(models={"gpt-small": ModelSpec(context_window=32_768)}) as fake:
-        fake.default_handler = script
-        fake_anthropic.default_handler = lambda body: "Noted."
-        config = small_fallback(fake)
-        async with KrillProcess(tmp_path, config, env(fake_anthropic, fake)) as krill:
-            await long_history(krill, "gus")
-            # Another conversation finds Sonnet overloaded: it cools down for everyone.
-            fake_anthropic.default_handler = overloaded
-            await krill.chat("hello", user="hal")
-            asked = len(fake_anthropic.message_requests)
-            compacted = await krill.chat("/compact", user="gus")
+    async with on_sonnet_with_a_small_fallback(tmp_path, fake_anthropic) as (fake, krill):
+        await long_history(krill, "gus")
+        # Another conversation finds Sonnet overloaded: it cools down for everyone.
+        fake_anthropic.default_handler = overloaded
+        await krill.chat("hello", user="hal")
+        asked = len(fake_anthropic.message_requests)
+        compacted = await krill.chat("/compact", user="gus")
     assert "failed" not in compacted["replies"][0]
     assert len(fake_anthropic.message_requests) == asked  # Sonnet was left to cool down
     summaries = [r for r in fake.chat_requests if is_summary(r.body)]

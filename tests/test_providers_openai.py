@@ -14,10 +14,12 @@ import pytest
 from PIL import Image
 
 from bot.agent.model import ModelClient
+from bot.checks import FAIL, WARN
 from bot.config import Config, ProviderConfig
 from bot.config.models import ModelConfig
 from bot.config.sections import AgentConfig
 from bot.errors import ContextOverflow, ModelAuthError, ModelError, ModelRateLimited
+from bot.providers.checks import check_providers
 from bot.providers.openai import overflow
 from bot.providers.openai_request import ChatTranslator, chat_tools, pdf_text
 from tests.fakes.openai import ChatError, ChatReply, FakeOpenAI, ModelSpec
@@ -173,6 +175,22 @@ def test_context_length_errors_in_openai_wording_name_both_numbers(
     found = overflow(message, {"error": {"code": "context_length_exceeded"}})
     assert found is not None and (found.tokens, found.limit) == (tokens, limit)
     assert overflow("The model `x` does not exist", {}) is None
+
+
+async def test_doctor_names_a_model_the_server_does_not_offer_and_an_unused_provider(
+    fake_openai: FakeOpenAI,
+) -> None:
+    local = ProviderConfig(kind="openai", base_url=fake_openai.url, api_key="sk-test")
+    config = Config(
+        agent=AgentConfig(model=MODEL, fallback_models=["local:gpt-missing"]),
+        providers={"local": local, "spare": local},
+    )
+    found = {check.name: check for check in await check_providers(config)}
+    assert found["local"].status == FAIL
+    assert "does not offer local:gpt-missing (it lists: gpt-test)" in found["local"].detail
+    assert "agent.fallback_models" in found["local"].detail
+    assert found["spare"].status == WARN and "no id in agent.model" in found["spare"].detail
+    assert "anthropic" not in found  # no listed model is Anthropic's: nothing to check
 
 
 def client(fake: FakeOpenAI, key: str = "sk-test", **models: ModelConfig) -> ModelClient:

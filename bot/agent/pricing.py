@@ -69,27 +69,6 @@ def model_price(model: str, own: ModelConfig | None = None) -> ModelPrice:
     )
 
 
-def unpriced_models(config: Config) -> list[str]:
-    """The models requests may go to (`agent.model`, `agent.models`, the fallbacks) whose
-    price is neither known here nor set in [models]."""
-    return [m for m in config.listed_models() if not model_price(m, config.models.get(m)).known]
-
-
-def require_prices(config: Config) -> None:
-    """With a spending cap set, refuse a model that would be estimated rather than priced:
-    a cap in money is only as good as the price of every call counted against it."""
-    unpriced = unpriced_models(config) if config.spending_capped() else []
-    if unpriced:
-        raise ConfigError(
-            "\n".join(
-                f'models."{m}": no price is known for this model and a spending cap is set '
-                "([budgets]); set input_usd_per_mtok and output_usd_per_mtok (US dollars per "
-                "million tokens) in its table"
-                for m in unpriced
-            )
-        )
-
-
 def estimate_cost(
     model: str, usage: Usage, cache_ttl: str = "5m", own: ModelConfig | None = None
 ) -> float:
@@ -106,11 +85,42 @@ def estimate_cost(
 
 
 class PriceList:
-    """`estimate_cost` with the config's [models] prices and the cache TTL bought."""
+    """The price table as the service uses it: the config's [models] prices over the known
+    ones, and the cache TTL bought. `price` says what a model costs per million tokens (and
+    whether anybody said), `cost` what one call's usage cost."""
 
     def __init__(self, models: Mapping[str, ModelConfig], cache_ttl: str) -> None:
         self.models = models
         self.cache_ttl = cache_ttl
 
+    @classmethod
+    def of(cls, config: Config) -> PriceList:
+        return cls(config.models, config.anthropic.cache_ttl)
+
+    def price(self, model: str) -> ModelPrice:
+        return model_price(model, self.models.get(model))
+
     def cost(self, model: str, usage: Usage) -> float:
         return estimate_cost(model, usage, self.cache_ttl, self.models.get(model))
+
+
+def unpriced_models(config: Config) -> list[str]:
+    """The models requests may go to (`agent.model`, `agent.models`, the fallbacks) whose
+    price is neither known here nor set in [models]."""
+    prices = PriceList.of(config)
+    return [m for m in config.listed_models() if not prices.price(m).known]
+
+
+def require_prices(config: Config) -> None:
+    """With a spending cap set, refuse a model that would be estimated rather than priced:
+    a cap in money is only as good as the price of every call counted against it."""
+    unpriced = unpriced_models(config) if config.spending_capped() else []
+    if unpriced:
+        raise ConfigError(
+            "\n".join(
+                f'models."{m}": no price is known for this model and a spending cap is set '
+                "([budgets]); set input_usd_per_mtok and output_usd_per_mtok (US dollars per "
+                "million tokens) in its table"
+                for m in unpriced
+            )
+        )

@@ -109,6 +109,7 @@ class Config(Section):
     def secrets(self) -> list[str]:
         """Every configured secret, for the logs and error messages to redact."""
         found = [self.anthropic.api_key, self.admin.console_token, self.tools.web_search.api_key]
+        found += [provider.api_key for provider in self.providers.values()]
         for section in self.channel_settings().values():
             found += section.secrets()
         return found + [provider.api_key for provider in self.providers.values()]

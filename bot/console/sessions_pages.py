@@ -84,7 +84,7 @@ class SessionsPages:
         self.zone = ZoneInfo(config.agent.timezone)
         self.config = config
         self.window = config.agent.context_window
-        self.prices = PriceList(config.models, config.anthropic.cache_ttl)
+        self.prices = PriceList.of(config)
 
     def routes(self) -> list[web.RouteDef]:
         return [

@@ -119,6 +119,13 @@ def model_keys(model: str) -> str:
     return f"the id {model!r} in agent.model, agent.models or agent.fallback_models"
 
 
+def unused(name: str) -> str:
+    return (
+        f"[providers.{name}] is configured, but no id in agent.model, agent.models or "
+        f"agent.fallback_models starts with '{name}:'; it is not checked"
+    )
+
+
 def unreachable(config: Config, name: str, url: str, exc: BaseException) -> str:
     return (
         f"cannot reach {url} ({type(exc).__name__}: {exc}); check the network, or "
@@ -127,11 +134,14 @@ def unreachable(config: Config, name: str, url: str, exc: BaseException) -> str:
 
 
 async def check_providers(config: Config) -> list[Check]:
-    """One check per provider that a listed model names."""
+    """One check per provider that a listed model names; a [providers.<name>] table no
+    listed model names is a warning (a typo in a prefix, or a provider left over)."""
     checks = []
     for name in config.provider_names():
         models = [m for m in config.listed_models() if split_model_id(m).provider == name]
         if not models:
+            if name != DEFAULT_PROVIDER:
+                checks.append(Check(name, WARN, unused(name)))
             continue
         if config.provider(name).kind == ProviderKind.ANTHROPIC:
             checks.append(await check_anthropic(config, name, models))
