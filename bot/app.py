@@ -24,7 +24,7 @@ from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
-from bot.agent.pricing import PriceList
+from bot.agent.pricing import PriceList, require_prices
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.app_buttons import presses_for
@@ -67,7 +67,8 @@ from bot.server import build_server, listen
 from bot.sessions.slots import TurnSlots
 from bot.skills.catalog import SkillCatalog
 from bot.skills.tool import SkillReadTool
-from bot.startup import listen_failed, open_store, prepare_workspace
+from bot.spending.guard import SpendingGuard
+from bot.startup import listen_failed, open_store, prepare_workspace, warn_of_settings
 from bot.store.base import Store
 from bot.store.factory import store_for
 from bot.tools.mcp import McpManager
@@ -157,6 +158,7 @@ class App:
             metrics=self.metrics, ttl_seconds=config.cache_ttl_seconds, clock=clock
         )
         self.accountant = UsageAccountant(
+            config=config,
             store=self.store,
             metrics=self.metrics,
             prices=PriceList.of(config),
@@ -250,9 +252,14 @@ class App:
             clock=clock,
         )
         self.leases = SessionLeases(self.store, holder=holder, seconds=config.storage.lease_seconds)
+        # The caps each turn is admitted under; background work asks it through the lanes.
+        spending = SpendingGuard(
+            config=config, store=self.store, replies=self.replies, holder=holder, clock=clock
+        )
         self.lanes = Lanes(
             config=config,
             runner=self.runner,
+            spending=spending,
             leases=self.leases,
             inbound=self.store,
             budgets=self.store,
@@ -358,20 +365,14 @@ class App:
         await self.lifespan.close()
 
     async def _start(self) -> None:
+        require_prices(self.config)  # before anything is counted against a cap
         if prepare_workspace(self.config):
             log.info("created workspace %s from the bundled template", self.workspace.path)
         await self.lifespan.start(
             "store", partial(open_store, self.store, self.config), self.store.close
         )
         await self.lifespan.start("model client", None, self.model.close)
-        if not self.model.configured:
-            log.warning(
-                "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "
-                "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
-                "krill.toml)"
-            )
-        for adjustment in self.config.adjustments():
-            log.warning("%s", adjustment)
+        warn_of_settings(self.config, model_configured=self.model.configured)
         await self.leases.release_dead()  # before any work can wait for those leases
         for spec in self.channel_specs:
             wanted = (self.with_server or not spec.needs_server) and (

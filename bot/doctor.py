@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
-from bot.agent.pricing import DEFAULT_PRICE, PriceList
+from bot.agent.pricing import DEFAULT_PRICE, unpriced_models
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import DEFAULT_PROVIDER, Config, load_config, split_model_id
@@ -186,18 +186,22 @@ def _schema_check(store: str, version: int, latest: int, note: str) -> Check:
 
 async def check_prices(config: Config) -> list[Check]:
     """Costs (and so /status and the console) need a price for every model requests use."""
-    prices = PriceList.of(config)
-    unpriced = [m for m in config.listed_models() if not prices.price(m).known]
+    unpriced = unpriced_models(config)
     if not unpriced:
         return []
     tables = ", ".join(f'[models."{m}"]' for m in unpriced)
+    # With a spending cap set, `krill run` refuses to start (bot.agent.pricing.require_prices).
+    capped = config.spending_capped()
     return [
         Check(
             "prices",
-            WARN,
+            FAIL if capped else WARN,
             f"no price known for {', '.join(unpriced)}: their costs are estimated at "
             f"${DEFAULT_PRICE[0]:g}/${DEFAULT_PRICE[1]:g} per million input/output tokens until "
-            f"{tables} set input_usd_per_mtok and output_usd_per_mtok (0 on your own hardware)",
+            f"{tables} set input_usd_per_mtok and output_usd_per_mtok (0 on your own hardware)"
+            + (
+                "; with a spending cap set, krill run refuses to start until then" if capped else ""
+            ),
         )
     ]
 

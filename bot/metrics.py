@@ -23,6 +23,12 @@ class Metrics:
             registry=r,
         )
         self.tokens = Counter("krill_tokens", "Model tokens by kind", ["kind"], registry=r)
+        self.cost = Counter(
+            "krill_cost_usd",
+            "Estimated cost of model calls in US dollars, by what the call was for and channel",
+            ["kind", "channel"],
+            registry=r,
+        )
         # Per provider and model id (as the config names it): every request sent, every one
         # that failed (by kind), and every move to the next of agent.fallback_models.
         self.model_calls = Counter(

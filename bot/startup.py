@@ -7,6 +7,7 @@ same fault gives the same message everywhere, and the CLI prints it without a tr
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -23,6 +24,8 @@ from bot.store.open_errors import (
     sqlite_damaged,
     sqlite_damaged_problem,
 )
+
+log = logging.getLogger(__name__)
 
 # Only the default workspace is made from the bundled template when it is missing: any
 # other path that does not exist is more likely a typo than a wish for a fresh workspace.
@@ -128,3 +131,16 @@ def nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def warn_of_settings(config: Config, *, model_configured: bool) -> None:
+    """Log what about the settings a person should know before the first message: a missing
+    key, and every value the config adjusted rather than refused."""
+    if not model_configured:
+        log.warning(
+            "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "
+            "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
+            "krill.toml)"
+        )
+    for adjustment in config.adjustments():
+        log.warning("%s", adjustment)

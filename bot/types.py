@@ -166,6 +166,36 @@ class SessionOrigin:
         return cls(msg.channel, msg.chat_type, msg.chat_id, thread, peer)
 
 
+class CostKind(StrEnum):
+    """What a model call was for: how the costs table splits the money."""
+
+    TURN = "turn"  # the first call of a person's turn
+    TOOL_FOLLOWUP = "tool_followup"  # a person's turn's later calls, after tool results
+    FLUSH = "flush"  # a memory flush
+    SUMMARY = "summary"  # compaction (threshold, overflow, warm, idle, /compact)
+    CARRYOVER = "carryover"  # the note a fresh session carries from the one before
+    JOB = "job"  # a scheduled job's run
+    REMINDER = "reminder"
+    HEARTBEAT = "heartbeat"
+
+
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """Whom a model call is charged to: the session it served, its channel and chat, and
+    the person (a linked identity's name, else `<channel>:<user_id>`; "" for work no one
+    person asked for, such as a group's flush). `principal` is the platform id the person
+    wrote as (their per-person overrides are found by it), `group` says whether the chat's
+    group caps apply, and `turn_id` names the turn whose calls these are, if any."""
+
+    session_id: str
+    channel: str
+    chat: str  # `<channel>:<chat_id>`
+    person: str = ""
+    principal: str = ""
+    group: bool = False
+    turn_id: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """A web page a reply drew on (a search result the model cited), shown to the person

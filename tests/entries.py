@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from anthropic.types import ContentBlockParam, ToolResultBlockParam
 
+from bot.store.costs import CostLine, SpendKey
 from bot.transcript import (
     AssistantReply,
     ChatLine,
@@ -16,7 +17,7 @@ from bot.transcript import (
     PromptPurpose,
     ToolResults,
 )
-from bot.types import Usage
+from bot.types import CostKind, Payer, Usage
 
 
 def line(text: str, *, user_id: str = "1", user_name: str = "Al", timestamp: float = 0) -> ChatLine:
@@ -59,3 +60,21 @@ def summary(text: str, first_kept: str = "", session_id: str = "s", **fields: An
 
 def text(t: str) -> dict[str, Any]:
     return {"type": "text", "text": t}
+
+
+def cost(
+    session_id: str,
+    usd: float,
+    *,
+    kind: CostKind = CostKind.TURN,
+    person: str = "",
+    chat: str = "local:x",
+    day: str = "2026-05-04",
+    at: float = 0.0,
+    turn_id: str = "",
+    sums: tuple[SpendKey, ...] = (),
+) -> CostLine:
+    """A model call's ledger row (what the accountant writes beside the counters)."""
+    channel = chat.partition(":")[0]
+    payer = Payer(session_id, channel, chat, person, turn_id=turn_id)
+    return CostLine(at, day, kind, payer, "claude-sonnet-4-6", usd, sums)

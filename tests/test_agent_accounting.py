@@ -9,10 +9,11 @@ from pathlib import Path
 from bot.agent.accounting import UsageAccountant
 from bot.agent.cache_breaks import CacheWatch
 from bot.agent.pricing import PriceList
+from bot.config import Config
 from bot.metrics import Metrics
 from bot.sessions.keys import conversation_of_key
 from bot.store.base import Store
-from bot.types import Usage
+from bot.types import CostKind, Usage
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -33,6 +34,7 @@ async def test_concurrent_charges_are_all_counted(any_store: Store) -> None:
     metrics = Metrics()
     watch = CacheWatch(metrics=metrics, ttl_seconds=300, clock=lambda: 1000.0)
     accountant = UsageAccountant(
+        config=Config(),
         store=store,
         metrics=metrics,
         prices=PriceList({}, "5m"),
@@ -42,7 +44,9 @@ async def test_concurrent_charges_are_all_counted(any_store: Store) -> None:
     usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
     await asyncio.gather(
         *(
-            accountant.charge(session.session_id, usage, "claude-x", read_cache=i % 2 == 0)
+            accountant.charge(
+                session, usage, "claude-x", kind=CostKind.FLUSH, read_cache=i % 2 == 0
+            )
             for i in range(40)
         )
     )
@@ -87,3 +91,33 @@ async def test_flush_tokens_reach_the_session_and_metrics(
     assert row.cache_write_tokens == totals["cache_write"]
     for kind, total in totals.items():
         assert metric(metrics, kind) == total
+
+
+async def test_every_call_is_in_the_ledger_by_kind_and_sums_to_the_counters(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    from bot.store.costs import CostGroup
+    from bot.tools.registry import Tool
+
+    async def echo(args: dict[str, object], ctx: object) -> str:
+        return "echoed"
+
+    fake_anthropic.queue_tool_use("echo", {})
+    fake_anthropic.queue_text("Done.")
+    fake_anthropic.queue_text("NO_REPLY")  # the flush before /new
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        assert h.app is not None
+        h.app.tools.register(Tool("echo", "echo", {"type": "object", "properties": {}}, echo))
+        await h.send("use the tool")
+        old = await h.app.store.current_session(KEY)
+        assert old is not None
+        await h.send("/new")
+        row = await h.app.store.get_session(old.session_id)
+        totals = await h.app.store.cost_totals(CostGroup.KIND)
+        mine = await h.app.store.cost_totals(CostGroup.PERSON)
+        exported = h.app.metrics.render().decode()
+    assert {t.kind: t.calls for t in totals} == {"turn": 1, "tool_followup": 1, "flush": 1}
+    assert row is not None and abs(sum(t.cost_usd for t in totals) - row.cost_usd) < 1e-9
+    assert {t.key for t in mine} == {"local:alice"}  # the person who wrote pays, flush too
+    for kind in ("turn", "tool_followup", "flush"):
+        assert f'krill_cost_usd_total{{channel="local",kind="{kind}"}}' in exported

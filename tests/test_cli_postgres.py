@@ -68,7 +68,11 @@ async def test_sessions_reminders_and_pairings_read_the_shared_database(
         session = await store.get_or_create_session(KEY, ORIGIN)
         await store.append_entries([entries.person("hello from a replica", session.session_id)])
         await store.add_usage(
-            session.session_id, Usage(1200, 34), context_tokens=1234, cost_usd=0.5, at=None
+            session.session_id,
+            Usage(1200, 34),
+            context_tokens=1234,
+            cost=entries.cost(session.session_id, 0.5),
+            at=None,
         )
         await store.reminder_add(
             session_key=KEY, address=Address("telegram", "42"),

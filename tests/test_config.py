@@ -65,10 +65,12 @@ allow_from = ["1", "2"]
 dm_history_limit = 20
 [telegram.dms."12345"]
 history_limit = 10
+person_daily_usd = 5.0
 [telegram.groups."-100123"]
 require_mention = false
 history_limit = 5
 allow = true
+group_monthly_usd = 0
 [slack]
 enabled = true
 bot_token = "xoxb-1"
@@ -76,6 +78,17 @@ signing_secret = "sig"
 mode = "http"
 [slack.channels."C123"]
 require_mention = false
+group_daily_usd = 2.5
+[budgets]
+daily_usd = 20
+monthly_usd = 300
+person_daily_usd = 1.5
+person_monthly_usd = 20
+group_daily_usd = 4
+group_monthly_usd = 60
+warn_at = 0.9
+admins_capped = true
+contact = "Dana in #it-help"
 [tools]
 allow = ["memory_*", "web_fetch"]
 deny = ["web_fetch"]
@@ -92,6 +105,13 @@ command = "some-mcp-server"
     assert config.session.identity_links["alice"] == ["telegram:123", "slack:U1"]
     assert config.cache_ttl_seconds == 3600
     assert config.mcp.servers["example"].command == "some-mcp-server"
+    budgets = config.budgets
+    assert (budgets.daily_usd, budgets.monthly_usd, budgets.warn_at) == (20, 300, 0.9)
+    assert budgets.admins_capped and budgets.contact == "Dana in #it-help"
+    assert config.telegram.dms["12345"].person_daily_usd == 5.0
+    assert config.telegram.dms["12345"].person_monthly_usd is None  # [budgets]'s applies
+    assert config.telegram.groups["-100123"].group_monthly_usd == 0  # no cap for this group
+    assert config.slack.channels["C123"].group_daily_usd == 2.5
 
 
 @pytest.mark.parametrize(
@@ -105,6 +125,10 @@ command = "some-mcp-server"
         ("[telegram.dms.'1']\nhistory_limit = -1\n", "telegram.dms.1.history_limit"),
         ("[agent]\ntimezone = 'Mars/Olympus'\n", "agent.timezone: unknown time zone"),
         ("[admin]\nusers = ['12345']\n", "admin.users: '12345' must look like"),
+        ("[budgets]\ndaily_usd = -1\n", "budgets.daily_usd: "),
+        ("[budgets]\nwarn_at = 80\n", "budgets.warn_at: "),
+        ("[budgets]\nperson_daily = 1\n", "budgets.person_daily: unknown key"),
+        ("[slack.channels.'C1']\ngroup_daily_usd = -2\n", "slack.channels.C1.group_daily_usd"),
         ("[slack]\nenabled = true\nbot_token = 'x'\n", "slack.app_token: required"),
         ("x = [\n", "not valid TOML"),
     ],

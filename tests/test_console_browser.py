@@ -34,6 +34,7 @@ PAGES = {
     "workspace": "/admin/workspace",
     "editor": "/admin/workspace/edit?path=SOUL.md",
     "memory": "/admin/memory?q=blue+door",
+    "costs": "/admin/costs",
     "pairings": "/admin/pairings",
     "health": "/admin/health",
 }

@@ -20,8 +20,10 @@ from bot.gateway.lanes import Lanes, MessageWork
 from bot.gateway.leases import SessionLeases, new_holder_id
 from bot.metrics import Metrics
 from bot.sessions.slots import TurnSlots
+from bot.spending.guard import SpendingGuard
 from bot.store.base import InboundStatus
 from bot.store.sqlite import SQLiteStore
+from bot.types import Address
 from tests.app_harness import message
 from tests.log_sentinel import log_sentinel
 
@@ -82,8 +84,18 @@ def lanes(
         channels={"local"},
         metrics=Metrics(),
         slots=TurnSlots(turns=8, tools=8),
+        spending=SpendingGuard(
+            config=config, store=store, replies=Nowhere(), holder=holder, clock=time.time
+        ),
         turn_window=WINDOW,
     )
+
+
+class Nowhere:
+    channels = ("local",)
+
+    async def send_text(self, address: Address, text: str) -> None:
+        raise AssertionError(f"no cap is set, yet {text!r} was sent to {address}")
 
 
 async def accepted(store: SQLiteStore, text: str) -> MessageWork:

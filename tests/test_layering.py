@@ -62,6 +62,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.types", "bot.untrusted"),
     ),
     "bot.sessions": ("bot.config", "bot.types"),
+    "bot.spending": ("bot.config", "bot.sessions", "bot.store", "bot.types"),
     # The factory (bot/store/factory.py) reads storage.url to pick an adapter; the adapters
     # wait out a locked file or a dropped connection (backoff); a migration's backfill
     # parses session keys (bot.sessions).
@@ -85,7 +86,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.providers", "bot.sessions"),
-        *("bot.skills", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.skills", "bot.spending", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
     "bot.skills": ("bot.tools", "bot.types"),
     "bot.providers": (
@@ -105,15 +106,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.gateway": (
         *("bot.agent", "bot.buttons", "bot.channel_contract", "bot.commands", "bot.config"),
         *("bot.inbound", "bot.media", "bot.metrics", "bot.outbox", "bot.sessions"),
-        *("bot.skills", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
-        *("bot.untrusted", "bot.wrong_tokens"),
+        *("bot.skills", "bot.spending", "bot.store", "bot.tools", "bot.transcript"),
+        *("bot.types", "bot.untrusted", "bot.wrong_tokens"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
         *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
-        *("bot.sessions", "bot.skills", "bot.store", "bot.transcript", "bot.transcript_export"),
-        *("bot.types", "bot.wrong_tokens"),
+        *("bot.sessions", "bot.skills", "bot.spending", "bot.store", "bot.transcript"),
+        *("bot.transcript_export", "bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.buttons", "bot.config", "bot.context", "bot.gateway", "bot.memory"),

@@ -169,7 +169,11 @@ async def test_usage(any_store: Store) -> None:
     s = await any_store.get_or_create_session("k", LOCAL)
     usage = Usage(input_tokens=10, output_tokens=5, cache_read_tokens=90)
     await any_store.add_usage(
-        s.session_id, usage, context_tokens=105, cost_usd=0.01, at=time.time()
+        s.session_id,
+        usage,
+        context_tokens=105,
+        cost=entries.cost(s.session_id, 0.01),
+        at=time.time(),
     )
     row = await any_store.get_session(s.session_id)
     assert row.cache_hit_ratio == pytest.approx(0.9)

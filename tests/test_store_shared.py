@@ -90,14 +90,16 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
     reply = entries.reply(entries.text("hi"), session_id=sid, usage=usage)
 
     async def charge(store: Store, i: int) -> None:
-        await store.add_usage(sid, usage, context_tokens=None, cost_usd=0.5, at=None)
+        await store.add_usage(sid, usage, context_tokens=None, cost=entries.cost(sid, 0.5), at=None)
         await store.count_compaction(sid)
         for _ in range(2):
             await store.record_memory_flush(sid, error=None, at=float(i), compaction_count=None)
         await store.finish_turn(sid, [], InboundStatus.DONE, turns=1, errors=i % 2)
 
     await asyncio.gather(*(charge(s, i) for i, s in enumerate([any_store, twin] * 10)))
-    await twin.record_model_call(reply, usage, context_tokens=42, cost_usd=1.0, model="m2")
+    await twin.record_model_call(
+        reply, usage, context_tokens=42, cost=entries.cost(sid, 1.0), model="m2"
+    )
     row = await any_store.get_session(sid)
     assert row is not None
     assert (row.input_tokens, row.output_tokens) == (63, 105)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bot.transcript import new_id
-from bot.types import Address, InboundMessage
+from bot.types import Address, CostKind, InboundMessage
 
 
 @dataclass(slots=True)
@@ -31,6 +31,14 @@ class TurnJob:
     @property
     def address(self) -> Address | None:
         return self.messages[-1].address if self.messages else None
+
+    @property
+    def cost_kind(self) -> CostKind:
+        """What the turn's first model call is for: a person's turn (a resumed one goes on
+        after tool results), else its internal prompt's purpose (heartbeat, reminder, job)."""
+        if self.prompt is None:
+            return CostKind.TOOL_FOLLOWUP if self.resume else CostKind.TURN
+        return CostKind(self.kind)
 
 
 def new_turn_id() -> str:

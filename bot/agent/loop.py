@@ -34,7 +34,7 @@ from bot.providers.base import PAUSE_TURN, ModelReply
 from bot.sessions.slots import TurnSlots
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
-from bot.types import Source
+from bot.types import CostKind, Payer, Source
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -261,6 +261,8 @@ class TranscriptConversation:
     turn_id: str
     timezone: str
     clock: Callable[[], float]
+    payer: Payer
+    kind: CostKind  # of the first call; a person's turn's later calls are tool follow-ups
     history_limit: int = 0
     prepare: Prepare | None = None
 
@@ -281,7 +283,11 @@ class TranscriptConversation:
             usage=reply.usage,
             created_at=self.clock(),
         )
-        await self.accountant.record_reply(entry, reply.usage, reply.model, reply.latency)
+        await self.accountant.record_reply(
+            entry, reply.usage, reply.model, reply.latency, kind=self.kind, payer=self.payer
+        )
+        if self.kind == CostKind.TURN:
+            self.kind = CostKind.TOOL_FOLLOWUP
         self.session.model = reply.model
 
     async def add_results(self, blocks: list[ToolResultBlockParam]) -> None:
@@ -295,7 +301,7 @@ class EphemeralConversation:
     they read the conversation's prompt cache, but nothing is added to the transcript."""
 
     accountant: UsageAccountant
-    session_id: str
+    session: SessionRow
     history: Messages
 
     async def messages(self, model: str) -> Messages:
@@ -303,7 +309,12 @@ class EphemeralConversation:
 
     async def add_reply(self, reply: ModelReply) -> None:
         await self.accountant.charge(
-            self.session_id, reply.usage, reply.model, latency=reply.latency, read_cache=True
+            self.session,
+            reply.usage,
+            reply.model,
+            kind=CostKind.FLUSH,
+            latency=reply.latency,
+            read_cache=True,
         )
         content = [clean_block(b) for b in reply.content]
         self.history = [*self.history, {"role": "assistant", "content": content}]

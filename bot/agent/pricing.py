@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from bot.config import Config, ModelConfig
 from bot.context.cache_cost import CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER
+from bot.errors import ConfigError
 from bot.types import Usage
 
 # (input, output) dollars per million tokens, matched by model-id prefix, longest first.
@@ -101,3 +102,25 @@ class PriceList:
 
     def cost(self, model: str, usage: Usage) -> float:
         return estimate_cost(model, usage, self.cache_ttl, self.models.get(model))
+
+
+def unpriced_models(config: Config) -> list[str]:
+    """The models requests may go to (`agent.model`, `agent.models`, the fallbacks) whose
+    price is neither known here nor set in [models]."""
+    prices = PriceList.of(config)
+    return [m for m in config.listed_models() if not prices.price(m).known]
+
+
+def require_prices(config: Config) -> None:
+    """With a spending cap set, refuse a model that would be estimated rather than priced:
+    a cap in money is only as good as the price of every call counted against it."""
+    unpriced = unpriced_models(config) if config.spending_capped() else []
+    if unpriced:
+        raise ConfigError(
+            "\n".join(
+                f'models."{m}": no price is known for this model and a spending cap is set '
+                "([budgets]); set input_usd_per_mtok and output_usd_per_mtok (US dollars per "
+                "million tokens) in its table"
+                for m in unpriced
+            )
+        )

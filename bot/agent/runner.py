@@ -29,6 +29,7 @@ from bot.log_context import Content, turn_context
 from bot.providers.base import PAUSE_TURN
 from bot.sessions.access import all_admins
 from bot.sessions.models import session_model
+from bot.spending.caps import payer_for
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -337,6 +338,14 @@ class AgentRunner:
             turn_id=job.turn_id,
             timezone=self.config.agent.timezone,
             clock=self.clock,
+            payer=payer_for(
+                self.config,
+                session_id=session.session_id,
+                origin=session.origin,
+                principal=job.first.principal if job.first else "",
+                turn_id=job.turn_id,
+            ),
+            kind=job.cost_kind,
             history_limit=job.history_limit,
             prepare=self.context.prepare if self.context is not None else None,
         )

@@ -16,6 +16,7 @@ from functools import partial
 from bot import __version__
 from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
+from bot.cli.costs import BY_CHOICES, costs_command, since_day
 from bot.cli.reminders import reminders_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
@@ -87,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     reminders.add_argument("action", choices=["list"])
     reminders.add_argument("--all", action="store_true", help="include sent and cancelled")
     reminders.add_argument("--json", action="store_true", help="machine-readable output")
+    costs = add("costs", "what the model calls cost, by kind of work, person, chat or day")
+    costs.add_argument("--by", choices=BY_CHOICES, default="kind", help="group by (default: kind)")
+    costs.add_argument(
+        "--since", type=since_day, metavar="YYYY-MM-DD", help="from this day on (agent.timezone)"
+    )
+    costs_format = costs.add_mutually_exclusive_group()
+    costs_format.add_argument("--json", action="store_true", help="machine-readable output")
+    costs_format.add_argument("--csv", action="store_true", help="comma-separated rows")
     backup = add("backup", "copy the store and the workspace into one archive at PATH")
     backup.add_argument("path", metavar="PATH", help="the archive to write (.tar.gz)")
     backup.add_argument("--force", action="store_true", help="replace an existing PATH")
@@ -107,6 +116,7 @@ SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "pairing": pairing_command,
     "memory": memory_command,
     "reminders": reminders_command,
+    "costs": costs_command,
     "backup": backup_command,
     "restore": restore_command,
 }

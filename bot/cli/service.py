@@ -10,8 +10,6 @@ import getpass
 import logging
 import signal
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import Config
@@ -61,21 +59,16 @@ def run_command(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def service_clock(config: Config) -> Callable[[], float]:
-    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
-    offset = config.scheduler.clock_offset_seconds
-    return (lambda: time.time() + offset) if offset else time.time
-
-
 async def run_service(config: Config) -> None:
     from bot.app import App
+    from bot.scheduler.jobs import service_clock
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
             loop.add_signal_handler(sig, stop.set)
-    async with App(config, background=True, clock=service_clock(config)):
+    async with App(config, background=True, clock=service_clock(config.scheduler)):
         await stop.wait()
         log.info("shutting down")
 

@@ -4,6 +4,7 @@ Every default lives beside its key in the section modules; the rest of Krill imp
 names below from `bot.config`.
 """
 
+from bot.config.budgets import BudgetsConfig
 from bot.config.loading import env_overrides, load_config
 from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_PROVIDER",
     "MAX_PIXELS_CEILING",
     "AdminConfig",
+    "BudgetsConfig",
     "ChannelEntry",
     "ChannelPolicyConfig",
     "ChannelSection",

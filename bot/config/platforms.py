@@ -26,6 +26,9 @@ class PeerOverride(Section):
 
     history_limit: int | None = Field(None, ge=0)
     tools: ToolFilterConfig | None = None  # applies in this user's DM only
+    # This person's spending caps wherever they write (None: [budgets]'s; 0: no cap).
+    person_daily_usd: float | None = Field(None, ge=0)
+    person_monthly_usd: float | None = Field(None, ge=0)
 
 
 class GroupOverride(Section):
@@ -35,6 +38,9 @@ class GroupOverride(Section):
     history_limit: int | None = Field(None, ge=0)
     allow: bool | None = None
     tools: ToolFilterConfig | None = None
+    # This chat's spending caps (None: [budgets]'s; 0: no cap).
+    group_daily_usd: float | None = Field(None, ge=0)
+    group_monthly_usd: float | None = Field(None, ge=0)
 
 
 DmPolicy = Literal["allowlist", "open", "pairing", "disabled"]

@@ -15,6 +15,7 @@ from typing import ClassVar, Protocol
 
 from pydantic import Field, create_model
 
+from bot.config.budgets import BudgetsConfig
 from bot.config.models import ModelConfig, ModelLimits, model_limits
 from bot.config.platforms import ChannelPolicyConfig, ChannelSection
 from bot.config.providers import (
@@ -63,6 +64,7 @@ class Config(Section):
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
     buttons: ButtonsConfig = Field(default_factory=ButtonsConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     # Further model providers (`[providers.openrouter]`); `anthropic` is built in.
@@ -88,6 +90,15 @@ class Config(Section):
         policy = self.channel(channel)
         return policy if isinstance(policy, ChannelPolicyConfig) else None
 
+    def spending_capped(self) -> bool:
+        """Whether any spending cap is set: in [budgets], or per person or per chat."""
+        found = [self.budgets.model_dump()]
+        for policy in self.channel_settings().values():
+            if isinstance(policy, ChannelPolicyConfig):
+                tables = [*policy.dms.values(), *policy.group_overrides().values()]
+                found += [table.model_dump() for table in tables]
+        return any(v for table in found for k, v in table.items() if k.endswith("_usd"))
+
     @classmethod
     def pairing_channels(cls) -> list[str]:
         """The channels whose DM policy may be "pairing", where operators approve requests."""
@@ -103,7 +114,7 @@ class Config(Section):
         found += [provider.api_key for provider in self.providers.values()]
         for section in self.channel_settings().values():
             found += section.secrets()
-        return found
+        return found + [provider.api_key for provider in self.providers.values()]
 
     def adjustments(self) -> list[str]:
         """Settings Krill does not use as written, one line each saying what it uses

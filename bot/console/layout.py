@@ -22,6 +22,7 @@ NAV = (
     ("sessions", "/admin", "Sessions"),
     ("workspace", "/admin/workspace", "Workspace"),
     ("memory", "/admin/memory", "Memory"),
+    ("costs", "/admin/costs", "Costs"),
     ("pairings", "/admin/pairings", "Pairings"),
     ("health", "/admin/health", "Health"),
 )

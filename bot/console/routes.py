@@ -16,6 +16,7 @@ from markupsafe import Markup
 from bot.config import Config
 from bot.console import workspace_files
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
+from bot.console.costs_page import CostsPage
 from bot.console.layout import notice, page
 from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
@@ -174,6 +175,7 @@ def console_routes(
         *MediaRoute(transcripts=store, files=media).routes(),
         *WorkspacePages(workspace, root).routes(),
         *MemoryPage(index=index, sessions=store, root=root).routes(),
+        *CostsPage(config=config, store=store).routes(),
         *OperationsPages(
             pairings=store,
             pairing_channels=config.pairing_channels(),

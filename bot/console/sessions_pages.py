@@ -22,6 +22,7 @@ from bot.console.transcript_view import render_entries
 from bot.sessions.breaker import is_paused
 from bot.sessions.window import session_limits
 from bot.store.base import SessionRow, SessionStore, TranscriptStore, UsageStore
+from bot.store.costs import CostGroup, CostStore
 from bot.transcript_export import entry_record
 
 
@@ -32,7 +33,7 @@ class SessionControl(Protocol):
     async def compact_in_lane(self, key: str, focus: str = "") -> str: ...
 
 
-class ConsoleStore(SessionStore, TranscriptStore, UsageStore, Protocol):
+class ConsoleStore(SessionStore, TranscriptStore, UsageStore, CostStore, Protocol):
     """What the sessions pages read."""
 
 
@@ -237,6 +238,8 @@ class SessionsPages:
         current = current or next((s for s in sessions if s.is_current), sessions[-1])
         entries = await self.store.transcript(current.session_id)
         calls = stats.session_calls(entries, model=current.model, prices=self.prices)
+        kinds = await self.store.cost_totals(CostGroup.KIND, session_id=current.session_id)
+        split = " · ".join(f"{t.kind} {money(t.cost_usd)}" for t in kinds) or "—"
         labels = [when(c.at, self.zone)[5:] for c in calls]
         said = request.query.get("said", "")
         others = join(
@@ -254,6 +257,7 @@ class SessionsPages:
             "<dt>Model</dt><dd>{}</dd>"
             "<dt>Turns</dt><dd>{}</dd>"
             '<dt>Cost</dt><dd data-testid="session-cost">{}</dd>'
+            '<dt>By kind of work</dt><dd data-testid="session-costs">{}</dd>'
             "<dt>Cache hit</dt><dd>{}</dd>"
             "<dt>Context</dt><dd>{} / {}</dd>"
             "<dt>Compactions</dt><dd>{}</dd>"
@@ -264,6 +268,7 @@ class SessionsPages:
             current.model or "—",
             count(current.turns),
             money(current.cost_usd),
+            split,
             percent(current.cache_hit_ratio),
             count(current.context_tokens),
             count(session_limits(self.config, current).window),

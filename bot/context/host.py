@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 
-from bot.types import Usage
+from bot.types import CostKind, Usage
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -65,10 +65,11 @@ class UsageCharger(Protocol):
 
     async def charge(
         self,
-        session_id: str,
+        session: SessionRow,
         usage: Usage,
         model: str,
         *,
+        kind: CostKind,
         latency: float | None = None,
         read_cache: bool,
         context_tokens: int | None = None,

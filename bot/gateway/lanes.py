@@ -15,6 +15,10 @@ With `agent.sender_turns_per_minute`, a person's messages wait before a turn whi
 their senders has started that many turns in the current minute (counted in the store, so
 across replicas), and the waiting messages then go into that one turn: spam costs one model
 call per allowance, never one per message.
+
+Before each turn the spending guard (bot/spending/guard.py) takes out the messages of
+senders over a spending cap and takes the turn's hold on its capped sums, waiting while it
+is near a cap; after the turn it lets the hold go.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
     from bot.sessions.slots import TurnSlots
+    from bot.spending.guard import SpendingGuard
     from bot.store.base import InboundStore
     from bot.store.shared_state import SharedStateStore
 
@@ -102,10 +107,13 @@ class Lanes:
         channels: Container[str],
         metrics: Metrics,
         slots: TurnSlots,
+        spending: SpendingGuard,
         turn_window: float = TURN_WINDOW_SECONDS,
     ) -> None:
         self.config = config
         self.runner = runner
+        # The caps a turn is admitted under; background work in a lane asks them too.
+        self.spending = spending
         self.leases = leases
         self.inbound = inbound
         # The channels this process runs: of other processes' messages it answers only theirs.
@@ -214,7 +222,7 @@ class Lanes:
             group = next_group(rows, cap, newest)
             tried.update(row.id for row in group)
             job = await self._turn_for(key, group, known)
-            if job is None:
+            if job is None or not await self.spending.admit(job):
                 continue
             # What the turn answers for other processes counts as running here, for /stop.
             items.extend(
@@ -222,7 +230,11 @@ class Lanes:
                 for i, m in zip(job.inbound_ids, job.messages, strict=True)
                 if i not in mine
             )
-            await self.runner.run(job)
+            try:
+                await self.runner.run(job)
+            finally:
+                # Shielded: a /stop that cancelled the turn must still let its hold go.
+                await asyncio.shield(self.spending.settle(job))
         elsewhere = sorted(mine - tried)
         if elsewhere:
             log.info("inbound %s was answered by another process", elsewhere)

@@ -100,6 +100,9 @@ class SessionCommands:
     def status_lines(self, key: str) -> list[str]:
         return [line for source in self.status_sources if (line := source.status_line(key))]
 
+    async def spending_lines(self, msg: InboundMessage, session: SessionRow | None) -> list[str]:
+        return await self.lanes.spending.status_lines(msg, session)
+
     async def reset(self, key: str, origin: SessionOrigin, *, reason: str) -> SessionRow:
         """Start a new session under `key`, after the pre-reset flush (a failed flush is
         logged and the reset goes ahead). The caller holds the session's lane, or is

@@ -198,7 +198,7 @@ class FlushService:
             # The session's model holds its cache.
             model=prefix.model,
         )
-        conversation = EphemeralConversation(self.accountant, session.session_id, messages)
+        conversation = EphemeralConversation(self.accountant, session, messages)
         result = await self.loop.run(conversation, exchange)
         text = "\n\n".join(result.texts).strip()
         return FlushOutcome(

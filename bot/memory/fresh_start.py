@@ -21,7 +21,7 @@ from bot.memory.flush_policy import Reason, has_unflushed_conversation
 from bot.sessions.fresh import fresh_reason
 from bot.sessions.window import session_limits
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, new_id
-from bot.types import SessionOrigin
+from bot.types import CostKind, SessionOrigin
 from bot.untrusted import marker_id_for
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class FreshStart:
                 model=session_limits(self.config, session).model,
             )
             await self.charger.charge(
-                session.session_id, reply.usage, reply.model, read_cache=False
+                session, reply.usage, reply.model, kind=CostKind.CARRYOVER, read_cache=False
             )
             return reply.text.strip()
         except Exception:

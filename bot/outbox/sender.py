@@ -188,8 +188,11 @@ class Sender:
             timeout = min(self.poll_seconds, self.claim_seconds / 3)
             if due is not None:
                 timeout = min(timeout, max(0.0, due - self.clock()))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that
+            # lands as the wakeup is set, and `stop` would then wait for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.wakeup.wait()
 
     async def step(self) -> float | None:
         """Claim and start sending every chat's due head row (as many as there is room for:

@@ -88,6 +88,9 @@ class Heartbeat:
         if self.lanes.busy(key):
             log.info("heartbeat skipped: %s is busy", key)
             return
+        if await self.lanes.spending.blocked(session) is not None:
+            log.info("heartbeat skipped: %s is over a spending cap", key)
+            return
         address = session.address
         job = TurnJob(
             key,
@@ -102,6 +105,7 @@ class Heartbeat:
             message = heartbeat_message(outcome.text) if outcome.error is None else None
             if message:
                 await self.replies.send_text(address, message)
+            await self.lanes.spending.after_background(session)
 
         await self.lanes.run_in_lane(key, beat)
 

@@ -193,6 +193,18 @@ class IdleWork:
     def next_flush(self, key: str) -> float | None:
         return self.jobs.next_run(f"flush:{key}")
 
+    async def _capped(self, session: SessionRow, kind: str, func: KeyJob) -> bool:
+        """Whether `session` is over a spending cap; its job then waits for the cap's
+        reset (and is tried afresh then)."""
+        state = await self.lanes.spending.blocked(session)
+        if state is None:
+            return False
+        key = session.session_key
+        log.info("%s work on %s waits for its spending cap to reset", kind, key)
+        (self._flush_tried if kind == "flush" else self._compacted).pop(key, None)
+        self.jobs.at(f"{kind}:{key}", func, key, state.period.ends_at)
+        return True
+
     def _retry_later(self, func: KeyJob, kind: str, key: str) -> None:
         self.jobs.at(f"{kind}:{key}", func, key, self.jobs.clock() + BUSY_RETRY_SECONDS)
 
@@ -220,7 +232,7 @@ class IdleWork:
                 # the same job may have flushed or compacted meanwhile.
                 fresh = await self.store.get_session(session_id)
                 flusher = self.flusher
-                if fresh is None:
+                if fresh is None or await self._capped(fresh, "flush", self.idle_flush):
                     return
                 if (
                     flusher is not None
@@ -233,6 +245,7 @@ class IdleWork:
                     warm_compaction_considered(fresh, self.warm_threshold)
                 ):
                     await self.compact_warm(fresh)
+                await self.lanes.spending.after_background(fresh)
 
             await self.lanes.run_in_lane(key, work)
 
@@ -287,7 +300,11 @@ class IdleWork:
                 fresh = await self.store.current_session(key)
                 if fresh is None or fresh.compaction_count != session.compaction_count:
                     return None
-                return await self.compactor.compact_idle(key, None)
+                if await self._capped(fresh, "idle", self.idle_maintenance):
+                    return None
+                result = await self.compactor.compact_idle(key, None)
+                await self.lanes.spending.after_background(fresh)
+                return result
 
             result = await self.lanes.run_in_lane(key, work)
             log.info("idle compaction of %s: %s", key, result)

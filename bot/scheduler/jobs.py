@@ -22,6 +22,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 if TYPE_CHECKING:
+    from bot.config.sections import SchedulerConfig
     from bot.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,12 @@ def next_periodic_run(last_run: float | None, interval: float, now: float) -> fl
     if last_run is None:
         return now + interval
     return max(last_run + interval, now + STARTUP_DELAY_SECONDS)
+
+
+def service_clock(settings: SchedulerConfig) -> Clock:
+    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
+    offset = settings.clock_offset_seconds
+    return (lambda: time.time() + offset) if offset else time.time
 
 
 # Replicas fire a periodic job at nearly the same moment, each on its own timer: a run is

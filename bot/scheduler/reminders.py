@@ -205,7 +205,14 @@ class Reminders:
         late = lateness > LATE_AFTER_SECONDS
         due = self.when(reminder)
         text = ""
-        if session is not None:
+        capped = session is not None and await self.lanes.spending.blocked(session) is not None
+        if capped:
+            # Over a spending cap the model is not asked; the reminder's own words still
+            # go out on time, below.
+            log.info(
+                "reminder %d: %s is over a spending cap; sending its text as is", reminder.id, key
+            )
+        elif session is not None:
             # People's words, quoted like any chat text.
             quoted = wrap_untrusted(
                 reminder.text, source="reminder", marker_id=marker_id_for(new_id())
@@ -222,8 +229,9 @@ class Reminders:
             )
             outcome = await self.runner.run(job)
             text = outcome.text if outcome.error is None else ""
+            await self.lanes.spending.after_background(session)
         if not text:
-            # The model failed or stayed silent: the person still gets the reminder.
+            # The model failed, stayed silent or was not asked: the person still gets it.
             note = f" (late: it was due {due})" if late else ""
             text = FALLBACK.format(late=note, text=reminder.text)
         # Claimed before it is sent: a process that lost the session's lease mid-turn (a

@@ -53,9 +53,14 @@ def linked_identity(msg: InboundMessage, identity_links: dict[str, list[str]]) -
     the first linked name in config order wins. A bare id never matches: a local web user
     may pick any name, including someone's Telegram id.
     """
-    principal = msg.principal.strip().casefold()
+    return linked_name(msg.principal, identity_links)
+
+
+def linked_name(principal: str, identity_links: dict[str, list[str]]) -> str | None:
+    """The identity name `<channel>:<user_id>` is linked to, or None (see `linked_identity`)."""
+    wanted = principal.strip().casefold()
     for name, entries in identity_links.items():
-        if any(entry.strip().casefold() == principal for entry in entries):
+        if any(entry.strip().casefold() == wanted for entry in entries):
             return name
     return None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.store.choices import ChoiceStore
+from bot.store.costs import CostStore
 from bot.store.inbound import BufferedLine, InboundRow, InboundStatus, InboundStore
 from bot.store.jobs import JobStore
 from bot.store.leases import LeaseStore
@@ -34,6 +35,7 @@ __all__ = [
     "ChoiceStore",
     "ChunkMatch",
     "ContextPlanStore",
+    "CostStore",
     "InboundRow",
     "InboundStatus",
     "InboundStore",
@@ -79,6 +81,7 @@ class Store(
     MemoryIndexStore,
     SharedStateStore,
     ChoiceStore,
+    CostStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""

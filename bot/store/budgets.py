@@ -21,6 +21,11 @@ class BudgetName(StrEnum):
     TURNS = "turns"
     CONSOLE_LOGINS = "console_logins"  # wrong console tokens (bot/wrong_tokens.py)
     CHAT_TOKENS = "chat_tokens"  # wrong web-chat tokens (local.token)
+    # Once per spending cap and period (bot/spending/guard.py): the note to a person over a
+    # cap, the warning at budgets.warn_at, and the admins' note that a cap is reached.
+    CAP_NOTICES = "cap_notices"
+    CAP_WARNINGS = "cap_warnings"
+    CAP_REACHED = "cap_reached"
 
 
 @dataclass(frozen=True, slots=True)

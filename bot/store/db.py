@@ -17,11 +17,13 @@ if TYPE_CHECKING:
     from bot.store.search import Search
 
 # The namespaces of `lock_key`: a session key's creation and replacement, a session's
-# transcript appends, the schema's migrations, and a memory file's index rows.
+# transcript appends, the schema's migrations, a memory file's index rows, and a spending
+# sum's holds.
 SCHEMA_LOCK = 0
 SESSION_KEY_LOCK = 1
 TRANSCRIPT_LOCK = 2
 MEMORY_FILE_LOCK = 3
+SPEND_LOCK = 4
 
 
 class Row(Protocol):

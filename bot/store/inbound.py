@@ -27,6 +27,7 @@ class InboundStatus(StrEnum):
     DONE = "done"
     CANCELLED = "cancelled"  # /stop dropped it
     FAILED = "failed"
+    CAPPED = "capped"  # its sender was over a spending cap: told so, never sent to the model
     # Seen only for dedupe; no turn runs for these.
     COMMAND = "command"  # a chat command, answered without the model
     REFUSED = "refused"  # access policy said no

@@ -333,6 +333,45 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX choices_unfinished ON choices(status, expires_at)
         """,
     ),
+    Migration(
+        18,
+        # Spending (bot/store/costs.py): the ledger, one row per model call; the sums the
+        # caps are checked against, per scope and period; and the holds running turns take.
+        """
+        CREATE TABLE costs (
+            id {key},
+            at DOUBLE PRECISION NOT NULL,
+            day TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            chat TEXT NOT NULL,
+            person TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            cost_usd DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX costs_day ON costs(day);
+        CREATE INDEX costs_session ON costs(session_id, day);
+        CREATE INDEX costs_turn ON costs(turn_id);
+        CREATE TABLE spend (
+            scope TEXT NOT NULL,
+            period TEXT NOT NULL,
+            used_usd DOUBLE PRECISION NOT NULL,
+            peak_usd DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (scope, period)
+        );
+        CREATE TABLE spend_holds (
+            turn_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            period TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            PRIMARY KEY (turn_id, scope, period)
+        );
+        CREATE INDEX spend_holds_scope ON spend_holds(scope, period)
+        """,
+    ),
 ]
 
 LATEST = max([BASE_VERSION, *(step.version for step in MIGRATIONS)])

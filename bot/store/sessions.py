@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.store.costs import CostLine, write_cost
 from bot.store.db import SESSION_KEY_LOCK, Db, Row
 from bot.store.transcript import append_rows
 from bot.transcript import Entry, Reset, new_id
@@ -130,10 +131,11 @@ class SessionStore(Protocol):
         usage: Usage,
         *,
         context_tokens: int | None,
-        cost_usd: float,
+        cost: CostLine,
         at: float | None,
     ) -> None:
-        """Add `usage` to the counters atomically; None keeps context size / call time."""
+        """Add `usage` to the counters atomically, and `cost` to the ledger and its sums
+        in the same transaction; None keeps context size / call time."""
 
 
 class ContextPlanStore(Protocol):
@@ -323,9 +325,11 @@ class SessionTables:
         usage: Usage,
         *,
         context_tokens: int | None,
-        cost_usd: float,
+        cost: CostLine,
         at: float | None,
     ) -> None:
-        await self.db.execute(
-            ADD_USAGE, *usage_args(session_id, usage, context_tokens, cost_usd, at)
-        )
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                ADD_USAGE, *usage_args(session_id, usage, context_tokens, cost.cost_usd, at)
+            )
+            await write_cost(tx, cost)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.store.choices import ChoiceTables
+from bot.store.costs import CostTables
 from bot.store.db import Database
 from bot.store.inbound import InboundTables
 from bot.store.jobs import JobTables
@@ -38,6 +39,7 @@ class SqlStore(
     MemoryIndexTables,
     SharedStateTables,
     ChoiceTables,
+    CostTables,
 ):
     """Everything the service persists, over `db` (not yet opened)."""
 

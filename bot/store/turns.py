@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from bot.store.costs import CostLine, write_cost
 from bot.store.db import Db
 from bot.store.inbound import InboundStatus, set_inbound_rows
 from bot.store.sessions import ADD_USAGE, usage_args
@@ -35,10 +36,11 @@ class TurnStore(Protocol):
         usage: Usage,
         *,
         context_tokens: int,
-        cost_usd: float,
+        cost: CostLine,
         model: str,
     ) -> None:
-        """Append an assistant entry and add its usage to the session."""
+        """Append an assistant entry, add its usage to the session and `cost` to the
+        ledger and its sums."""
 
     async def finish_turn(
         self,
@@ -83,15 +85,18 @@ class TurnTables:
         usage: Usage,
         *,
         context_tokens: int,
-        cost_usd: float,
+        cost: CostLine,
         model: str,
     ) -> None:
         async with self.db.transaction() as tx:
             await append_rows(tx, [entry])
             await tx.execute(
                 ADD_USAGE,
-                *usage_args(entry.session_id, usage, context_tokens, cost_usd, entry.created_at),
+                *usage_args(
+                    entry.session_id, usage, context_tokens, cost.cost_usd, entry.created_at
+                ),
             )
+            await write_cost(tx, cost)
             await tx.execute(
                 "UPDATE sessions SET model = ? WHERE session_id = ? AND model != ?",
                 model,

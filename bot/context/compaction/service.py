@@ -36,6 +36,7 @@ from bot.errors import ModelError
 from bot.sessions.window import session_limits
 from bot.store.base import SessionRow
 from bot.transcript import Compaction, Entry, is_person_turn, new_id
+from bot.types import CostKind
 from bot.untrusted import marker_id_for
 
 log = logging.getLogger(__name__)
@@ -248,16 +249,18 @@ async def compact_session(
     after = messages_tokens(after_messages, overhead)
     compaction.tokens_after = after
     await host.store.append_entries([entry])
-    await host.store.count_compaction(session.session_id)
     # The time of the last model call tracks the conversation's own prompt cache: only an
-    # in-place summary read (and so refreshed) it; the transcript summarizer's do not.
+    # in-place summary read (and so refreshed) it; the transcript summarizer's do not. The
+    # new size is written before the count, so whoever sees the compaction counted sees it.
     await host.accountant.charge(
-        session.session_id,
+        session,
         summarizer.usage,
         summarizer.answered_by or summarizer.model_id,
+        kind=CostKind.SUMMARY,
         read_cache=in_place,
         context_tokens=after,
     )
+    await host.store.count_compaction(session.session_id)
     log.info(
         "compacted %s (%s): ~%d -> ~%d tokens, %d messages summarized in %d call(s)",
         session.session_key,
