@@ -101,14 +101,16 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
         *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
+        "bot.recurrence",
         *("bot.sessions", "bot.skills", "bot.store", "bot.transcript", "bot.transcript_export"),
         *("bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
-        *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
-        "bot.untrusted",
+        *("bot.recurrence", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
+        *("bot.types", "bot.untrusted"),
     ),
+    "bot.recurrence": (),
     "channels": (),
     "channels.chunking": (),
     "channels.pacing": ("bot.errors",),

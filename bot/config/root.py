@@ -22,6 +22,7 @@ from bot.config.sections import (
     MemoryConfig,
     RemindersConfig,
     SchedulerConfig,
+    SchedulesConfig,
     Section,
     ServerConfig,
     SessionConfig,
@@ -53,6 +54,7 @@ class Config(Section):
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
+    schedules: SchedulesConfig = Field(default_factory=SchedulesConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 
