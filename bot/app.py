@@ -51,10 +51,14 @@ from bot.outbox.sender import Sender
 from bot.outbox.writer import Outbox
 from bot.scheduler.heartbeat import Heartbeat
 from bot.scheduler.idle import IdleWork
-from bot.scheduler.jobs import Jobs
+from bot.scheduler.jobs import Jobs, service_clock
 from bot.scheduler.reminder_tools import ReminderTools
 from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
+from bot.scheduler.schedule_runs import ScheduledRuns
+from bot.scheduler.schedule_timers import ScheduleTimers
+from bot.scheduler.schedule_tools import ScheduleTools
+from bot.scheduler.schedules import Schedules
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
 from bot.sessions.slots import TurnSlots
@@ -252,6 +256,10 @@ class App:
             replies=self.replies,
         )
         ReminderTools(self.reminders).register(self.tools)
+        runs = ScheduledRuns(config, self.store, self.runner, self.replies)
+        timers = ScheduleTimers(self.store, jobs, self.lanes, runs)
+        self.schedules = Schedules(config, self.store, clock, on_change=timers.arm)
+        ScheduleTools(self.schedules, self.store).register(self.tools)
         self.scheduler = Scheduler(
             config=config,
             store=self.store,
@@ -277,6 +285,7 @@ class App:
             results=self.results,
             retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
             reminders=self.reminders,
+            schedules=timers,
             unattended=Unattended(
                 self.store, self.lanes, self.channels, after=config.storage.lease_seconds
             ),
@@ -295,6 +304,7 @@ class App:
                 skills=self.skills,
                 compactor=self.context,
                 before_reset=self.flusher,
+                jobs=self.schedules,
                 # MCP servers run only with the background work; elsewhere they have no status.
                 status_sources=(
                     [self.mcp, self.scheduler, self.sender]
@@ -383,6 +393,7 @@ class App:
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
+            jobs=self.schedules,
         )
         app = build_server(
             metrics=self.metrics,
@@ -420,12 +431,6 @@ class App:
             await self._runner.cleanup()
         await self.model.close()
         await self.store.close()
-
-
-def service_clock(config: Config) -> Callable[[], float]:
-    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
-    offset = config.scheduler.clock_offset_seconds
-    return (lambda: time.time() + offset) if offset else time.time
 
 
 async def run_service(config: Config) -> None:

@@ -37,6 +37,7 @@ class PromptPurpose(StrEnum):
     FLUSH = "flush"
     HEARTBEAT = "heartbeat"
     REMINDER = "reminder"
+    JOB = "job"  # a scheduled job's run (schedule_create)
 
 
 class MediaForm(StrEnum):

@@ -14,6 +14,7 @@ from bot import __version__
 from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
 from bot.cli.reminders import reminders_command
+from bot.cli.schedules import schedules_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, load_config
@@ -90,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     reminders.add_argument("action", choices=["list"])
     reminders.add_argument("--all", action="store_true", help="include sent and cancelled")
     reminders.add_argument("--json", action="store_true", help="machine-readable output")
+    schedules = add("schedules", "list scheduled jobs, or pause, resume or cancel one by ID")
+    schedules.add_argument("action", choices=["list", "pause", "resume", "cancel"])
+    schedules.add_argument("id", nargs="?", type=int, metavar="ID")
+    schedules.add_argument("--all", action="store_true", help="list: include cancelled jobs")
+    schedules.add_argument("--json", action="store_true", help="list: machine-readable output")
     backup = add("backup", "copy the store and the workspace into one archive at PATH")
     backup.add_argument("path", metavar="PATH", help="the archive to write (.tar.gz)")
     backup.add_argument("--force", action="store_true", help="replace an existing PATH")
@@ -110,6 +116,7 @@ SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "pairing": pairing_command,
     "memory": memory_command,
     "reminders": reminders_command,
+    "schedules": schedules_command,
     "backup": backup_command,
     "restore": restore_command,
 }

@@ -18,6 +18,7 @@ NAV = (
     ("sessions", "/admin", "Sessions"),
     ("workspace", "/admin/workspace", "Workspace"),
     ("memory", "/admin/memory", "Memory"),
+    ("jobs", "/admin/jobs", "Jobs"),
     ("pairings", "/admin/pairings", "Pairings"),
     ("health", "/admin/health", "Health"),
 )

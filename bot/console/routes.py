@@ -15,6 +15,7 @@ from aiohttp import web
 from bot.config import Config
 from bot.console import workspace_files
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
+from bot.console.jobs_page import JobControl, JobsPage
 from bot.console.layout import esc, notice, page
 from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
@@ -159,6 +160,7 @@ def console_routes(
     health: Callable[[], Mapping[str, bool | str]],
     wake_sender: Callable[[], None],
     media: MediaReader,
+    jobs: JobControl,
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token. The
     temporary files of saves a kill interrupted are removed first."""
@@ -173,6 +175,7 @@ def console_routes(
         *MediaRoute(transcripts=store, files=media).routes(),
         *WorkspacePages(workspace, root).routes(),
         *MemoryPage(index=index, sessions=store, root=root).routes(),
+        *JobsPage(store=store, control=jobs, zone=ZoneInfo(config.agent.timezone)).routes(),
         *OperationsPages(
             pairings=store,
             health=health,

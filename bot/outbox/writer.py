@@ -79,14 +79,16 @@ class Outbox:
         await self.store.outbox_add([row], self.clock())
         self.wakeup.set()
 
-    async def send_text(self, address: Address, text: str) -> int:
-        """Queue `text` (a reply that is not a model turn) for `address`; returns chunks."""
+    async def send_text(self, address: Address, text: str, *, reply_id: str = "") -> int:
+        """Queue `text` (a reply that is not a model turn) for `address`; returns chunks.
+        A `reply_id` names the reply, so queueing it again (a repeated scheduled run) sends
+        it once; without one it is new."""
         channel = self.channels.get(address.channel)
         if channel is None:
             log.warning("no channel %r to send a reply to", address.channel)
             return 0
         chunks = channel.render(text)
-        await self.put(address, f"reply-{uuid.uuid4().hex}", chunks)
+        await self.put(address, reply_id or f"reply-{uuid.uuid4().hex}", chunks)
         return len(chunks)
 
     async def preview(self, turn_id: str) -> str | None:

@@ -22,6 +22,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 if TYPE_CHECKING:
+    from bot.config import Config
     from bot.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,12 @@ STARTUP_DELAY_SECONDS = 2.0
 
 Clock = Callable[[], float]
 KeyJob = Callable[[str], Awaitable[None]]
+
+
+def service_clock(config: Config) -> Clock:
+    """The wall clock, or one `scheduler.clock_offset_seconds` ahead of it (tests only)."""
+    offset = config.scheduler.clock_offset_seconds
+    return (lambda: time.time() + offset) if offset else time.time
 
 
 def next_periodic_run(last_run: float | None, interval: float, now: float) -> float:

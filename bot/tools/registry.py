@@ -54,6 +54,7 @@ class ToolContext:
     is_direct: bool
     workspace: Path
     turn_id: str = ""
+    principal_name: str = ""  # the principal's display name, when the platform gave one
     # Where the session's conversation is (its row's origin; None on rows older than
     # origins) and whether everyone the turn answers is an admin: memory scopes need both.
     origin: SessionOrigin | None = None
