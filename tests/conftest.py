@@ -1,8 +1,9 @@
-"""Shared fixtures: the loopback fakes of the Anthropic, Telegram, Slack, embeddings and web
-search servers, and the throwaway PostgreSQL server."""
+"""Shared fixtures: the loopback fakes of the Anthropic, OpenAI-compatible, Telegram, Slack,
+embeddings and web search servers, and the throwaway PostgreSQL server."""
 
 pytest_plugins = [
     "tests.fakes.anthropic",
+    "tests.fakes.openai",
     "tests.fakes.telegram",
     "tests.fakes.slack",
     "tests.fakes.embeddings",

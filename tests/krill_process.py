@@ -49,6 +49,7 @@ class KrillProcess:
         args: list[str] | None = None,
         wait_healthy: bool = True,
         log_name: str | None = None,
+        module: str = "bot.cli",
     ):
         self.directory = directory
         self.config_path = write_config(directory, config or {})
@@ -61,6 +62,7 @@ class KrillProcess:
         self.env = env or {}
         self.args = args or ["run"]
         self.wait_healthy = wait_healthy
+        self.module = module  # what `python -m` runs: the `krill` command line
         # Processes sharing a folder (replicas) name their logs; otherwise one per start.
         log_name = log_name or f"krill-{len(list(directory.glob('krill-*.log')))}"
         self.log_path = directory / f"{log_name}.log"
@@ -77,7 +79,7 @@ class KrillProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bot.cli",
+            self.module,
             *self.args,
             "--config",
             str(self.config_path),
@@ -152,13 +154,15 @@ async def run_cli(
     env: dict[str, str] | None = None,
     stdin: bytes | None = None,
     timeout: float = 60.0,
+    module: str = "bot.cli",
 ) -> tuple[int, str, str]:
-    """Run `krill ARGS` to completion; returns (exit code, stdout, stderr)."""
+    """Run `krill ARGS` (`python -m module ARGS`) to completion; returns (exit code, stdout,
+    stderr)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KRILL_", "ANTHROPIC_"))}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        module,
         *args,
         cwd=directory,
         env=base | (env or {}),

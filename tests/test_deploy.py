@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from bot.config import load_config
+from channels.registry import CHANNELS
 from tests.krill_process import KrillProcess, free_port, run_cli
 from tests.replica_storage import STORES, storage_url
 
@@ -135,7 +136,7 @@ def test_compose_environment_is_a_valid_krill_config_on_postgres(tmp_path: Path)
     }
     # The image's config file with the replica's environment on top, as `krill run` reads it.
     shutil.copyfile(DEPLOY_CONFIG, tmp_path / "krill.toml")
-    config = load_config(str(tmp_path / "krill.toml"), replica_env)
+    config = load_config(str(tmp_path / "krill.toml"), replica_env, channels=CHANNELS)
     assert config.storage.url == "postgresql://krill:s3cret@postgres:5432/krill"
     assert config.telegram.enabled and config.telegram.mode == "webhook"
     assert config.telegram.webhook_secret == "hook-secret"

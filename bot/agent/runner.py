@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 from bot.agent.delivery import ReplyStream
 from bot.agent.job import TurnJob
 from bot.agent.loop import AgentLoop, Exchange, LoopOutcome, TranscriptConversation
-from bot.agent.model import PAUSE_TURN
 from bot.agent.silent import is_silent
 from bot.agent.sources import cited_sources, reply_sources
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
+from bot.providers.base import PAUSE_TURN
 from bot.sessions.access import all_admins
 from bot.sessions.models import session_model
 from bot.store.base import InboundStatus, SessionRow
@@ -361,6 +361,7 @@ class AgentRunner:
             recover=recover if context_manager is not None else None,
             model=session_model(self.config, session.chosen_model).model,
             watch_cache=True,
+            notice=self.config.agent.fallback_notice and job.prompt is None,
         )
         return await self.loop.run(conversation, exchange)
 

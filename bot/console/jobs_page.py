@@ -8,8 +8,9 @@ import datetime as dt
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from aiohttp import web
+from markupsafe import Markup
 
-from bot.console.layout import esc, money, notice, page, url, when
+from bot.console.layout import join, money, notice, page, url, when
 from bot.recurrence import Recurrence
 from bot.store.schedules import JobState, ScheduledJob, ScheduleStore
 
@@ -38,47 +39,63 @@ class JobsPage:
     async def jobs_page(self, request: web.Request) -> web.Response:
         jobs = await self.store.schedules()
         said = request.query.get("said", "")
-        rows = "".join(self._row(job) for job in jobs)
         table = (
-            '<div class="table-wrap"><table><thead><tr><th>Job</th><th>Where</th>'
-            "<th>Schedule</th><th>Next run</th><th>Last run</th><th>Cost</th><th></th></tr>"
-            f"</thead><tbody>{rows}</tbody></table></div>"
+            Markup(
+                '<div class="table-wrap"><table><thead><tr><th>Job</th><th>Where</th>'
+                "<th>Schedule</th><th>Next run</th><th>Last run</th><th>Cost</th><th></th>"
+                "</tr></thead><tbody>{}</tbody></table></div>"
+            ).format(join(self._row(job) for job in jobs))
             if jobs
-            else "<p>No scheduled jobs. People set them up in chat (“every weekday at 9:00, "
-            "…”).</p>"
+            else Markup(
+                "<p>No scheduled jobs. People set them up in chat (“every weekday at 9:00, …”).</p>"
+            )
         )
-        return page("Jobs", (notice(said) if said else "") + table, active="jobs")
+        return page("Jobs", (notice(said) if said else Markup("")) + table, active="jobs")
 
-    def _row(self, job: ScheduledJob) -> str:
+    def _row(self, job: ScheduledJob) -> Markup:
         paused = job.state == JobState.PAUSED
-        next_run = (
-            f"paused{': ' + esc(job.paused_reason) if job.paused_reason else ''}"
-            if paused
-            else esc(when(job.next_run_at, self.zone))
-        )
+        if paused:
+            next_run = "paused: " + job.paused_reason if job.paused_reason else "paused"
+        else:
+            next_run = when(job.next_run_at, self.zone)
         last = (
-            f"{esc(when(job.last_run_at, self.zone))}: {esc(job.last_outcome)}"
-            if job.last_outcome
-            else "—"
+            f"{when(job.last_run_at, self.zone)}: {job.last_outcome}" if job.last_outcome else "—"
         )
         per_run = f" ({money(job.cost_usd / job.runs)} a run)" if job.runs else ""
-        return (
-            f'<tr data-testid="job-row" data-job="{job.id}"><td><b>#{job.id} {esc(job.name)}</b>'
-            f"<br><small>{esc(job.task)}</small></td>"
-            f"<td>{esc(job.session_key)}<br><small>set up by {esc(job.creator)}</small></td>"
-            f"<td>{esc(Recurrence(job.cron, job.timezone).describe())}</td>"
-            f'<td class="{"bad" if paused else ""}">{next_run}</td><td>{last}</td>'
-            f"<td>{money(job.cost_usd)} over {job.runs} run(s){per_run}</td>"
-            f"<td>{self._buttons(job, ('resume', 'cancel') if paused else ('pause', 'cancel'))}"
-            "</td></tr>"
+        return Markup(
+            '<tr data-testid="job-row" data-job="{id}"><td><b>#{id} {name}</b><br>'
+            "<small>{task}</small></td><td>{key}<br><small>set up by {creator}</small></td>"
+            '<td>{schedule}</td><td class="{css}">{next}</td><td>{last}</td>'
+            "<td>{cost} over {runs} run(s){per_run}</td><td>{buttons}</td></tr>"
+        ).format(
+            id=job.id,
+            name=job.name,
+            task=job.task,
+            key=job.session_key,
+            creator=job.creator,
+            schedule=Recurrence(job.cron, job.timezone).describe(),
+            css="bad" if paused else "",
+            next=next_run,
+            last=last,
+            cost=money(job.cost_usd),
+            runs=job.runs,
+            per_run=per_run,
+            buttons=self._buttons(job, ("resume", "cancel") if paused else ("pause", "cancel")),
         )
 
-    def _buttons(self, job: ScheduledJob, actions: Iterable[Action]) -> str:
-        return "".join(
-            '<form method="post" action="/admin/jobs" class="inline">'
-            f'<input type="hidden" name="id" value="{job.id}">'
-            f'<button name="action" value="{action}" data-testid="job-{action}"'
-            f"{' class=secondary' if action == 'cancel' else ''}>{action.title()}</button></form>"
+    def _buttons(self, job: ScheduledJob, actions: Iterable[Action]) -> Markup:
+        return join(
+            Markup(
+                '<form method="post" action="/admin/jobs" class="inline">'
+                '<input type="hidden" name="id" value="{}">'
+                '<button name="action" value="{}" data-testid="job-{}"{}>{}</button></form>'
+            ).format(
+                job.id,
+                action,
+                action,
+                Markup(" class=secondary") if action == "cancel" else "",
+                action.title(),
+            )
             for action in actions
         )
 
@@ -86,8 +103,9 @@ class JobsPage:
         form = await request.post()
         raw, action = str(form.get("id", "")), str(form.get("action", ""))
         if not raw.isdigit() or action not in ACTIONS:
-            raise web.HTTPBadRequest(text="id must be a job's number and action one of "
-                                     "pause, resume, cancel")  # fmt: skip
+            raise web.HTTPBadRequest(
+                text="id must be a job's number and action one of pause, resume, cancel"
+            )
         try:
             job = await self.control.operate(int(raw), action)
         except ValueError as exc:

@@ -15,13 +15,15 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
-from bot.scheduler.schedule_runs import DueRun
+from bot.scheduler.schedule_runs import DueRun, ScheduledRuns
 from bot.store.schedules import JobState
 
 if TYPE_CHECKING:
+    from bot.agent.runner import AgentRunner
+    from bot.config import Config
     from bot.gateway.lanes import Lanes
+    from bot.gateway.replies import Replies
     from bot.scheduler.jobs import Jobs
-    from bot.scheduler.schedule_runs import ScheduledRuns
     from bot.store.base import Store
     from bot.store.schedules import ScheduledJob
 
@@ -43,11 +45,19 @@ def done_elsewhere(job_id: int, due: float) -> None:
 
 
 class ScheduleTimers:
-    def __init__(self, store: Store, jobs: Jobs, lanes: Lanes, runs: ScheduledRuns) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        jobs: Jobs,
+        lanes: Lanes,
+        runner: AgentRunner,
+        replies: Replies,
+    ) -> None:
         self.store = store
         self.jobs = jobs
         self.lanes = lanes
-        self.runs = runs
+        self.runs = ScheduledRuns(config, store, runner, replies)
         self._armed: dict[int, float] = {}  # job id -> the due time its timer is set for
 
     async def rebuild(self) -> int:
