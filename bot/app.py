@@ -28,6 +28,7 @@ from bot.agent.pricing import PriceList, require_prices
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
 from bot.app_buttons import presses_for
+from bot.app_scheduler import scheduler_for
 from bot.buttons.approvals import Approvals
 from bot.buttons.ask import AskChoiceTool
 from bot.buttons.offers import Offers
@@ -39,7 +40,6 @@ from bot.context.planned import PlannedRequests
 from bot.gateway.admission import Admission
 from bot.gateway.lanes import Lanes
 from bot.gateway.leases import SessionLeases, gone_from_this_host, new_holder_id
-from bot.gateway.recovery import Unattended
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
@@ -56,13 +56,12 @@ from bot.memory.tools import MemoryTools
 from bot.metrics import Metrics
 from bot.outbox.sender import Sender
 from bot.outbox.writer import Outbox
-from bot.scheduler.heartbeat import Heartbeat
-from bot.scheduler.idle import IdleWork
 from bot.scheduler.jobs import Jobs
 from bot.scheduler.reminder_tools import ReminderTools
 from bot.scheduler.reminders import Reminders
-from bot.scheduler.retention import Retention
-from bot.scheduler.service import Scheduler
+from bot.scheduler.schedule_timers import ScheduleTimers
+from bot.scheduler.schedule_tools import ScheduleTools
+from bot.scheduler.schedules import Schedules
 from bot.server import build_server, listen
 from bot.sessions.slots import TurnSlots
 from bot.skills.catalog import SkillCatalog
@@ -277,34 +276,11 @@ class App:
             offers=offers,
         )
         ReminderTools(self.reminders).register(self.tools)
-        self.scheduler = Scheduler(
-            config=config,
-            store=self.store,
-            jobs=jobs,
-            idle=IdleWork(
-                config=config,
-                store=self.store,
-                jobs=jobs,
-                lanes=self.lanes,
-                flusher=self.flusher,
-                prefixes=prefixes,
-                compactor=self.context,
-            ),
-            heartbeat=Heartbeat(
-                config=config,
-                store=self.store,
-                jobs=jobs,
-                lanes=self.lanes,
-                runner=self.runner,
-                replies=self.replies,
-            ),
-            index=self.index,
-            results=self.results,
-            retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
-            reminders=self.reminders,
-            unattended=Unattended(
-                self.store, self.lanes, self.channels, after=config.storage.lease_seconds
-            ),
+        timers = ScheduleTimers(config, self.store, jobs, self.lanes, self.runner, self.replies)
+        self.schedules = Schedules(config, self.store, clock, on_change=timers.arm)
+        ScheduleTools(self.schedules, self.store).register(self.tools)
+        self.scheduler = scheduler_for(
+            self, jobs=jobs, prefixes=prefixes, timers=timers, clock=clock
         )
         commands = SessionCommands(
             config=config,
@@ -315,6 +291,7 @@ class App:
             skills=self.skills,
             compactor=self.context,
             before_reset=self.flusher,
+            jobs=self.schedules,
             # MCP servers run only with the background work; elsewhere they have no status.
             status_sources=(
                 [self.mcp, self.scheduler, self.sender]
@@ -427,6 +404,7 @@ class App:
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
+            jobs=self.schedules,
             models=self.model.health,
         )
         app = build_server(

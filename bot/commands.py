@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "compact": "summarize older history now; optional focus text",
     "model": "list the models this session may use, or switch: /model <id>",
     "skills": "list the skills this chat has",
+    "jobs": "list this chat's scheduled jobs, their next runs and costs",
     "stop": "stop the running reply and drop queued messages",
     "help": "list commands",
     "whoami": "show your id and whether you are an admin",
@@ -49,7 +50,7 @@ COMMANDS: dict[str, str] = {
 # DESIGN grants them in their own DM, and the two that only give information anywhere
 # (/whoami is how a person learns the id an operator needs for admin.users).
 OWN_DM_COMMANDS = {"status", "reset", "new", "model"}
-INFO_COMMANDS = {"help", "whoami", "skills"}
+INFO_COMMANDS = {"help", "whoami", "skills", "jobs"}
 # Commands that change the session run in its lane, after the turn in progress.
 LANE_COMMANDS = {"reset", "new", "compact"}
 # /reset and /new ask first (where session.confirm_reset says so) in a session with more
@@ -134,6 +135,7 @@ class CommandHost(Protocol):
     async def compact(self, key: str, focus: str) -> str: ...
     async def choose_model(self, key: str, origin: SessionOrigin, model: str) -> SessionRow: ...
     async def previous_session(self, session: SessionRow) -> SessionRow | None: ...
+    async def jobs(self, msg: InboundMessage) -> str: ...
 
 
 def _ago(timestamp: float | None) -> str:
@@ -365,6 +367,10 @@ async def reply_compact(host: CommandHost, command: Command, msg: InboundMessage
     return await host.compact(key, command.args[:800])
 
 
+async def reply_jobs(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
+    return await host.jobs(msg)
+
+
 REPLIES: dict[str, Reply] = {
     "help": reply_help,
     "whoami": reply_whoami,
@@ -375,4 +381,5 @@ REPLIES: dict[str, Reply] = {
     "compact": reply_compact,
     "model": reply_model,
     "skills": reply_skills,
+    "jobs": reply_jobs,
 }

@@ -38,6 +38,7 @@ class PromptPurpose(StrEnum):
     HEARTBEAT = "heartbeat"
     REMINDER = "reminder"
     APPROVAL = "approval"  # the outcome of a tool call that waited for approval
+    JOB = "job"  # a scheduled job's run (schedule_create)
 
 
 class MediaForm(StrEnum):

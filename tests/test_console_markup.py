@@ -1,9 +1,10 @@
 """The console shows data only escaped: `<script>` fed through every data field a console
 page shows (session keys and channels, transcript text of every entry kind, file names and
 transcripts of received media, workspace file names, memory snippets, pairing names, dead
-chunks, and the query parameters pages echo) never reaches a page as markup, against the
-real `krill run`. And the pages are built so that it cannot: `Markup` is only ever made
-from literal markup, so data reaches a page through escaping `format`, `+` and `join`."""
+chunks, scheduled jobs, and the query parameters pages echo) never reaches a page as
+markup, against the real `krill run`. And the pages are built so that it cannot: `Markup`
+is only ever made from literal markup, so data reaches a page through escaping `format`,
+`+` and `join`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from markupsafe import escape
 
 from bot.store.base import Pairing, PairingStatus
 from bot.store.outbox_rows import OutboxChunk
+from bot.store.schedules import RunRecord
 from bot.store.sqlite import SQLiteStore
 from bot.transcript import (
     AssistantReply,
@@ -93,6 +95,20 @@ async def seed(database: Path) -> None:
         await store.outbox_add([chunk], now)
         (row,) = await store.outbox_heads(["telegram"])
         await store.outbox_mark_dead(row.id, evil("dead-reason"), "", now)
+        job = await store.schedule_add(
+            session_key=KEY,
+            address=Address("local", evil("job-chat")),
+            creator=evil("job-creator"),
+            creator_name=evil("job-creator-name"),
+            name=evil("job-name"),
+            task=evil("job-task"),
+            cron="0 9 * * *",
+            timezone="UTC",
+            next_run_at=now + 3600,
+            created_at=now,
+        )
+        ran = RunRecord(job.next_run_at, job.next_run_at + 86400, evil("job-outcome"))
+        await store.schedule_record_run(job.id, ran)
     finally:
         await store.close()
 
@@ -116,6 +132,7 @@ async def test_data_reaches_every_console_page_escaped(tmp_path: Path) -> None:
             "memory as": ("/admin/memory", {"q": evil("query"), "as": evil("as")}),
             "pairings": ("/admin/pairings", {"said": evil("pairings-said")}),
             "health": ("/admin/health", {"said": evil("health-said")}),
+            "jobs": ("/admin/jobs", {"said": evil("jobs-said")}),
         }
         for name, (path, params) in gets.items():
             async with http.get(krill.url + path, params=params, headers=BEARER) as resp:
@@ -140,7 +157,8 @@ async def test_data_reaches_every_console_page_escaped(tmp_path: Path) -> None:
         *("reply", "tool", "result", "summary", "compaction-reason", "flush-reason"),
         *("flush-error", "args", "principal", "reset-reason", "next-session", "snippet"),
         *("query", "as", "pairing-id", "pairing-name", "pairings-said", "dead-turn"),
-        *("dead-chat", "dead-reason", "health-said", "preview"),
+        *("dead-chat", "dead-reason", "health-said", "preview", "job-name", "job-task"),
+        *("job-creator", "job-outcome", "jobs-said"),
     ]
     assert [f for f in fields if str(escape(evil(f))) not in shown] == []
     assert str(escape(evil("input"))).replace("&#34;", "") in shown.replace("&#34;", "")

@@ -24,7 +24,9 @@ PLATFORM_LIBRARIES = ("telegram", "slack_sdk", "slack_bolt")
 # `krill doctor`, and `krill chat` with its terminal channel).
 CHANNEL_ROOTS = ("bot/cli/__init__.py", "bot/app.py", "bot/doctor.py", "bot/chat.py")
 # Above everything, so free to import anything: the composition roots and the command line.
-TOP = frozenset({"bot.app", "bot.app_buttons", "bot.doctor", "bot.chat", "bot.cli"})
+TOP = frozenset(
+    {"bot.app", "bot.app_buttons", "bot.app_scheduler", "bot.doctor", "bot.chat", "bot.cli"}
+)
 # What a channel package sees of the core: the adapter contract and the small shared pieces.
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
@@ -113,14 +115,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
         *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
-        *("bot.sessions", "bot.skills", "bot.spending", "bot.store", "bot.transcript"),
-        *("bot.transcript_export", "bot.types", "bot.wrong_tokens"),
+        *("bot.recurrence", "bot.sessions", "bot.skills", "bot.spending", "bot.store"),
+        *("bot.transcript", "bot.transcript_export", "bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.buttons", "bot.config", "bot.context", "bot.gateway", "bot.memory"),
-        *("bot.sessions", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
-        "bot.untrusted",
+        *("bot.recurrence", "bot.sessions", "bot.store", "bot.tools", "bot.transcript"),
+        *("bot.types", "bot.untrusted"),
     ),
+    "bot.recurrence": (),
     "channels": (),
     "channels.chunking": (),
     "channels.pacing": ("bot.errors",),

@@ -6,8 +6,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.tools.policy import ToolPolicy
 from bot.transcript import new_id
 from bot.types import Address, CostKind, InboundMessage
+
+
+@dataclass(frozen=True, slots=True)
+class OnBehalf:
+    """Whom an internal turn acts for (a scheduled job's creator): tools see them as the
+    turn's principal, and the turn gets the tools their conversation allows them."""
+
+    principal: str
+    name: str
+    admin: bool
+    policy: ToolPolicy
 
 
 @dataclass(slots=True)
@@ -23,6 +35,8 @@ class TurnJob:
     prompt: str | None = None
     kind: str = "user"  # a PromptPurpose for internal prompts
     history_limit: int = 0
+    # An internal turn run for someone (None: for nobody, with only the global tool rules).
+    on_behalf: OnBehalf | None = None
 
     @property
     def first(self) -> InboundMessage | None:

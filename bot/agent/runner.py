@@ -312,17 +312,26 @@ class AgentRunner:
     async def _converse(
         self, job: TurnJob, session: SessionRow, stream: ReplyStream
     ) -> LoopOutcome:
-        policy = policy_for_messages(self.config, job.messages)
+        behalf = job.on_behalf
+        if behalf is not None:
+            policy, principal, name, admin = (
+                behalf.policy, behalf.principal, behalf.name, behalf.admin
+            )  # fmt: skip
+        else:
+            policy = policy_for_messages(self.config, job.messages)
+            principal = job.first.principal if job.first else "system"
+            name = job.first.user_name if job.first else ""
+            admin = all_admins(job.messages, self.config.admin)
         context = ToolContext(
             session_key=job.session_key,
             session_id=session.session_id,
-            principal=job.first.principal if job.first else "system",
-            principal_name=job.first.user_name if job.first else "",
+            principal=principal,
+            principal_name=name,
             is_direct=session.is_direct,
             workspace=self.workspace.path,
             turn_id=job.turn_id,
             origin=session.origin,
-            admin=all_admins(job.messages, self.config.admin),
+            admin=admin,
             address=job.address,
         )
         context_manager = self.context

@@ -18,6 +18,7 @@ from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
 from bot.cli.costs import BY_CHOICES, costs_command, since_day
 from bot.cli.reminders import reminders_command
+from bot.cli.schedules import schedules_command
 from bot.cli.service import chat_command, init_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, config_model, load_config
@@ -96,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     costs_format = costs.add_mutually_exclusive_group()
     costs_format.add_argument("--json", action="store_true", help="machine-readable output")
     costs_format.add_argument("--csv", action="store_true", help="comma-separated rows")
+    schedules = add("schedules", "list scheduled jobs, or pause, resume or cancel one by ID")
+    schedules.add_argument("action", choices=["list", "pause", "resume", "cancel"])
+    schedules.add_argument("id", nargs="?", type=int, metavar="ID")
+    schedules.add_argument("--all", action="store_true", help="list: include cancelled jobs")
+    schedules.add_argument("--json", action="store_true", help="list: machine-readable output")
     backup = add("backup", "copy the store and the workspace into one archive at PATH")
     backup.add_argument("path", metavar="PATH", help="the archive to write (.tar.gz)")
     backup.add_argument("--force", action="store_true", help="replace an existing PATH")
@@ -117,6 +123,7 @@ SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "memory": memory_command,
     "reminders": reminders_command,
     "costs": costs_command,
+    "schedules": schedules_command,
     "backup": backup_command,
     "restore": restore_command,
 }

@@ -211,9 +211,13 @@ def _check_consistency(config: Config, where: str) -> None:
             "tools.web_search.api_key: required for the brave backend (or set BRAVE_API_KEY)"
         )
     problems += _provider_problems(config)
-    for user in config.admin.users:
-        if ":" not in user:
-            problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")
+    for key, users in (
+        ("admin.users", config.admin.users),
+        ("schedules.group_creators", config.schedules.group_creators),
+    ):
+        problems += [
+            f"{key}: {u!r} must look like '<channel>:<user_id>'" for u in users if ":" not in u
+        ]
     try:
         from zoneinfo import ZoneInfo
 

@@ -35,6 +35,7 @@ from bot.config.sections import (
     MemoryConfig,
     RemindersConfig,
     SchedulerConfig,
+    SchedulesConfig,
     Section,
     ServerConfig,
     SessionConfig,
@@ -65,6 +66,7 @@ class Config(Section):
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
     buttons: ButtonsConfig = Field(default_factory=ButtonsConfig)
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
+    schedules: SchedulesConfig = Field(default_factory=SchedulesConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     # Further model providers (`[providers.openrouter]`); `anthropic` is built in.

@@ -349,3 +349,17 @@ class RemindersConfig(Section):
     """Reminders the model sets with reminder_create."""
 
     max_pending_per_person: int = Field(20, gt=0)
+
+
+class SchedulesConfig(Section):
+    """Recurring jobs people set up with schedule_create (DESIGN.md section 15)."""
+
+    # Runs missed while Krill was down: "once" runs the job once for all of them, naming
+    # the time it was for; "skip" waits for the next due time.
+    catch_up: Literal["once", "skip"] = "once"
+    max_per_chat: int = Field(10, gt=0)  # jobs (active or paused) in one chat, threads included
+    max_per_person: int = Field(20, gt=0)  # jobs one person set up, everywhere
+    min_interval_minutes: int = Field(15, ge=1)  # the shortest time between two runs
+    # Who may set up jobs in groups and channels besides admins (`<channel>:<user_id>`);
+    # in their own DMs everyone allowed to talk to the bot may.
+    group_creators: list[str] = Field(default_factory=list)

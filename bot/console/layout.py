@@ -23,6 +23,7 @@ NAV = (
     ("workspace", "/admin/workspace", "Workspace"),
     ("memory", "/admin/memory", "Memory"),
     ("costs", "/admin/costs", "Costs"),
+    ("jobs", "/admin/jobs", "Jobs"),
     ("pairings", "/admin/pairings", "Pairings"),
     ("health", "/admin/health", "Health"),
 )

@@ -17,6 +17,7 @@ from bot.config import Config
 from bot.console import workspace_files
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
 from bot.console.costs_page import CostsPage
+from bot.console.jobs_page import JobControl, JobsPage
 from bot.console.layout import notice, page
 from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
@@ -160,6 +161,7 @@ def console_routes(
     health: Callable[[], Mapping[str, bool | str]],
     wake_sender: Callable[[], None],
     media: MediaReader,
+    jobs: JobControl,
     models: ModelFigures,
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token. The
@@ -176,6 +178,7 @@ def console_routes(
         *WorkspacePages(workspace, root).routes(),
         *MemoryPage(index=index, sessions=store, root=root).routes(),
         *CostsPage(config=config, store=store).routes(),
+        *JobsPage(store=store, control=jobs, zone=ZoneInfo(config.agent.timezone)).routes(),
         *OperationsPages(
             pairings=store,
             pairing_channels=config.pairing_channels(),

@@ -24,12 +24,14 @@ class Replies:
         self.channels = channels
         self.outbox = outbox
 
-    async def send_text(self, address: Address, text: str) -> None:
-        """Queue `text` for `address`; a failure is logged, never raised."""
+    async def send_text(self, address: Address, text: str, *, reply_id: str = "") -> int:
+        """Queue `text` for `address` (as reply `reply_id`, see `Outbox.send_text`); the
+        number of chunks queued, 0 when it could not be. A failure is logged, never raised."""
         try:
-            await self.outbox.send_text(address, text)
+            return await self.outbox.send_text(address, text, reply_id=reply_id)
         except Exception:
             log.exception("could not queue a reply on %s", address.channel)
+            return 0
 
     async def send_now(self, address: Address, text: str) -> None:
         """Send `text` straight through the channel, once, bypassing the outbox: for the

@@ -51,6 +51,15 @@ class StatusSource(Protocol):
     def status_line(self, key: str) -> str | None: ...
 
 
+class JobListing(Protocol):
+    async def listing_for(self, msg: InboundMessage, *, admin: bool) -> str:
+        """/jobs: the scheduled jobs of `msg`'s conversation."""
+        ...
+
+
+NO_JOBS = "Scheduled jobs are not available here (they run only with `krill run`)."
+
+
 class SessionCommands:
     """Implements `bot.commands.CommandHost` over the store and the lanes."""
 
@@ -67,6 +76,7 @@ class SessionCommands:
         before_reset: BeforeReset | None = None,
         status_sources: Sequence[StatusSource] = (),
         offers: Offers | None = None,
+        jobs: JobListing | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -78,6 +88,7 @@ class SessionCommands:
         self.before_reset = before_reset
         self.status_sources = tuple(status_sources)
         self.offers = offers  # None: no buttons anywhere (the CLI)
+        self.job_listing = jobs
 
     def is_admin(self, msg: InboundMessage) -> bool:
         return access.is_admin(msg.principal, self.config.admin)
@@ -128,6 +139,11 @@ class SessionCommands:
             if s.created_at < session.created_at
         ]
         return earlier[-1] if earlier else None
+
+    async def jobs(self, msg: InboundMessage) -> str:
+        if self.job_listing is None:
+            return NO_JOBS
+        return await self.job_listing.listing_for(msg, admin=self.is_admin(msg))
 
     async def stop(self, key: str) -> int:
         """Cancel the running turn and drop queued messages; returns how many were dropped.

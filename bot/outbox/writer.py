@@ -81,9 +81,10 @@ class Outbox:
         await self.store.outbox_add([row], self.clock())
         self.wakeup.set()
 
-    async def send_text(self, address: Address, text: str, reply_id: str = "") -> int:
+    async def send_text(self, address: Address, text: str, *, reply_id: str = "") -> int:
         """Queue `text` (a reply that is not a model turn) for `address`; returns chunks.
-        The same `reply_id` again changes nothing (default: a new one)."""
+        A `reply_id` names the reply, so queueing it again (a repeated scheduled run) sends
+        it once; without one it is new."""
         channel = self.channels.get(address.channel)
         if channel is None:
             log.warning("no channel %r to send a reply to", address.channel)

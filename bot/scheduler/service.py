@@ -1,6 +1,7 @@
-"""The scheduler `krill run` starts: per-session idle work and reminders rebuilt from the
-store, periodic memory reindexing, the removal of expired stored tool results, the heartbeat,
-the daily retention pass, and picking up unanswered messages nobody is working on.
+"""The scheduler `krill run` starts: per-session idle work, reminders and scheduled jobs
+rebuilt from the store, periodic memory reindexing, the removal of expired stored tool
+results, the heartbeat, the daily retention pass, and picking up unanswered messages nobody
+is working on.
 
 Every replica runs it. Periodic jobs other than the pick-up claim each due run in the store
 (`claim_run`), so one replica does it; per-session work runs under the session's lease and
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from bot.scheduler.heartbeat import HEARTBEAT_JOB
 from bot.scheduler.jobs import claim_run, next_periodic_run
 from bot.scheduler.retention import RETENTION_INTERVAL_SECONDS, RETENTION_JOB
+from bot.scheduler.schedule_timers import SYNC_JOB
 from bot.tools.results import CLEANUP_INTERVAL_SECONDS, remove_expired
 
 if TYPE_CHECKING:
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from bot.scheduler.jobs import Jobs
     from bot.scheduler.reminders import Reminders
     from bot.scheduler.retention import Retention
+    from bot.scheduler.schedule_timers import ScheduleTimers
     from bot.store.base import Store
     from bot.tools.results import ResultStore
 
@@ -50,6 +53,7 @@ class Scheduler:
         results: ResultStore,
         retention: Retention,
         reminders: Reminders,
+        schedules: ScheduleTimers,
         unattended: Unattended,
     ) -> None:
         self.config = config
@@ -61,6 +65,7 @@ class Scheduler:
         self.results = results
         self.retention = retention
         self.reminders = reminders
+        self.schedules = schedules
         self.unattended = unattended
         self.index_stats: tuple[int, int] | None = None
 
@@ -69,6 +74,7 @@ class Scheduler:
         now = self.jobs.clock()
         self.idle.rebuild(await self.store.list_sessions(current_only=True))
         await self.reminders.rebuild()
+        await self.schedules.rebuild()
         log.info("scheduler: %d job(s) rebuilt from the store", self.jobs.count())
         self.jobs.every(
             RESULTS_CLEANUP_JOB,
@@ -83,6 +89,14 @@ class Scheduler:
             self._pick_up,
             lease,
             first=now + lease,  # start-up recovery has just queued what was left
+            misfire_grace=max(1, int(lease)),
+        )
+        # Jobs set up, changed or run in other processes (replicas, `krill schedules`).
+        self.jobs.every(
+            SYNC_JOB,
+            self.schedules.sync,
+            lease,
+            first=now + lease,
             misfire_grace=max(1, int(lease)),
         )
         if self.index is not None:

@@ -25,6 +25,7 @@ from bot.store.outbox import OutboxStore
 from bot.store.pairings import Pairing, PairingStatus, PairingStore
 from bot.store.reminders import Reminder, ReminderStatus, ReminderStore
 from bot.store.retention import Pruned, RetentionStore
+from bot.store.schedules import JobState, RunRecord, ScheduledJob, ScheduleStore
 from bot.store.sessions import ContextPlanStore, SessionRow, SessionStore
 from bot.store.shared_state import SharedStateStore
 from bot.store.transcript import TranscriptStore, UsagePoint, UsageStore
@@ -41,6 +42,7 @@ __all__ = [
     "InboundStore",
     "IndexedChunk",
     "IndexedFile",
+    "JobState",
     "JobStore",
     "LeaseStore",
     "MemoryIndexStore",
@@ -53,6 +55,9 @@ __all__ = [
     "ReminderStatus",
     "ReminderStore",
     "RetentionStore",
+    "RunRecord",
+    "ScheduleStore",
+    "ScheduledJob",
     "SessionRow",
     "SessionStore",
     "SharedStateStore",
@@ -77,6 +82,7 @@ class Store(
     RetentionStore,
     JobStore,
     ReminderStore,
+    ScheduleStore,
     LeaseStore,
     MemoryIndexStore,
     SharedStateStore,

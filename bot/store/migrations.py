@@ -372,6 +372,40 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX spend_holds_scope ON spend_holds(scope, period)
         """,
     ),
+    Migration(
+        19,
+        # Scheduled jobs (bot/store/schedules.py): where each posts (the address, with its
+        # channel and chat apart for the per-chat limit), who set it up, its cron line and
+        # zone, its task, its state, the due time of its next run, and how its runs went.
+        """
+        CREATE TABLE scheduled_jobs (
+            id {key},
+            session_key TEXT NOT NULL,
+            address TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            creator TEXT NOT NULL,
+            creator_name TEXT NOT NULL DEFAULT '',
+            name TEXT NOT NULL DEFAULT '',
+            task TEXT NOT NULL,
+            cron TEXT NOT NULL,
+            timezone TEXT NOT NULL,
+            state TEXT NOT NULL,
+            next_run_at DOUBLE PRECISION NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            last_run_at DOUBLE PRECISION,
+            last_outcome TEXT NOT NULL DEFAULT '',
+            failures BIGINT NOT NULL DEFAULT 0,
+            runs BIGINT NOT NULL DEFAULT 0,
+            cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+            last_cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+            paused_reason TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX scheduled_jobs_state ON scheduled_jobs(state, next_run_at);
+        CREATE INDEX scheduled_jobs_chat ON scheduled_jobs(channel, chat_id);
+        CREATE INDEX scheduled_jobs_creator ON scheduled_jobs(creator)
+        """,
+    ),
 ]
 
 LATEST = max([BASE_VERSION, *(step.version for step in MIGRATIONS)])

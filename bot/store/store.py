@@ -19,6 +19,7 @@ from bot.store.outbox import OutboxTables
 from bot.store.pairings import PairingTables
 from bot.store.reminders import ReminderTables
 from bot.store.retention import RetentionTables
+from bot.store.schedules import ScheduleTables
 from bot.store.sessions import SessionTables
 from bot.store.shared_state import SharedStateTables
 from bot.store.transcript import TranscriptTables
@@ -35,6 +36,7 @@ class SqlStore(
     RetentionTables,
     JobTables,
     ReminderTables,
+    ScheduleTables,
     LeaseTables,
     MemoryIndexTables,
     SharedStateTables,
