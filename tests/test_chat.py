@@ -18,6 +18,10 @@ from tests.test_e2e_local import model_env, plain_echo
 PLANTED = "the vault combination is PLANTED-4711"
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_ctrl_c_ends_chat_at_once(tmp_path: Path, fake_anthropic: FakeAnthropic):
     fake_anthropic.default_handler = plain_echo
     config = write_config(tmp_path, {})
@@ -37,6 +41,9 @@ async def test_ctrl_c_ends_chat_at_once(tmp_path: Path, fake_anthropic: FakeAnth
         stdin=keyboard,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        # A suite started in the background inherits SIGINT ignored, and so would the chat:
+        # a person's terminal delivers Ctrl-C to it.
+        preexec_fn=_interruptible,
     )
     os.close(keyboard)
     try:
@@ -52,6 +59,9 @@ async def test_ctrl_c_ends_chat_at_once(tmp_path: Path, fake_anthropic: FakeAnth
         err = (await proc.stderr.read()).decode()
     finally:
         os.close(terminal)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
     assert code in (0, 130), err
     assert "Traceback" not in err
 
