@@ -312,8 +312,7 @@ class App:
         return found
 
     async def start(self) -> None:
-        if prepare_workspace(self.config):
-            log.info("created workspace %s from the bundled template", self.workspace.path)
+        prepare_workspace(self.config)
         await open_store(self.store, self.config)
         if not self.model.configured:
             log.warning(

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from anthropic.types import MessageCountTokensToolParam
 
-from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
+from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir, is_template
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import Config, load_config
 from bot.config.origins import origin
 from bot.errors import ConfigError
 from bot.skills.catalog import SkillCatalog
-from bot.startup import DEFAULT_WORKSPACE, nearest_existing, probe_folder
+from bot.startup import creates_missing_workspace, nearest_existing, probe_folder
 from bot.tools.mcp import check_servers
 from bot.tools.search_backends import backend_for
 from bot.tools.web_search import check_backend, server_definition
@@ -39,8 +39,17 @@ def _folder_problem(folder: Path) -> str | None:
 def check_workspace(config: Config) -> list[Check]:
     path = config.workspace_dir
     where = origin(config, "workspace", "path")
+    if is_template(path):
+        return [
+            Check(
+                "workspace",
+                FAIL,
+                f"{path} is the bundled template, never a live workspace; change {where} "
+                "(leave it out for data/workspace)",
+            )
+        ]
     if not path.exists():
-        if config.workspace.path != DEFAULT_WORKSPACE:
+        if not creates_missing_workspace(config):
             return [
                 Check(
                     "workspace",

@@ -49,6 +49,7 @@ class KrillProcess:
         args: list[str] | None = None,
         wait_healthy: bool = True,
         log_name: str | None = None,
+        bare: bool = False,
     ):
         self.directory = directory
         self.config_path = write_config(directory, config or {})
@@ -59,6 +60,11 @@ class KrillProcess:
         self.port = int(written["server"]["port"])
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = env or {}
+        # README's quick start: no krill.toml at all, the port from the environment.
+        self.bare = bare
+        if bare:
+            self.config_path.unlink()
+            self.env = {"KRILL_SERVER__PORT": str(self.port)} | self.env
         self.args = args or ["run"]
         self.wait_healthy = wait_healthy
         # Processes sharing a folder (replicas) name their logs; otherwise one per start.
@@ -79,8 +85,7 @@ class KrillProcess:
             "-m",
             "bot.cli",
             *self.args,
-            "--config",
-            str(self.config_path),
+            *([] if self.bare else ["--config", str(self.config_path)]),
             cwd=self.directory,
             env=self.command_env(),
             stdout=log,
@@ -166,5 +171,10 @@ async def run_cli(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    except TimeoutError:
+        proc.kill()  # a command that hangs must not outlive its test
+        await proc.wait()
+        raise
     return proc.returncode or 0, out.decode(), err.decode()
