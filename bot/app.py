@@ -29,7 +29,7 @@ from bot.channel_contract import STANDBY, Channel, ChannelHealth
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
-from bot.gateway.admission import Admission
+from bot.gateway.admission import Admission, warn_if_closed
 from bot.gateway.lanes import Lanes
 from bot.gateway.leases import SessionLeases, gone_from_this_host, new_holder_id
 from bot.gateway.recovery import Unattended
@@ -323,6 +323,7 @@ class App:
         await self.leases.release_dead()  # before any work can wait for those leases
         for channel in self._enabled_channels():
             self.add_channel(channel)
+        warn_if_closed(self.config, self.channels)
         if self.background:
             self.mcp.start()  # connects in the background; never holds up start-up
             await self.scheduler.start()

@@ -19,6 +19,7 @@ from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import Config, load_config
 from bot.config.origins import origin
 from bot.errors import ConfigError
+from bot.sessions import access
 from bot.skills.catalog import SkillCatalog
 from bot.startup import creates_missing_workspace, nearest_existing, probe_folder
 from bot.tools.mcp import check_servers
@@ -78,6 +79,27 @@ def check_workspace(config: Config) -> list[Check]:
         f" (missing, skipped in the prompt: {', '.join(missing)})" if missing else ""
     )
     return [Check("workspace", OK, detail)]
+
+
+def check_access(config: Config) -> list[Check]:
+    """Whether anyone could ever reach the bot on each enabled chat platform: a channel no
+    one may use is a failure, one that refuses every DM (the owner's too) a warning."""
+    checks = []
+    for spec in CHANNELS:
+        policy = config.channel_policy(spec.name)
+        if policy is None or not spec.settings(config).enabled:
+            continue
+        found = access.reach(policy, spec.name, config.admin)
+        if found is access.Reach.DIRECT:
+            admins = [u for u in config.admin.users if u.startswith(f"{spec.name}:")]
+            detail = f"{spec.name}: dm_policy {policy.dm_policy}" + (
+                f", admins {', '.join(admins)}" if admins else ", no admin on this channel"
+            )
+            checks.append(Check("access", OK, detail))
+            continue
+        status = FAIL if found is access.Reach.NOBODY else WARN
+        checks.append(Check("access", status, access.reach_advice(spec.name, policy, found)))
+    return checks
 
 
 def check_skills(config: Config) -> list[Check]:
@@ -278,6 +300,7 @@ async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
     checks += check_workspace(config)
     checks += check_skills(config)
+    checks += check_access(config)
     checks += check_port(config)
     channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]
     remote: list[Callable[[Config], Awaitable[list[Check]]]] = [

@@ -144,6 +144,12 @@ class KrillProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    async def logged(self, needle: str, within: float = 10.0) -> None:
+        """Wait until the process has logged `needle` (a file has no change event to await)."""
+        async with asyncio.timeout(within):
+            while needle not in self.log():  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+
     async def __aenter__(self) -> KrillProcess:
         return await self.start()
 
