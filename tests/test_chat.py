@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import pty
+import re
 import signal
 import sys
 from pathlib import Path
@@ -129,3 +130,33 @@ async def test_message_bodies_only_with_include_content(
     assert any(f"<{len(PLANTED)} chars>" in str(line["message"]) for line in hidden)
     shown = await chat_log(tmp_path, fake_anthropic, {"include_content": True})
     assert "PLANTED-4711" in json.dumps(shown)
+
+
+async def test_each_turn_logs_one_info_line_without_its_text(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    fake_anthropic.default_handler = plain_echo
+    config = write_config(tmp_path, {"logging": {"format": "json"}})
+    code, _, err = await run_cli(
+        tmp_path,
+        "chat",
+        "--name",
+        "ann",
+        "--log-level",
+        "info",
+        "--config",
+        str(config),
+        env=model_env(fake_anthropic),
+        stdin=f"{PLANTED}\nsecond message\n".encode(),
+    )
+    assert code == 0, err
+    lines = [json.loads(line) for line in err.splitlines()]
+    turns = [line for line in lines if str(line["message"]).startswith("turn ")]
+    assert len(turns) == 2, turns
+    for line in turns:
+        message = str(line["message"])
+        assert line["level"] == "INFO"
+        assert "answered in" in message and "session agent:main:local:direct:ann" in message
+        assert re.search(r"model claude-\S+, 1 call\(s\), tokens [1-9]\d* in ", message), message
+        assert re.search(r", [1-9]\d* out, cost \$\d+\.\d{4}$", message), message
+    assert "PLANTED" not in err and "second message" not in err

@@ -31,7 +31,7 @@ from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
-from bot.types import Source
+from bot.types import Source, Usage
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -86,6 +86,8 @@ class LoopOutcome:
     ran: list[tuple[str, ToolResult]] = field(default_factory=list)  # (tool name, result)
     hit_limit: bool = False
     sources: list[Source] = field(default_factory=list)  # pages the replies cited, in order
+    usage: Usage = field(default_factory=Usage)  # every call's, added up
+    model: str = ""  # the model that answered last
 
 
 class AgentLoop:
@@ -132,6 +134,8 @@ class AgentLoop:
                 await asyncio.sleep(STREAM_RETRY_DELAY)
                 continue
             outcome.model_calls += 1
+            outcome.usage += reply.usage
+            outcome.model = reply.model
             if exchange.watch_cache:
                 self.cache_watch.observe(
                     exchange.context.session_id,
