@@ -1,5 +1,6 @@
 // The web chat page: redraws the person's recent history, streams replies over a WebSocket,
-// and keeps messages typed while disconnected pending until the server confirms them.
+// keeps messages typed while disconnected pending until the server confirms them, and shows
+// a typing indicator from a message's acceptance until the reply's first words arrive.
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -15,6 +16,26 @@ const pending = new Map(); // message_id -> {text, el}, until the server confirm
 let ws = null;
 let retryMs = 1000;
 let typingTimer = null;
+let thinking = null; // the typing indicator while shown
+let streaming = false; // a reply is streaming in: it shows Krill is answering
+let acceptedMeanwhile = false; // a message was accepted while a reply streamed
+
+function showThinking() {
+  if (!thinking) {
+    thinking = document.createElement("div");
+    thinking.className = "msg bot thinking";
+    thinking.dataset.testid = "typing-indicator";
+    thinking.setAttribute("role", "status");
+    thinking.setAttribute("aria-label", "Krill is thinking");
+    for (let i = 0; i < 3; i++) thinking.appendChild(document.createElement("span"));
+  }
+  log.appendChild(thinking); // always last, below the newest message
+  log.scrollTop = log.scrollHeight;
+}
+
+function hideThinking() {
+  if (thinking) thinking.remove();
+}
 
 document.getElementById("who").textContent = "as " + name;
 
@@ -52,6 +73,16 @@ function send(text) {
 }
 
 function onEvent(e) {
+  if (e.type === "thinking") {
+    if (streaming) acceptedMeanwhile = true; // its turn comes after this reply
+    else showThinking();
+    return;
+  }
+  if (e.type === "idle") {
+    streaming = acceptedMeanwhile = false;
+    hideThinking();
+    return;
+  }
   if (e.type === "typing") {
     state.textContent = "Krill is typing…";
     clearTimeout(typingTimer);
@@ -64,11 +95,16 @@ function onEvent(e) {
     return;
   }
   if (e.type === "error") { add("sys", e.text); return; }
+  hideThinking(); // the first words of the reply are here
   let el = bubbles.get(e.id);
   if (!el) { el = add("bot", ""); bubbles.set(e.id, el); }
   el.innerHTML = e.html;
   el.classList.toggle("preview", e.type === "preview");
-  if (e.type === "message") state.textContent = "connected";
+  streaming = e.type === "preview";
+  if (e.type === "message") {
+    state.textContent = "connected";
+    if (acceptedMeanwhile) { acceptedMeanwhile = false; showThinking(); }
+  }
   log.scrollTop = log.scrollHeight;
 }
 
@@ -82,6 +118,8 @@ function connect() {
     for (const id of pending.keys()) transmit(id);
   };
   ws.onclose = () => {
+    streaming = acceptedMeanwhile = false;
+    hideThinking(); // nothing tells this page any more when the reply starts
     setOnline(false, "disconnected, retrying…");
     setTimeout(connect, retryMs);
     retryMs = Math.min(retryMs * 2, 5000);
