@@ -1,11 +1,16 @@
-"""Benchmark: media preparation and what images cost over a conversation.
+"""Benchmark: media preparation, its peak memory, and what images cost over a conversation.
 
-1. Prepare a photo of N megapixels as Krill does on Telegram: download it from the fake Bot
+1. Peak memory of accepting one message's images (stored, prepared), each case in a fresh
+   process: its resident memory once the files are read, and the high-water mark of
+   `MediaPreparer.accept` (VmHWM, reset just before). A 12 MP JPEG, a 40 Mpx PNG, a
+   196 Mpx PNG decompression bomb (14000x14000 RGBA, under 1 MB), and albums of three of
+   the last two.
+2. Prepare a photo of N megapixels as Krill does on Telegram: download it from the fake Bot
    API (getFile + file URL, python-telegram-bot), store the original content-addressed,
    downscale it (EXIF orientation, metadata stripped), store the result. p50/p95 over runs.
-   Then an album of several such photos, prepared at once as one turn's attachments.
-2. Bytes sent to the model (base64 of the downscaled image) against the original file.
-3. A 30-turn conversation with 10 photos, replayed through the real core against the fake
+   Then an album of several such photos, accepted as one message.
+3. Bytes sent to the model (base64 of the downscaled image) against the original file.
+4. A 30-turn conversation with 10 photos, replayed through the real core against the fake
    Anthropic server (which simulates prompt caching and bills images by pixels) on a
    simulated clock with a cold cache every few turns: with placeholder pruning
    (`media.keep_images_turns = 3`) and without (every image resent every turn).
@@ -20,8 +25,10 @@ import argparse
 import asyncio
 import base64
 import io
+import json
 import math
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,8 +48,21 @@ from channels.telegram.media import download
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
+from tests.pictures import streamed_png
 
 INPUT, OUTPUT, WRITE, READ = 3.0 / 1e6, 15.0 / 1e6, 1.25, 0.1
+
+
+def new_preparer(folder: str) -> MediaPreparer:
+    return MediaPreparer(
+        MediaConfig(), MediaFiles(Path(folder)), Transcriber(TranscriptionConfig())
+    )
+
+
+def images(pictures: list[bytes], mime: str) -> list[Attachment]:
+    return [
+        Attachment(MediaKind.IMAGE, f"p{i}", mime, data=data) for i, data in enumerate(pictures)
+    ]
 
 
 def photo(megapixels: float, seed: int = 0) -> bytes:
@@ -60,9 +80,7 @@ async def preparation(runs: int, megapixels: float) -> tuple[list[float], int, i
     times: list[float] = []
     sent = 0
     with tempfile.TemporaryDirectory() as tmp:
-        preparer = MediaPreparer(
-            MediaConfig(), MediaFiles(Path(tmp)), Transcriber(TranscriptionConfig())
-        )
+        preparer = new_preparer(tmp)
         async with FakeTelegram() as tg:
             bot = tg.make_bot()
             async with bot:
@@ -73,8 +91,7 @@ async def preparation(runs: int, megapixels: float) -> tuple[list[float], int, i
                     msg = bot_message(update, bot)
                     start = time.perf_counter()
                     attachments = await download(bot, msg, MediaConfig().max_bytes)
-                    await preparer.store_incoming(attachments)
-                    (ref,) = await preparer.refs(attachments)
+                    (ref,) = await preparer.refs(await preparer.accept(attachments))
                     times.append((time.perf_counter() - start) * 1000)
                     sent = len(base64.b64encode(preparer.files.read(ref.sha256)))
     return times, len(data), sent
@@ -85,18 +102,82 @@ async def album_preparation(runs: int, megapixels: float, size: int) -> list[flo
     times: list[float] = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
-            preparer = MediaPreparer(
-                MediaConfig(), MediaFiles(Path(tmp)), Transcriber(TranscriptionConfig())
-            )
-            attachments = [
-                Attachment(MediaKind.IMAGE, f"a{i}.jpg", "image/jpeg", data=data)
-                for i, data in enumerate(pictures)
-            ]
+            preparer, attachments = new_preparer(tmp), images(pictures, "image/jpeg")
             start = time.perf_counter()
-            await preparer.store_incoming(attachments)
-            await preparer.refs(attachments)
+            await preparer.refs(await preparer.accept(attachments))
             times.append((time.perf_counter() - start) * 1000)
     return times
+
+
+MEMORY_CASES = {
+    "12 MP JPEG": ["jpeg12"],
+    "40 Mpx PNG (8000x5000 RGBA)": ["png40"],
+    "196 Mpx PNG bomb (14000x14000 RGBA)": ["bomb"],
+    "album: three 40 Mpx PNGs": ["png40", "png40b", "png40c"],
+    "album: three 196 Mpx bombs": ["bomb", "bomb", "bomb"],
+}
+
+
+def write_pictures(folder: Path) -> dict[str, Path]:
+    made = {
+        "jpeg12": photo(12.0),
+        "png40": streamed_png(8000, 5000, texture=True),
+        "png40b": streamed_png(5000, 8000, texture=True),
+        "png40c": streamed_png(6400, 6250, texture=True),
+        "bomb": streamed_png(14000, 14000),
+    }
+    paths = {}
+    for name, data in made.items():
+        paths[name] = folder / name
+        paths[name].write_bytes(data)
+    return paths
+
+
+def rss_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (the high-water mark) of this process, in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(field)
+
+
+def memory_case(paths: list[str]) -> None:
+    """In a fresh process: accept `paths` as one message's images; print the figures."""
+    pictures = [Path(p).read_bytes() for p in paths]
+    with tempfile.TemporaryDirectory() as tmp:
+        preparer, attachments = new_preparer(tmp), images(pictures, "image/png")
+        before = rss_mb("VmRSS")
+        # The high-water mark restarts here (clear_refs 5), leaving out start-up's peaks.
+        Path("/proc/self/clear_refs").write_text("5")
+        accepted = asyncio.run(preparer.accept(attachments))
+        after = rss_mb("VmHWM")
+    done = [f"{a.width}x{a.height}" for a in accepted if a.width]
+    if len(accepted) == 1:
+        outcome = done[0] if done else "refused"
+    else:
+        outcome = f"{len(done)} prepared" if done else f"{len(accepted)} refused"
+    sizes = sum(map(len, pictures))
+    print(json.dumps({"before": before, "after": after, "outcome": outcome, "bytes": sizes}))
+
+
+def memory_table() -> None:
+    print("accepting images, one fresh process each | file MB | outcome        | RSS MB | growth")
+    print("-" * 92)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = write_pictures(Path(tmp))
+        for label, names in MEMORY_CASES.items():
+            done = subprocess.run(
+                [sys.executable, __file__, "--memory-case", ",".join(str(paths[n]) for n in names)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = json.loads(done.stdout.splitlines()[-1])
+            print(
+                f"{label:<41} | {row['bytes'] / 1e6:>7.2f} | {row['outcome'][:14]:<14} | "
+                f"{row['after']:>6.0f} | {row['after'] - row['before']:>+6.0f}"
+            )
+    print()
 
 
 def percentiles(times: list[float]) -> str:
@@ -158,6 +239,7 @@ async def conversation(turns: int, photos: int, keep: int) -> tuple[float, int]:
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    memory_table()
     times, original, sent = await preparation(args.runs, args.megapixels)
     print(f"prepare a {args.megapixels:g} MP photo ({args.runs} runs): {percentiles(times)}")
     if args.album > 1:
@@ -186,7 +268,12 @@ def main() -> None:
     parser.add_argument("--album", type=int, default=4)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--photos", type=int, default=10)
-    asyncio.run(main_async(parser.parse_args()))
+    parser.add_argument("--memory-case", help=argparse.SUPPRESS)  # one row of the table
+    args = parser.parse_args()
+    if args.memory_case:
+        memory_case(args.memory_case.split(","))
+    else:
+        asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from bot.gateway.session_commands import SessionCommands
 from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
+from bot.memory.access import readable
 from bot.memory.flush_service import FlushService
 from bot.memory.fresh_start import FreshStart
 from bot.memory.index import MemoryIndex
@@ -55,6 +56,7 @@ from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
 from bot.server import build_server
+from bot.sessions.slots import TurnSlots
 from bot.skills.catalog import SkillCatalog
 from bot.skills.tool import SkillReadTool
 from bot.startup import listen_failed, open_store, prepare_workspace
@@ -116,16 +118,17 @@ class App:
             clock=clock,
         )
 
-        # Tools: large results are kept on disk and read back with read_tool_result.
+        # Tools: large results are kept on disk and read back with read_tool_result. Every
+        # tool that reads a workspace path asks `readable` which files its session may read.
         self.results = ResultStore(self.workspace.path, config.tools.results)
-        processor = ResultProcessor(self.results)
+        processor = ResultProcessor(self.results, readable)
         self.tools = ToolRegistry(result_hook=processor.process)
         self.tools.register(processor.read_tool())
         self.tools.register(WebFetchTool(WebFetcher(config.tools.web_fetch)).tool())
         search = web_search_tool(config.tools.web_search)
         if search is not None:
             self.tools.register(search)
-        SendFileTool(self.channels, self.outbox).register(self.tools)
+        SendFileTool(self.channels, self.outbox, readable).register(self.tools)
         SkillReadTool(self.skills).register(self.tools)
         self.mcp = McpManager(config, self.tools)
 
@@ -141,7 +144,13 @@ class App:
             clock=clock,
             cache_watch=cache_watch,
         )
-        self.loop = AgentLoop(model=self.model, tools=self.tools, cache_watch=cache_watch)
+        # Turns share the global turn slots, given back while their tools run.
+        slots = TurnSlots(
+            turns=config.agent.max_concurrent_turns, tools=config.agent.max_concurrent_tools
+        )
+        self.loop = AgentLoop(
+            model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
+        )
 
         # What a session's prompt cache holds, for the flush and warm compaction to read.
         prefixes = RequestPrefixes(
@@ -170,7 +179,7 @@ class App:
                 )
         flushers = [self.flusher] if self.flusher is not None else []
 
-        # Media people send: stored under the data folder, prepared once per turn.
+        # Media people send: stored under the data folder, images prepared on acceptance.
         self.media_files = MediaFiles(config.media_dir)
         media = (
             MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
@@ -223,6 +232,7 @@ class App:
             budgets=self.store,
             channels=self.channels,
             metrics=self.metrics,
+            slots=slots,
         )
         jobs = Jobs(clock)
         self.reminders = Reminders(

@@ -38,6 +38,9 @@ class SendFailureKind(StrEnum):
     TRANSIENT = "transient"  # 5xx, timeout, network: back off and try again
     PERMANENT = "permanent"  # the same send can never succeed (blocked, chat gone)
     TOO_LONG = "too_long"  # the platform refused the text's length: split it and try again
+    # No answer in time after the request reached the platform: it may have gone out.
+    # `retry_after` is how long to wait before deciding (look it up, or resend, or not).
+    UNKNOWN = "unknown"
 
 
 class SendFailure(Exception):
@@ -123,6 +126,12 @@ class Gateway(Protocol):
         """What `remember` kept under `key`, on any replica; None when unknown or expired."""
         ...
 
+    async def wrong_token(self, channel: str, client: str) -> float:
+        """Count a wrong token that `client` (an address) sent to `channel`'s own endpoints,
+        across replicas: 0 when it may be told the token is wrong, else the seconds before
+        it may try again (answer 429). Call it only after the right token was not given."""
+        ...
+
 
 class Channel(Protocol):
     """A chat platform adapter."""
@@ -163,7 +172,10 @@ class Channel(Protocol):
 
     # An adapter whose platform can carry `out.chunk_id` on a message may also offer
     # `async find_sent(out) -> str | None`: the id of a message already sent for that chunk
-    # (a send whose outcome a crash left unknown), so it is not sent twice.
+    # (a send whose outcome a crash or a timeout left unknown), so it is not sent twice.
+    # One that cannot look sends up may set `resend_after_timeout: bool`: False (the
+    # default where absent is True) marks a send that timed out "maybe sent" instead of
+    # sending it again.
 
     async def typing(self, address: Address) -> None:
         """Show one pulse of the typing indicator; the core repeats it every typing_interval."""

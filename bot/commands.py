@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
 from bot.sessions.access import how_to_grant_admin
+from bot.sessions.models import allowed_models, session_model
 from bot.tools.policy import describe_tools, policy_for_messages
 from bot.types import ChatType, InboundMessage, SessionOrigin
 
@@ -155,7 +156,7 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
     session = await host.current_session(key)
     cfg = host.config
     window = cfg.agent.context_window
-    lines = [f"🦐 Krill {__version__}", f"Model: {session_model(cfg, session)}"]
+    lines = [f"🦐 Krill {__version__}", f"Model: {current_model(cfg, session)}"]
     lines.append(f"Session: {key}")
     if session is None:
         lines.append("Session id: (none yet - send a message to start one)")
@@ -209,18 +210,13 @@ async def reply_skills(host: CommandHost, command: Command, msg: InboundMessage,
 
 async def reply_reset(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     session = await host.reset(key, SessionOrigin.of(msg), reason=f"/{command.name}")
-    model = session_model(host.config, session)
+    model = current_model(host.config, session)
     return f"✅ New session started: {session.session_id}\nKey: {key} · Model: {model}"
 
 
-def allowed_models(config: Config) -> list[str]:
-    """The ids /model offers: agent.models, or only agent.model when that is empty."""
-    return list(config.agent.models) or [config.agent.model]
-
-
-def session_model(config: Config, session: SessionRow | None) -> str:
-    """The model a session's next request uses."""
-    return (session.chosen_model if session else "") or config.agent.model
+def current_model(config: Config, session: SessionRow | None) -> str:
+    """The model a session's next request uses (a choice agent.models dropped is not it)."""
+    return session_model(config, session.chosen_model if session else "").model
 
 
 def _model_list(config: Config, current: str) -> str:
@@ -232,7 +228,7 @@ def _model_list(config: Config, current: str) -> str:
 
 async def reply_model(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     cfg = host.config
-    current = session_model(cfg, await host.current_session(key))
+    current = current_model(cfg, await host.current_session(key))
     wanted = command.args.strip()
     if not wanted:
         return f"Models for this session:\n{_model_list(cfg, current)}\nSwitch with /model <id>."

@@ -22,6 +22,13 @@ from bot.errors import ConfigError
 from bot.sessions import access
 from bot.skills.catalog import SkillCatalog
 from bot.startup import creates_missing_workspace, nearest_existing, probe_folder
+from bot.store.open_errors import (
+    POSTGRES_OPEN_ERRORS,
+    masked_url,
+    postgres_problem,
+    sqlite_damaged,
+    sqlite_damaged_problem,
+)
 from bot.tools.mcp import check_servers
 from bot.tools.search_backends import backend_for
 from bot.tools.web_search import check_backend, server_definition
@@ -159,6 +166,8 @@ async def check_store(config: Config) -> list[Check]:
         finally:
             db.close()
     except sqlite3.Error as exc:
+        if sqlite_damaged(exc):
+            return [Check("store", FAIL, sqlite_damaged_problem(path, exc))]
         return [Check("store", FAIL, f"{path}: {type(exc).__name__}: {exc}")]
     if result != "ok":
         return [Check("store", FAIL, f"{path}: integrity check says {result}")]
@@ -169,22 +178,14 @@ async def _check_postgres(config: Config) -> list[Check]:
     """Connect once (no pool, no migration) and read the schema version."""
     import asyncpg
 
-    from bot.store.postgres.connection import masked_url
     from bot.store.postgres.migrations import MIGRATIONS
 
     url = masked_url(config.storage.url)
     try:
         db = await asyncpg.connect(config.storage.url, timeout=NETWORK_TIMEOUT)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        where = origin(config, "storage", "url")
-        return [
-            Check(
-                "store",
-                FAIL,
-                f"cannot reach the database at {url} ({type(exc).__name__}: {exc}); start "
-                f"the PostgreSQL server, or fix {where}",
-            )
-        ]
+    except POSTGRES_OPEN_ERRORS as exc:
+        fix = f"fix {origin(config, 'storage', 'url')}"
+        return [Check("store", FAIL, postgres_problem(exc, config.storage.url, fix))]
     try:
         server = ".".join(str(n) for n in db.get_server_version()[:2])
         migrated = await db.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")

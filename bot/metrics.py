@@ -38,6 +38,12 @@ class Metrics:
             ["channel"],
             registry=r,
         )
+        self.outbox_maybe_sent = Counter(
+            "krill_outbox_maybe_sent",
+            "Reply chunks sent but never confirmed, set aside rather than sent again",
+            ["channel"],
+            registry=r,
+        )
         self.outbox_pending = Gauge(
             "krill_outbox_pending", "Reply chunks waiting to be delivered", registry=r
         )

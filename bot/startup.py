@@ -17,6 +17,13 @@ from bot.agent.workspace import bundled_workspace_dir, ensure_workspace, is_temp
 from bot.config import Config
 from bot.errors import ConfigError, StartupError, StoreUnavailable
 from bot.store.base import Store
+from bot.store.open_errors import (
+    POSTGRES_OPEN_ERRORS,
+    encoding_hint,
+    postgres_problem,
+    sqlite_damaged,
+    sqlite_damaged_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,17 +109,10 @@ def _warn_if_read_only(path: Path) -> None:
 
 
 async def open_store(store: Store, config: Config) -> None:
-    """Open the store; a folder or file it cannot create or write, or a server that does not
-    answer, is a `StartupError`."""
+    """Open the store; a folder or file it cannot create or write, a file that is not a
+    database, or a server that does not answer or refuses the login, is a `StartupError`."""
     if config.uses_postgres:
-        try:
-            await store.open()
-        except StoreUnavailable as exc:
-            await store.close()
-            raise StartupError(
-                f"storage.url: {exc}; start the PostgreSQL server or fix storage.url in "
-                f"{_where(config)} (or KRILL_STORAGE__URL)"
-            ) from None
+        await _open_postgres(store, config)
         return
     path = config.sqlite_path
     try:
@@ -122,12 +122,29 @@ async def open_store(store: Store, config: Config) -> None:
         await store.open()
     except (OSError, sqlite3.Error) as exc:
         await store.close()  # a half-opened connection would outlive the event loop
+        if sqlite_damaged(exc):
+            raise StartupError(f"storage.url: {sqlite_damaged_problem(path, exc)}") from None
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise StartupError(
             f"storage.url: cannot open the database {path} ({reason}); make "
             f"{nearest_existing(path.parent)} writable by this user, or point storage.url "
             f"in {_where(config)} (or KRILL_STORAGE__URL) at a writable folder"
         ) from None
+
+
+async def _open_postgres(store: Store, config: Config) -> None:
+    url = config.storage.url
+    fix = f"fix storage.url in {_where(config)} (or KRILL_STORAGE__URL)"
+    try:
+        await store.open()
+    except StoreUnavailable as exc:  # unreachable for `storage.connect_wait_seconds`
+        await store.close()
+        raise StartupError(
+            f"storage.url: {exc}; start the PostgreSQL server or {fix}{encoding_hint(url)}"
+        ) from None
+    except POSTGRES_OPEN_ERRORS as exc:  # refused, or not a URL asyncpg can use
+        await store.close()
+        raise StartupError(f"storage.url: {postgres_problem(exc, url, fix)}") from None
 
 
 def listen_failed(config: Config, exc: OSError) -> StartupError:

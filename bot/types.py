@@ -51,7 +51,10 @@ class Attachment:
     """One file a person sent, as the adapter fetched it: bytes plus what the platform said.
 
     `data` lives only in memory until the gateway stores it under `sha256`; `error` says why
-    there are no bytes (too large, download failed), in words a person may read.
+    there are no bytes (too large, download failed), in words a person may read. The
+    gateway prepares an image when it accepts the message: `sha256`, `mime`, `size`,
+    `width` and `height` then describe the copy the model gets, or `refused` says, in words
+    a person may read, why there is none (too many pixels, say).
     """
 
     kind: MediaKind
@@ -61,6 +64,9 @@ class Attachment:
     data: bytes | None = None
     sha256: str = ""
     error: str = ""
+    width: int = 0
+    height: int = 0
+    refused: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +76,9 @@ class Attachment:
             "size": self.size,
             "sha256": self.sha256,
             "error": self.error,
+            "width": self.width,
+            "height": self.height,
+            "refused": self.refused,
         }
 
     @classmethod

@@ -18,6 +18,8 @@ from typing import Any
 
 PLACEHOLDER = "[marker removed]"
 MARKER_ID_LENGTH = 16
+# A name longer than this (a file's, a MIME type) is cut: nothing real needs more.
+NAME_MAX_CHARS = 200
 
 _SOURCE_RE = re.compile(r"[A-Za-z0-9_.:-]+")
 _MARKER_ID_RE = re.compile(r"[A-Za-z0-9]+")
@@ -80,6 +82,9 @@ _MARKER_RE = re.compile(
 )
 # The plain word as prose writes it; see `sanitize` for why it may stay.
 _PROSE_FORMS = frozenset({KEYWORD, KEYWORD.capitalize()})
+# Categories a name loses: controls, format characters (bidi overrides, zero-width ones)
+# and lone surrogates.
+_HIDDEN = frozenset({"Cc", "Cf", "Cs"})
 _ASCII_CONTROLS = dict.fromkeys(c for c in [*range(32), 127] if chr(c) not in "\t\n\r")
 
 
@@ -172,6 +177,17 @@ def sanitize(text: str) -> str:
         return text
     pieces.append(text[last:])
     return "".join(pieces)
+
+
+def clean_name(text: str, limit: int = NAME_MAX_CHARS) -> str:
+    """`text` from outside that is shown as a name (a file name, a MIME type, a sender) as
+    one plain line: control, format and surrogate characters dropped, line breaks and
+    other runs of whitespace made one space, anything that reads as a marker replaced, cut
+    at `limit` characters. A name can then neither start a line of its own nor end the
+    untrusted block it sits in."""
+    kept = "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) not in _HIDDEN)
+    line = sanitize(" ".join(kept.split()))
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
 def wrap_untrusted(

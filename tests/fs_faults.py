@@ -1,4 +1,5 @@
-"""Make a folder really read-only for a test or benchmark, even when running as root.
+"""Disk faults for tests and benchmarks: a folder that is really read-only, even when
+running as root, and a folder on a small disk that can be filled up.
 
 `chmod` is enough for ordinary users; root ignores it, so the immutable attribute
 (`chattr +i`) is used as well where the filesystem supports it.
@@ -7,9 +8,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,3 +56,44 @@ def read_only(*folders: Path) -> Iterator[bool]:
         _chattr("-i", paths)
         for path, mode in modes.items():
             os.chmod(path, mode)
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size: str = "1m") -> Iterator[bool]:
+    """Mount a `size` tmpfs over `folder` with copies of its files, so a test can fill it
+    up (ENOSPC); yields whether that worked (mounting needs root). Unmounted on exit, and
+    the files written meanwhile are gone with it."""
+    saved = Path(tempfile.mkdtemp(prefix="krill-small-disk-"))
+    shutil.copytree(folder, saved, dirs_exist_ok=True, symlinks=True)
+    if shutil.which("mount") is None:
+        yield False
+        return
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+        timeout=10,
+    )
+    if mounted.returncode != 0:
+        shutil.rmtree(saved, ignore_errors=True)
+        yield False
+        return
+    try:
+        shutil.copytree(saved, folder, dirs_exist_ok=True, symlinks=True)
+        yield True
+    finally:
+        # Lazy: a process that still has a file open there cannot keep the mount alive.
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
+        shutil.rmtree(saved, ignore_errors=True)
+
+
+def fill(folder: Path) -> None:
+    """Write a file into `folder` until the disk under it is full."""
+    with (folder / "filler.bin").open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise

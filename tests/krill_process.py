@@ -179,8 +179,8 @@ async def run_cli(
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-    except TimeoutError:
-        proc.kill()  # a command that hangs must not outlive its test
+    except TimeoutError:  # e.g. `krill run` that started when it should have refused to
+        proc.kill()
         await proc.wait()
         raise
     return proc.returncode or 0, out.decode(), err.decode()

@@ -31,6 +31,9 @@ from bot.store.sqlite import SQLiteStore
 
 SERVER_USER = "postgres"  # who runs the server when the tests run as root
 ROLE = "krill"
+# The one role the server asks for a password (every other login is trusted), for tests
+# of a refused password; tests create it with the password they need.
+PASSWORD_ROLE = "krill_pw"
 MISSING = (
     "PostgreSQL server binaries not found (initdb, pg_ctl): install Debian's `postgresql` "
     "package (bash scripts/test-deps.sh does), or set KRILL_PG_BIN to their folder"
@@ -88,6 +91,9 @@ class PostgresCluster:
 
     def start(self) -> PostgresCluster:
         self._run("initdb", "-D", str(self.data), "-U", ROLE, "--auth=trust", "-E", "UTF8")
+        hba = self.data / "pg_hba.conf"
+        password_line = f"host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n"
+        hba.write_text(password_line + hba.read_text())  # the first matching line wins
         options = " ".join(
             [
                 f"-p {self.port}",

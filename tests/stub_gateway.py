@@ -84,6 +84,9 @@ class StubGateway:
     async def recall(self, channel: str, key: str) -> str | None:
         return self.state.get((channel, key))
 
+    async def wrong_token(self, channel: str, client: str) -> float:
+        return 0.0  # adapter tests do not count guesses; the real gateway does
+
     async def wait(self, count: int, timeout: float = 5.0) -> list[InboundMessage]:
         """The accepted messages, once there are at least `count`."""
         async with asyncio.timeout(timeout):

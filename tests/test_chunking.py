@@ -1,8 +1,9 @@
-"""The shared chunk packer, with the measures the platforms pass."""
+"""The shared chunker, with the measures the platforms pass: packing, cutting a paragraph
+(where, and with its styles carried across the cut), and lone style markers."""
 
 from __future__ import annotations
 
-from channels.chunking import carry_styles, hard_split, open_styles, pack
+from channels.chunking import attach_lone_markers, hard_split, pack, split_paragraph
 
 
 def within(limit: int):
@@ -36,18 +37,56 @@ def test_hard_split_prefers_a_break_outside_parentheses() -> None:
     assert parts[1].startswith("(five six seven eight)")
 
 
-def test_open_styles_tracks_the_last_paragraph_outside_code() -> None:
-    assert open_styles("**bold and ~~struck") == ["**", "~~"]
-    assert open_styles("**closed** and `**code**` and \\*\\*escaped") == []
-    assert open_styles("**open\n\nnew paragraph") == []
-    assert open_styles("```\n**\n```\n__under") == ["__"]
-
-
-def test_carry_styles_closes_and_reopens_across_chunks() -> None:
-    chunks = ["**bold ~~both", "still both~~ bold** plain", "- **item", "rest** done"]
-    assert carry_styles(chunks) == [
-        "**bold ~~both~~**",
-        "**~~still both~~ bold** plain",
-        "- **item**",
-        "**rest** done",
+def test_a_style_cut_in_two_is_closed_and_reopened() -> None:
+    assert split_paragraph("**bold and ~~struck words~~ then bold** plain", within(24)) == [
+        "**bold and ~~struck~~**",
+        "**~~words~~ then bold**",
+        "plain",
     ]
+    assert split_paragraph("- **item one two three four five**", within(18)) == [
+        "- **item one two**",  # reopened after the list marker of the line it starts
+        "**three four**",
+        "**five**",
+    ]
+
+
+def test_styles_are_what_a_markdown_parser_reads_not_every_star() -> None:
+    # `2**10` opens nothing; the bold that follows is the one carried.
+    text = "x 2**10 y word word word **bold across the boundary here**"
+    parts = split_paragraph(text, within(30))
+    assert parts == ["x 2**10 y word word word", "**bold across the boundary**", "**here**"]
+    # Bold italic, and italic written either way, come through whole.
+    assert split_paragraph("***bold italic across the boundary***", within(20)) == [
+        "***bold italic***",
+        "***across the***",
+        "***boundary***",
+    ]
+    assert split_paragraph("_italic across the boundary_ and *more italic here*", within(20)) == [
+        "_italic across the_",
+        "_boundary_ and",
+        "*more italic here*",
+    ]
+    # Markers in inline code are code, and the code is not cut.
+    assert split_paragraph("see `**not bold** here` and then more words", within(24)) == [
+        "see `**not bold** here`",
+        "and then more words",
+    ]
+
+
+def test_a_short_aside_is_not_cut_even_across_a_line_break() -> None:
+    text = "one two three four\n(five six\nseven) eight nine ten"
+    assert split_paragraph(text, within(30)) == [
+        "one two three four",
+        "(five six\nseven) eight nine",
+        "ten",
+    ]
+    # One too long to move whole is cut like any text.
+    long_aside = "intro (" + "word " * 60 + "end) tail"
+    assert all(len(part) <= 40 for part in split_paragraph(long_aside, within(40)))
+
+
+def test_a_lone_marker_line_styles_the_paragraph_it_closes() -> None:
+    assert attach_lone_markers("**A\nA\n**") == "**A\nA**"
+    assert attach_lone_markers("**\nbold\n**") == "**bold**"
+    assert attach_lone_markers("no opener\n**") == "no opener\n**"
+    assert attach_lone_markers("***\nrule above") == "***\nrule above"  # a thematic break

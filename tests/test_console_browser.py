@@ -25,7 +25,7 @@ from tests.krill_process import KrillProcess
 from tests.test_e2e_local import model_env, plain_echo
 from tests.test_webchat_browser import Browser, browser_at  # noqa: F401 (a fixture)
 
-TOKEN = "console-Token_4711"
+TOKEN = "console-Token_4711-long-enough"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "console"
 SIZES = ((1280, 800), (390, 844))
 PAGES = {
@@ -88,6 +88,11 @@ async def test_operator_sees_sessions_edits_the_soul_and_every_page_fits(
         notes = tmp_path / "workspace" / "memory" / "shared"
         notes.mkdir(parents=True)
         (notes / "doors.md").write_text("# Doors\n\nThe blue door code is 4711.\n")
+        # A link out of the workspace: listed (and photographed) as not editable.
+        (tmp_path / "elsewhere.md").write_text("not the console's\n")
+        (tmp_path / "workspace" / "ELSEWHERE-WITH-A-LONG-NAME.md").symlink_to(
+            tmp_path / "elsewhere.md"
+        )
         await krill.chat("hello from alice", user="alice")
         browser = await asyncio.to_thread(browser_at, SIZES[0])
         await asyncio.to_thread(log_in, browser, krill.url)

@@ -132,9 +132,11 @@ def test_compose_environment_is_a_valid_krill_config_on_postgres(tmp_path: Path)
         "KRILL_TELEGRAM__WEBHOOK_SECRET": "hook-secret",
     }
     environment = compose(env)["services"][REPLICAS[0]]["environment"]
-    # Compose hands YAML booleans to the container as "true"/"false".
+    # Compose hands YAML booleans to the container as "true"/"false", and an empty value
+    # (`${X:-}`) as "".
     replica_env = {
-        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in environment.items()
+        k: str(v).lower() if isinstance(v, bool) else "" if v is None else str(v)
+        for k, v in environment.items()
     }
     # The image's config file with the replica's environment on top, as `krill run` reads it.
     shutil.copyfile(DEPLOY_CONFIG, tmp_path / "krill.toml")
@@ -143,6 +145,8 @@ def test_compose_environment_is_a_valid_krill_config_on_postgres(tmp_path: Path)
     assert config.telegram.enabled and config.telegram.mode == "webhook"
     assert config.telegram.webhook_secret == "hook-secret"
     assert (config.server.host, config.server.port) == ("0.0.0.0", 8787)
+    assert config.admin.console_token == "" and config.local.token == ""
+    assert len(config.server.trusted_proxies) == 3  # the containers' private networks
 
 
 def test_compose_needs_a_database_password() -> None:

@@ -19,6 +19,7 @@ from bot.config.sections import AgentConfig
 from bot.gateway.lanes import Lanes, MessageWork
 from bot.gateway.leases import SessionLeases, new_holder_id
 from bot.metrics import Metrics
+from bot.sessions.slots import TurnSlots
 from bot.store.base import InboundStatus
 from bot.store.sqlite import SQLiteStore
 from tests.app_harness import message
@@ -80,6 +81,7 @@ def lanes(
         budgets=store,
         channels={"local"},
         metrics=Metrics(),
+        slots=TurnSlots(turns=8, tools=8),
         turn_window=WINDOW,
     )
 

@@ -28,8 +28,7 @@ TOP = frozenset({"bot.app", "bot.doctor", "bot.chat", "bot.cli"})
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
     *("bot.errors", "bot.http_guard", "bot.log_context", "bot.types", "channels.chunking"),
-    "channels.pacing",
-    "channels.sources",
+    *("bot.forwarded", "channels.pacing", "channels.sources"),
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
 # the `bot` package's version; README's module map says the same, one line a unit.
@@ -42,6 +41,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.untrusted": (),
     "bot.metrics": (),
     "bot.http_guard": (),
+    "bot.forwarded": (),
+    "bot.wrong_tokens": ("bot.store",),
     "bot.log_context": (),
     "bot.logs": ("bot.config", "bot.errors", "bot.log_context"),
     "bot.transcript": ("bot.types",),
@@ -80,7 +81,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
         *("bot.types", "bot.untrusted"),
     ),
-    "bot.media": ("bot.config", "bot.transcript", "bot.types"),
+    "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),
@@ -100,13 +101,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.gateway": (
         *("bot.agent", "bot.channel_contract", "bot.commands", "bot.config", "bot.inbound"),
         *("bot.media", "bot.metrics", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.store", "bot.transcript", "bot.types"),
+        *("bot.store", "bot.transcript", "bot.types", "bot.untrusted", "bot.wrong_tokens"),
     ),
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
-        *("bot.agent", "bot.config", "bot.memory", "bot.pairings", "bot.skills"),
-        *("bot.store", "bot.transcript", "bot.transcript_export", "bot.types"),
+        *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
+        *("bot.skills", "bot.store", "bot.transcript", "bot.transcript_export", "bot.types"),
+        "bot.wrong_tokens",
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),

@@ -16,7 +16,7 @@ from bot.config import MediaConfig, TranscriptionConfig
 from bot.context.media import image_placeholders, media_blocks, resolve_media
 from bot.context.tokens import messages_tokens
 from bot.media.files import MediaFiles
-from bot.media.images import prepare_image
+from bot.media.images import ImageRefused, prepare_image
 from bot.media.prepare import MediaPreparer, decode_text
 from bot.media.transcribe import Transcriber
 from bot.transcript import MediaForm, MediaRef
@@ -35,6 +35,9 @@ keep_images_turns = 1
 """
 
 
+MAX_PIXELS = MediaConfig().max_pixels
+
+
 def png(width: int, height: int, colour: tuple[int, int, int] = (0, 90, 200)) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), colour).save(out, "PNG")
@@ -42,7 +45,7 @@ def png(width: int, height: int, colour: tuple[int, int, int] = (0, 90, 200)) ->
 
 
 def test_prepare_image_caps_the_long_edge_and_keeps_the_shape() -> None:
-    image = prepare_image(png(3000, 1000), 600)
+    image = prepare_image(png(3000, 1000), 600, MAX_PIXELS)
     assert (image.width, image.height) == (600, 200)
     with Image.open(io.BytesIO(image.data)) as opened:
         assert opened.size == (600, 200) and opened.format == "JPEG"
@@ -51,9 +54,9 @@ def test_prepare_image_caps_the_long_edge_and_keeps_the_shape() -> None:
 def test_prepare_image_keeps_transparency_as_png_and_refuses_non_images() -> None:
     out = io.BytesIO()
     Image.new("RGBA", (40, 40), (0, 0, 0, 0)).save(out, "PNG")
-    assert prepare_image(out.getvalue(), 600).mime == "image/png"
-    with pytest.raises(ValueError, match="not a readable image"):
-        prepare_image(b"%PDF-1.4 definitely not a picture", 600)
+    assert prepare_image(out.getvalue(), 600, MAX_PIXELS).mime == "image/png"
+    with pytest.raises(ImageRefused, match="not an image Krill can open"):
+        prepare_image(b"%PDF-1.4 definitely not a picture", 600, MAX_PIXELS)
 
 
 def test_media_files_are_content_addressed(tmp_path: Path) -> None:
@@ -88,13 +91,16 @@ def test_images_count_by_their_pixels_and_become_placeholders_when_old(tmp_path:
         {"role": "assistant", "content": [{"type": "text", "text": "a cat"}]},
         turn(*media_blocks(image_ref(new, "new.jpg"), "m2")),
     ]
-    # 1500 x 1000 / 750 = 2000 tokens each, besides the text.
+    # 1500 x 1000 / 750 = 2000 tokens each, besides the text (a placeholder is ~50).
     assert (
-        messages_tokens(messages) - messages_tokens(resolve_media(messages, None)) >= 2 * 2000 - 20
+        messages_tokens(messages) - messages_tokens(resolve_media(messages, None)) >= 2 * 2000 - 100
     )
     placeholders = image_placeholders(messages, keep_turns=1)
     resolved = resolve_media(messages, files, placeholders)
-    assert resolved[0]["content"][1] == {"type": "text", "text": "[image: old.jpg, 1500x1000]"}
+    placeholder = resolved[0]["content"][1]["text"]
+    assert placeholder.startswith('<<<UNTRUSTED source="file"')
+    assert "\n[image: old.jpg, 1500x1000]\n" in placeholder
+    assert 'untrusted metadata: {"file":"old.jpg","type":"image/jpeg"}' in placeholder
     sent = resolved[2]["content"][1]
     assert sent["type"] == "image" and base64.b64decode(sent["source"]["data"]) == b"new image"
     assert "krill-media" not in json.dumps(resolved)
@@ -124,6 +130,7 @@ async def test_old_images_turn_into_placeholders_only_once_the_cache_is_cold(
         await h.send("one more")  # cold: older than keep_images_turns, so a placeholder
         cold = json.dumps(fake_anthropic.message_requests[-1].body["messages"])
         assert "[image: blue.png, 256x128]" in cold and '"type": "image"' not in cold
+        assert '"file\\":\\"blue.png\\"' in cold  # the name, inside the untrusted block
         stored = list((tmp_path / "data" / "media").rglob("*"))
         assert sum(p.is_file() for p in stored) == 2  # the original and the downscaled copy
 
@@ -131,8 +138,9 @@ async def test_old_images_turn_into_placeholders_only_once_the_cache_is_cold(
 async def test_voice_notes_without_transcription_get_a_note_saying_why(tmp_path: Path) -> None:
     files = MediaFiles(tmp_path)
     preparer = MediaPreparer(MediaConfig(), files, Transcriber(TranscriptionConfig()))
-    voice = Attachment(MediaKind.AUDIO, "voice.oga", "audio/ogg", data=b"OggS...")
-    await preparer.store_incoming([voice])
+    (voice,) = await preparer.accept(
+        [Attachment(MediaKind.AUDIO, "voice.oga", "audio/ogg", data=b"OggS...")]
+    )
     assert voice.data is None and files.read(voice.sha256) == b"OggS..."
     (ref,) = await preparer.refs([voice])
     assert ref.form == MediaForm.NOTE

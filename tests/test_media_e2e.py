@@ -20,9 +20,11 @@ import pytest_asyncio
 from PIL import Image, ImageChops, ImageOps, ImageStat
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.untrusted import clean_name
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.transcription import FakeTranscription
+from tests.hostile_names import HOSTILE_NAMES, assert_contained, names_in
 from tests.krill_process import KrillProcess
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -216,6 +218,43 @@ async def test_file_over_the_limit_is_refused_without_downloading(env: Env) -> N
     text = await reply_in(env, 706, update, "limit")
     assert "backup.zip" in text and "30.0 MB" in text and "20.0 MB limit" in text
     assert file_id not in [c.get("file_id") for c in env.tg.calls_to("getFile")]
+
+
+async def test_a_getfile_answer_naming_a_local_file_is_never_read_from_disk(env: Env) -> None:
+    """A Bot API server that answers getFile with the path of krill.toml (where the bot
+    token is) gets asked for that path over HTTP; the file on Krill's disk is never read."""
+    config = env.directory / "krill.toml"
+    assert env.tg.token in config.read_text()
+    update = env.tg.document_message(
+        713,
+        713,
+        b"harmless",
+        file_name="notes.txt",
+        mime_type="text/plain",
+        caption="read this",
+        file_path=str(config),
+    )
+    notice = await reply_in(env, 713, update, "couldn't get")
+    assert notice == "I couldn't get notes.txt: Telegram would not hand the file over."
+    await reply_in(env, 713, env.tg.private_message(713, "sentinel 713"), "sentinel 713")
+    assert str(config).lstrip("/") in env.tg.file_requests
+    assert "read this" in str(env.model.message_requests[-2].messages)
+    assert not [r for r in env.model.message_requests if env.tg.token in str(r.body)]
+
+
+async def test_a_hostile_document_name_reaches_the_model_inside_the_untrusted_block(
+    env: Env,
+) -> None:
+    name, payload = HOSTILE_NAMES["forged end marker"]
+    mime, mime_payload = HOSTILE_NAMES["system line"]
+    update = env.tg.document_message(
+        714, 714, b"PK\x03\x04", file_name=name, mime_type=mime, caption="what is it?"
+    )
+    await reply_in(env, 714, update, "what is it?")
+    text = "\n".join(b["text"] for b in last_user_blocks(env) if b["type"] == "text")
+    assert_contained(text, payload)
+    assert_contained(text, mime_payload)
+    assert names_in(text) == [clean_name(name), clean_name(mime)]
 
 
 async def buffered_count(env: Env) -> float:

@@ -27,7 +27,7 @@ from tests.krill_process import KrillProcess, run_cli
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TIMEOUT = 20.0
-CONSOLE = {"Authorization": "Bearer outbox-console-token"}
+CONSOLE = {"Authorization": "Bearer outbox-console-token-long-enough"}
 
 
 @dataclass

@@ -276,3 +276,75 @@ async def test_a_dead_row_put_back_in_line_is_sent_once(rig: Rig) -> None:
     await rig.step()
     assert rig.channel.finals == ["hello"]
     assert (await rig.store.outbox_summary()).dead == 0
+
+
+def timed_out(wait: float = 30.0) -> SendFailure:
+    """A send that reached the platform and got no answer within the read timeout `wait`."""
+    return SendFailure(SendFailureKind.UNKNOWN, f"no answer within {wait:g}s", wait)
+
+
+async def test_a_send_that_timed_out_is_waited_out_then_set_aside_not_repeated(
+    rig: Rig,
+) -> None:
+    rig.channel.resend_after_timeout = False  # type: ignore[attr-defined]  # Telegram's default
+    rig.channel.failures = [timed_out(30)]
+    await rig.outbox.put(A, "t1", ["one", "two"])
+    assert await rig.step() is None  # the try times out
+    assert await rig.step() == pytest.approx(1030.0)  # waits the timeout again
+    assert await rig.step(29.0) == pytest.approx(1030.0)
+    assert rig.channel.attempts == ["one"]  # nothing else goes to the chat meanwhile
+    await rig.step(1.0)  # decided: maybe sent, not sent again
+    await rig.step()
+    assert rig.channel.attempts == ["one", rig.channel.finals[0]]
+    assert rig.channel.finals == [
+        "⚠️ Part 1 of 2 may be missing: it was sent but never confirmed.\n\ntwo"
+    ]
+    summary = await rig.store.outbox_summary()
+    assert (summary.pending, summary.dead, summary.maybe_sent) == (0, 0, 1)
+    (maybe,) = summary.maybe_sent_chunks
+    assert (maybe.turn_id, maybe.chunk_index, maybe.channel) == ("t1", 0, "local")
+    assert "never confirmed" in maybe.reason
+    assert 'krill_outbox_maybe_sent_total{channel="local"} 1.0' in rig.metrics.render().decode()
+    await rig.step()  # an idle sender's count is current
+    assert rig.sender.status_line("any") == (
+        "Outbox: 0 chunk(s) waiting · 0 refused for good · 1 maybe sent"
+    )
+
+
+async def test_a_send_that_timed_out_is_sent_again_after_the_wait_when_asked(rig: Rig) -> None:
+    rig.channel.resend_after_timeout = True  # type: ignore[attr-defined]
+    rig.channel.failures = [timed_out(30)]
+    await rig.outbox.put(A, "t1", ["one"])
+    await rig.step()
+    await rig.step(29.0)
+    assert rig.channel.attempts == ["one"]
+    await rig.step(1.0)
+    assert rig.channel.finals == ["one"]
+    assert (await rig.store.outbox_summary()).maybe_sent == 0
+
+
+async def test_a_send_that_timed_out_is_looked_up_where_the_platform_can_say(rig: Rig) -> None:
+    channel = LookupChannel({})
+    looked_up = Rig(rig.store, channel, rig.clock)
+    channel.failures = [SendFailure(SendFailureKind.UNKNOWN, "Slack did not answer in time")]
+    await looked_up.outbox.put(A, "t1", ["one", "two"])
+    await looked_up.step()  # the try times out
+    assert await looked_up.step() == pytest.approx(1001.0)  # looked up after the backoff
+    (head,) = await rig.store.outbox_heads(["local"])
+    channel.sent[chunk_id(head, "one")] = "m1"  # it did arrive
+    await looked_up.step(1.0)
+    await looked_up.step()
+    assert channel.attempts == ["one", "two"]  # found, so not sent again
+    assert (await rig.store.outbox_summary()).maybe_sent == 0
+
+
+async def test_a_send_cut_off_by_a_crash_is_still_sent_again_where_timeouts_are_not(
+    rig: Rig,
+) -> None:
+    await rig.outbox.put(A, "t1", ["one"])
+    await start_sending_then_die(rig)
+    channel = FlakyChannel()
+    channel.resend_after_timeout = False  # type: ignore[attr-defined]
+    restarted = Rig(rig.store, channel, rig.clock, holder="other replica")
+    await restarted.step(rig.sender.claim_seconds)
+    assert channel.finals == ["one"]

@@ -95,7 +95,7 @@ async def test_tools_keep_to_the_limit_and_to_their_own_reminders(
         rows = await h.app.store.reminders()
     assert first.startswith("Reminder set: #1") and "tea" in first
     assert "#1" in listed and "#2" in listed and "post" in listed
-    assert bob_list == "No pending reminders."
+    assert bob_list == "No pending reminders in this conversation."
     assert cancelled.startswith("Cancelled: #1")
     assert [r.status for r in rows] == [ReminderStatus.CANCELLED, ReminderStatus.PENDING]
     assert rows[0].address == {

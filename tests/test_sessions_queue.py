@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.sessions.queue import SessionQueue
+from bot.sessions.slots import TurnSlots
 
 
 @dataclass
@@ -22,7 +23,7 @@ def queue(
     return SessionQueue(
         runner,
         mergeable=lambda item: item.kind == "message",
-        max_concurrent=max_concurrent,
+        slots=TurnSlots(max_concurrent, tools=max_concurrent),
         batch_cap=batch_cap,
     )
 

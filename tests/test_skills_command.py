@@ -45,7 +45,7 @@ def test_the_console_lists_the_skills_files(tmp_path: Path) -> None:
     write_skill(tmp_path, "digest", skill_text("digest"))
     (tmp_path / "skills" / "digest" / "template.md").write_text("t", encoding="utf-8")
     (tmp_path / "AGENTS.md").write_text("a", encoding="utf-8")
-    assert list_markdown(tmp_path) == [
+    assert [listed.name for listed in list_markdown(tmp_path)] == [
         "AGENTS.md",
         "skills/digest/SKILL.md",
         "skills/digest/template.md",

@@ -274,6 +274,20 @@ async def test_a_post_whose_outcome_is_unknown_is_found_by_its_chunk_id(
         assert await channel.find_sent(out(address, "hi", chunk_id="turn-1/1")) is None
 
 
+async def test_a_post_unanswered_in_time_is_an_unknown_outcome_then_found(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    channel, _, _ = await make_channel("socket", timeouts={"read": 1.0})
+    sent = out(Address("slack", "C2"), "slow post", chunk_id="turn-2/0")
+    fake_slack.answer_late("chat.postMessage", 2.5)
+    with pytest.raises(SendFailure) as failure:
+        await channel.deliver(sent)
+    assert failure.value.kind == SendFailureKind.UNKNOWN  # looked up, not repeated blindly
+    assert fake_slack.posted_texts("C2") == ["slow post"]
+    assert await channel.find_sent(sent) is not None
+    assert len(fake_slack.calls_to("chat.postMessage")) == 1
+
+
 async def test_stream_unavailable_falls_back_to_post_and_update(
     make_channel: Factory, fake_slack: FakeSlack
 ) -> None:

@@ -79,3 +79,12 @@ def test_bold_split_across_chunks_is_reopened() -> None:
     chunks = split_markdown("**" + " ".join(["bold"] * 30) + "**", 60)
     assert len(chunks) > 1
     assert all(c.startswith("**") and c.endswith("**") for c in chunks)
+
+
+def test_italic_and_asides_survive_a_cut() -> None:
+    text = "_" + "slanted words " * 15 + "end_ and then (a short aside here) " + "tail " * 8
+    chunks = split_markdown(text, 150)
+    assert all(len(chunk) <= 150 for chunk in chunks)
+    assert chunks[0].startswith("_") and chunks[0].endswith("_")
+    assert chunks[1].startswith("_")
+    assert any("(a short aside here)" in chunk for chunk in chunks)

@@ -150,7 +150,7 @@ async def test_claims_honour_due_times_and_say_when_the_next_row_is_due(
     assert await any_store.outbox_next_due(LOCAL, 2.0) == 40.0
     assert await any_store.outbox_claim(LOCAL, "me", 39.0, 69.0, 10) == []
     (due,) = await any_store.outbox_claim(LOCAL, "other", 40.0, 70.0, 10)
-    assert (due.id, due.status) == (b.id, OutboxStatus.SENDING)
+    assert (due.id, due.status) == (b.id, OutboxStatus.UNCONFIRMED)
     assert await any_store.outbox_next_due(LOCAL, 40.0) == 50.0
     assert await any_store.outbox_next_due(["telegram"], 40.0) is None
     assert await any_store.outbox_claim(["telegram"], "me", 60.0, 90.0, 10) == []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.channel_contract import SendFailure, SendFailureKind
-from bot.config import Config, TelegramConfig
+from bot.config import Config, PlatformTimeouts, TelegramConfig
 from bot.errors import ConfigError
 from bot.types import Address, OutboundMessage, Source
 from channels import telegram as telegram_channel
@@ -184,6 +184,42 @@ async def test_failed_sends_are_classified_for_the_outbox_not_retried(
             assert failure.value.retry_after == retry_after
     assert len(fake_telegram.calls_to("sendMessage")) == len(cases)  # one try each
     assert fake_telegram.sent_texts(42) == []
+
+
+async def test_a_send_slower_than_ptbs_own_timeout_is_answered_once(
+    fake_telegram: FakeTelegram, channel: TelegramChannel
+) -> None:
+    fake_telegram.answer_late("sendMessage", 6.0)  # python-telegram-bot alone gives up at 5 s
+    await channel.deliver(out("slow but sure"))
+    assert [m["text"] for m in fake_telegram.bot_messages(42)] == ["slow but sure"]
+    assert len(fake_telegram.calls_to("sendMessage")) == 1
+
+
+async def test_a_send_unanswered_within_the_read_timeout_is_an_unknown_outcome(
+    fake_telegram: FakeTelegram, core: StubGateway
+) -> None:
+    config = tg_config(fake_telegram, timeouts=PlatformTimeouts(read=1.0))
+    channel = TelegramChannel(config, core)
+    assert channel.resend_after_timeout is False  # the default: set aside, never repeated
+    await channel.start()
+    try:
+        fake_telegram.answer_late("sendMessage", 2.5)
+        with pytest.raises(SendFailure) as failure:
+            await channel.deliver(out("may have arrived"))
+        # The outbox settles it after waiting the timeout again; nothing is repeated here.
+        assert failure.value.kind == SendFailureKind.UNKNOWN
+        assert failure.value.retry_after == 1.0
+        assert len(fake_telegram.calls_to("sendMessage")) == 1
+        assert [m["text"] for m in fake_telegram.bot_messages(42)] == ["may have arrived"]
+        # An edit that timed out is a plain transient failure: doing it again changes nothing.
+        fake_telegram.answer_late("editMessageText", 2.5)
+        edit = out("edited")
+        edit.edit_of = str(fake_telegram.bot_messages(42)[0]["message_id"])
+        with pytest.raises(SendFailure) as failure:
+            await channel.deliver(edit)
+        assert failure.value.kind == SendFailureKind.TRANSIENT
+    finally:
+        await channel.stop()
 
 
 async def test_final_edit_of_a_deleted_preview_sends_anew(

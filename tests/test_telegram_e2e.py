@@ -30,6 +30,7 @@ STRANGER = 44  # not on allow_from
 LONG_USER = 4201  # allowed; gets the long reply
 STREAM_USER = 4202  # allowed; gets the streamed reply
 REACT_USER = 4203  # allowed; watches the acknowledgement reactions
+GROUP_USER = 4204  # only in groups, so the turns here leave ADMIN's per-minute budget alone
 BLOCKED_GROUP = -100999
 REPLY_TIMEOUT = 10.0
 
@@ -160,6 +161,30 @@ async def test_bare_mention_answers_from_the_buffer(env: Env) -> None:
     env.tg.push_update(env.tg.group_message(group, ADMIN, "pizza or sushi tonight?"))
     await say(env, env.tg.group_message(group, ADMIN, "@krill_bot"))
     assert "pizza or sushi tonight?" in env.model.message_requests[-1].last_user_text
+
+
+async def test_a_reply_to_a_bot_message_with_no_text_and_a_tap_mention_are_answered(
+    env: Env,
+) -> None:
+    group = -100208
+    # A reply to one of the bot's messages that carries neither text nor caption (OpenClaw's
+    # vector: a sticker, a captionless photo or a voice note, shown as just the message).
+    reply = env.tg.group_message(group, GROUP_USER, "and what about that one?")
+    reply["message"]["reply_to_message"] = {
+        "message_id": 7,
+        "date": 1,
+        "chat": reply["message"]["chat"],
+        "from": env.tg.bot_user,
+    }
+    await say(env, reply)
+    # A tap-to-mention that arrives as a link to the bot (written tg://user/?id=).
+    tapped = env.tg.group_message(group, GROUP_USER, "Krill? please summarise")
+    tapped["message"]["text"] = "Bot please summarise"
+    tapped["message"]["entities"] = [
+        {"type": "text_link", "offset": 0, "length": 3, "url": f"tg://user/?id={env.tg.bot_id}"}
+    ]
+    await say(env, tapped, expect="please summarise")
+    assert len(sends_to(env, group)) == 2
 
 
 async def test_reply_to_the_bot_and_name_count_as_mentions(env: Env) -> None:

@@ -156,3 +156,47 @@ def test_a_stray_marker_is_not_carried_past_a_paragraph_break() -> None:
     second = "```python\n" + "print(1)\n" * 20 + "```"
     chunks = split_markdown(f"{first}\n\n{second}", limit=900)
     assert [c.strip() for c in chunks] == [first.strip(), second]
+
+
+def styles(chunk: str) -> list[tuple[str, int, int]]:
+    _, entities = to_telegram(chunk)
+    return [(e.type, e.offset, e.length) for e in entities if e.type != MessageEntity.CODE]
+
+
+def test_bold_over_many_lines_stays_bold_in_every_chunk() -> None:
+    # OpenClaw's vector: bold around 2,500 short lines, the closing marker on its own line.
+    chunks = split_markdown("**" + "A\n" * 2500 + "**")
+    assert len(chunks) == 2
+    for chunk in chunks:
+        text, _ = to_telegram(chunk)
+        assert styles(chunk) == [("bold", 0, utf16_len(text))]
+        assert "*" not in text
+
+
+def test_only_real_styles_are_carried_across_a_cut() -> None:
+    # `2**10` is no bold; the bold after it is, and it is the one both chunks show.
+    prefix = "Powers: 2**10 is 1024. " + "Filler words here. " * 40
+    bold = "**" + "a bold sentence that runs across the cut " * 3 + "end**"
+    chunks = split_markdown(prefix + bold, 900)
+    assert len(chunks) == 2
+    first, second = (to_telegram(chunk)[0] for chunk in chunks)
+    assert "2**10" in first  # shown as typed, not as bold
+    start = first.index("a bold")
+    assert styles(chunks[0]) == [("bold", start, len(first) - start)]
+    assert styles(chunks[1]) == [("bold", 0, len(second))]
+
+
+def test_bold_italic_keeps_both_styles_in_both_chunks() -> None:
+    chunks = split_markdown("***" + "emphatic words " * 120 + "end***", 1000)
+    assert len(chunks) == 2
+    for chunk in chunks:
+        text, _ = to_telegram(chunk)
+        assert sorted(styles(chunk)) == [("bold", 0, len(text)), ("italic", 0, len(text))]
+
+
+def test_a_parenthetical_is_not_split_across_chunks() -> None:
+    aside = "(an aside that would straddle\nthe chunk boundary)"
+    for words in range(180, 200, 3):
+        chunks = split_markdown("word " * words + aside + " and more" * 10, 1000)
+        assert len(chunks) == 2
+        assert any(aside in chunk for chunk in chunks)  # whole, its line break kept

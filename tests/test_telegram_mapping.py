@@ -297,3 +297,96 @@ def test_reply_to_the_bots_service_message_is_not_addressed(tg: FakeTelegram) ->
     }
     update["message"]["reply_to_message"] = closed
     assert not mapped(update).mentioned
+
+
+def reply_to(tg: FakeTelegram, target_fields: dict[str, Any]) -> dict[str, Any]:
+    """A group message replying to a bot message that carries `target_fields`."""
+    update = tg.group_message(GROUP, 42, "and this one?")
+    update["message"]["reply_to_message"] = {
+        "message_id": 5,
+        "date": 1,
+        "chat": update["message"]["chat"],
+        "from": tg.bot_user,
+        **target_fields,
+    }
+    return update
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},  # OpenClaw's vector: neither text nor caption nor anything else
+        {
+            "sticker": {
+                "file_id": "s",
+                "file_unique_id": "s1",
+                "type": "regular",
+                "width": 512,
+                "height": 512,
+                "is_animated": False,
+                "is_video": False,
+            }
+        },
+        {"photo": [{"file_id": "p", "file_unique_id": "p1", "width": 90, "height": 90}]},
+        {"voice": {"file_id": "v", "file_unique_id": "v1", "duration": 2}},
+        {"game": {"title": "Snake", "description": "eat", "photo": []}},  # no stand-in for it
+    ],
+    ids=["bare", "sticker", "photo", "voice", "game"],
+)
+def test_a_reply_to_any_bot_message_without_text_addresses_it(
+    tg: FakeTelegram, fields: dict[str, Any]
+) -> None:
+    assert mapped(reply_to(tg, fields)).mentioned
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"forum_topic_closed": {}},
+        {"pinned_message": {"message_id": 4, "date": 1, "chat": {"id": GROUP, "type": "group"}}},
+        {"new_chat_title": "Renamed"},
+    ],
+    ids=["topic closed", "pin", "title"],
+)
+def test_a_reply_to_a_service_message_of_the_bot_does_not(
+    tg: FakeTelegram, fields: dict[str, Any]
+) -> None:
+    assert not mapped(reply_to(tg, fields)).mentioned
+
+
+@pytest.mark.parametrize(
+    ("text", "url", "mentioned"),
+    [
+        # OpenClaw's vectors: the link's text is the bot's handle, whatever the id.
+        ("@krill_bot hello", "tg://user?id=123456789", True),
+        ("@krill_bot hello", "https://t.me/krill_bot", True),
+        ("Bot hello", "tg://user/?id=999", True),  # the other way to write a user link
+        ("Bot hello", "tg://openmessage?user_id=999", True),
+        ("Bot hello", "tg://resolve?domain=Krill_Bot", True),
+        ("Bot hello", "https://t.me/krill_bot", True),
+        ("Bot hello", "https://t.me/other_bot", False),
+        ("Bot hello", "tg://user?id=12345", False),
+        ("Bot hello", "https://example.com/krill_bot", False),
+    ],
+)
+def test_tap_to_mention_links(tg: FakeTelegram, text: str, url: str, mentioned: bool) -> None:
+    update = tg.group_message(GROUP, 42, text)
+    update["message"]["entities"] = [{"type": "text_link", "offset": 0, "length": 3, "url": url}]
+    assert mapped(update).mentioned is mentioned
+
+
+def test_a_typed_handle_counts_without_an_entity_but_not_a_longer_one(tg: FakeTelegram) -> None:
+    typed = tg.group_message(GROUP, 42, "what do you think, @Krill_Bot?")
+    typed["message"].pop("entities", None)
+    assert mapped(typed).mentioned
+    longer = tg.group_message(GROUP, 42, "ask @krill_bot_fan or mail me@krill_bot")
+    longer["message"].pop("entities", None)
+    assert not mapped(longer).mentioned
+
+
+def test_a_text_mention_of_the_bot_in_a_caption_counts(tg: FakeTelegram) -> None:
+    update = tg.photo_message(GROUP, 42, caption="Bot look", group=True)
+    update["message"]["caption_entities"] = [
+        {"type": "text_mention", "offset": 0, "length": 3, "user": tg.bot_user}
+    ]
+    assert mapped(update).mentioned

@@ -131,7 +131,7 @@ async def test_big_result_is_kept_and_read_back(app: App, fake_anthropic: FakeAn
     (page,) = tool_results(third.body)
     assert "lines 3000-3002 of" in page["content"]
     assert "line 003000" in page["content"] and "line 003003" not in page["content"]
-    kept = list((app.workspace.path / "tool-results").glob("*/*.txt"))
+    kept = list((app.workspace.path / "tool-results").glob("*/*/*.txt"))
     assert len(kept) == 1 and len(kept[0].read_bytes()) > 200_000
 
 

@@ -17,6 +17,7 @@ import pytest_asyncio
 from bot.checks import FAIL, OK
 from bot.config import Config, ToolResultsConfig, load_config
 from bot.errors import ConfigError
+from bot.memory.access import readable
 from bot.tools.mcp import (
     McpManager,
     ServerState,
@@ -57,7 +58,7 @@ def mcp_config(tmp_path: Path, servers: dict[str, dict[str, Any]]) -> Config:
 async def started(tmp_path: Path) -> AsyncIterator[tuple[McpManager, ToolRegistry]]:
     config = mcp_config(tmp_path, {"fake": stdio_server(timeout=1.0)})
     store = ResultStore(tmp_path, ToolResultsConfig())
-    registry = ToolRegistry(result_hook=ResultProcessor(store).process)
+    registry = ToolRegistry(result_hook=ResultProcessor(store, readable).process)
     manager = McpManager(config, registry)
     manager.start()
     try:
@@ -135,7 +136,7 @@ async def test_errors_timeouts_and_large_output(started, tmp_path: Path) -> None
     assert slow.is_error and "timed out after 1s" in str(slow.content)
     big = await registry.run(call("fake__big", kb=200), ctx(tmp_path))
     assert "[Large result: 200.0 KB" in str(big.content)
-    assert len(list((tmp_path / "tool-results").glob("*/*.txt"))) == 1
+    assert len(list((tmp_path / "tool-results").glob("*/*/*.txt"))) == 1
 
 
 async def test_a_crashed_server_answers_with_errors_and_comes_back(started, tmp_path) -> None:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from bot.config import ToolResultsConfig
+from bot.memory.access import readable
 from bot.tools.registry import Tool, ToolContext, ToolRegistry
 from bot.tools.results import (
     MAX_LINE_CHARS,
@@ -33,7 +34,7 @@ def big_text(kb: int = 200) -> str:
 
 def setup(tmp_path: Path, **config: int) -> tuple[ToolRegistry, ResultProcessor]:
     processor = ResultProcessor(
-        ResultStore(tmp_path, ToolResultsConfig(**config), today=lambda: TODAY)
+        ResultStore(tmp_path, ToolResultsConfig(**config), today=lambda: TODAY), readable
     )
     registry = ToolRegistry(result_hook=processor.process)
     registry.register(processor.read_tool())
@@ -91,9 +92,9 @@ async def test_200kb_result_is_kept_and_read_back_in_pieces(tmp_path: Path) -> N
     assert match is not None
     result_id = match.group(1)
     assert match.group(2) == "201"
-    kept = tmp_path / "tool-results" / "2025-03-10" / f"{result_id}.txt"
+    kept = tmp_path / "tool-results" / "2025-03-10" / "key" / f"{result_id}.txt"
     assert kept.read_text() == text
-    assert f"tool-results/2025-03-10/{result_id}.txt" in content
+    assert f"tool-results/2025-03-10/key/{result_id}.txt" in content
     preview = content.split("\n")[1:]
     assert preview == text.split("\n")[:200]
 
@@ -169,3 +170,23 @@ def test_cleanup_removes_old_folders(tmp_path: Path) -> None:
     assert store.cleanup() == 2
     left = sorted(p.name for p in (tmp_path / "tool-results").iterdir())
     assert left == ["2025-03-10", "keep-me"]
+
+
+async def test_a_kept_result_is_read_back_only_by_its_own_conversation(tmp_path: Path) -> None:
+    """A kept result may hold one person's fetched page or memory: another conversation
+    cannot page through it by id, an admin's DM can."""
+    registry, _ = setup(tmp_path)
+    register(registry, "dump", big_text(40))
+    alice = ToolContext("agent:main:telegram:direct:42", "s1", "telegram:42", True, tmp_path)
+    first = await registry.run({"id": "t1", "name": "dump", "input": {}}, alice)
+    result_id = ID_RE.search(str(first.content)).group(1)  # type: ignore[union-attr]
+    read = {"id": "r", "name": "read_tool_result", "input": {"id": result_id}}
+    bob = ToolContext("agent:main:telegram:direct:43", "s2", "telegram:43", True, tmp_path)
+    group = ToolContext("agent:main:telegram:group:-100", "s3", "telegram:42", False, tmp_path)
+    for other in (bob, group):
+        refused = await registry.run(read, other)
+        assert refused.is_error and "no kept tool result" in str(refused.content)
+        assert "row 00001" not in str(refused.content)
+    assert "row 00001" in str((await registry.run(read, alice)).content)
+    bob.admin = True
+    assert "row 00001" in str((await registry.run(read, bob)).content)

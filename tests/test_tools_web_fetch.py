@@ -15,6 +15,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestServer
 
 from bot.config import ToolResultsConfig, WebFetchConfig
+from bot.memory.access import readable
 from bot.tools.registry import ToolContext, ToolError, ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
 from bot.tools.web_fetch import (
@@ -341,7 +342,7 @@ async def test_allow_private_reaches_loopback(site: TestServer, tmp_path) -> Non
 
 async def test_output_reaches_the_model_wrapped_as_untrusted(site: TestServer, tmp_path) -> None:
     store = ResultStore(tmp_path, ToolResultsConfig())
-    registry = ToolRegistry(result_hook=ResultProcessor(store).process)
+    registry = ToolRegistry(result_hook=ResultProcessor(store, readable).process)
     registry.register(fetch_tool(allow_private=True).tool())
     call = {"id": "toolu_1", "name": "web_fetch", "input": {"url": str(site.make_url("/page"))}}
     result = await registry.run(call, ctx(tmp_path))

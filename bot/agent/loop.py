@@ -1,5 +1,6 @@
 """The one model⇄tools loop: call the model, run the tools it asks for, repeat until it
-answers without tools or the tool-round limit is reached.
+answers without tools or the tool-round limit is reached. While tools run, the turn gives
+its global turn slot back (`bot.sessions.slots`), and each call holds a tool slot instead.
 
 Person turns, heartbeats and memory flushes all run through it. What differs is given per
 run: where the messages come from and where each step goes (a `Conversation`: the session's
@@ -29,6 +30,7 @@ from bot.agent.sources import cited_sources
 from bot.context.messages import build_messages, clean_block
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
+from bot.sessions.slots import TurnSlots
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
 from bot.types import Source, Usage
@@ -91,10 +93,18 @@ class LoopOutcome:
 
 
 class AgentLoop:
-    def __init__(self, *, model: ModelClient, tools: ToolRegistry, cache_watch: CacheWatch) -> None:
+    def __init__(
+        self,
+        *,
+        model: ModelClient,
+        tools: ToolRegistry,
+        cache_watch: CacheWatch,
+        slots: TurnSlots,
+    ) -> None:
         self.model = model
         self.tools = tools
         self.cache_watch = cache_watch
+        self.slots = slots
 
     async def run(self, conversation: Conversation, exchange: Exchange) -> LoopOutcome:
         outcome = LoopOutcome()
@@ -165,7 +175,9 @@ class AgentLoop:
                     await stream.on_text(TOOL_LIMIT_NOTE.format(n=exchange.max_tool_rounds))
                 await conversation.add_results([_not_run(call) for call in reply.tool_uses])
                 return outcome
-            results = await asyncio.gather(*(self._tool(c, exchange) for c in reply.tool_uses))
+            # Tools wait on the outside world: the turn's slot serves other sessions meanwhile.
+            async with self.slots.away():
+                results = await asyncio.gather(*(self._tool(c, exchange) for c in reply.tool_uses))
             outcome.ran += [(c["name"], r) for c, r in zip(reply.tool_uses, results, strict=True)]
             await conversation.add_results([r.block() for r in results])
             rounds += 1
@@ -176,7 +188,8 @@ class AgentLoop:
         refusal = exchange.gate(call["name"]) if exchange.gate else None
         if refusal is not None:
             return ToolResult(call["id"], refusal, True)
-        return await self.tools.run(call, exchange.context, policy=exchange.policy)
+        async with self.slots.tool():
+            return await self.tools.run(call, exchange.context, policy=exchange.policy)
 
 
 def _not_run(call: ToolUseBlockParam) -> ToolResultBlockParam:

@@ -28,6 +28,7 @@ from bot.config import Config
 from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
 from bot.sessions.access import all_admins
+from bot.sessions.models import session_model
 from bot.store.base import InboundStatus, SessionRow
 from bot.tools.policy import policy_for_messages
 from bot.tools.registry import ToolContext, ToolRegistry
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_REPLY = "Sorry, something went wrong on my side while answering. Please try again."
+MODEL_DROPPED_NOTE = (
+    "ℹ️ This conversation's model {dropped} is no longer offered here, so it now uses "
+    "{model}. /model lists the models you can switch to."
+)
 
 # Sends a short notice without touching the store (which may be what is failing).
 Notify = Callable[[Address, str], Awaitable[None]]
@@ -142,8 +147,9 @@ class AgentRunner:
             context: list[str] = []
             for msg in job.messages:
                 context.extend(msg.context_lines)
-            # Files are prepared (downscaled, transcribed) once, here: the entry keeps the
-            # result, so a resumed turn or a later request never redoes it.
+            # Images were prepared when the message was accepted; voice notes are
+            # transcribed and text files read once, here: the entry keeps the result, so a
+            # resumed turn or a later request never redoes it.
             lines = [
                 ChatLine(
                     message_id=m.message_id,
@@ -242,6 +248,7 @@ class AgentRunner:
                     await stream.on_text(notice)
                     stream.next_iteration()
             if job.prompt is None and not job.resume:
+                await self._drop_retired_model(session, stream)
                 for work in self.before_turn:
                     try:
                         await work.before_turn(job, session)
@@ -314,6 +321,24 @@ class AgentRunner:
         finally:
             await stream.close()
 
+    async def _drop_retired_model(self, session: SessionRow, stream: ReplyStream) -> None:
+        """A /model choice the operator took out of agent.models: the session goes back to
+        agent.model for good (the choice is cleared), and the person is told once, ahead of
+        the reply. Requests use the fallback from the moment the choice is gone."""
+        choice = session_model(self.config, session.chosen_model)
+        if not choice.dropped:
+            return
+        log.warning(
+            "session %s chose model %s, which agent.models no longer offers; it uses %s now",
+            session.session_key,
+            choice.dropped,
+            choice.model,
+        )
+        await self.store.update_session(session.session_id, chosen_model="")
+        session.chosen_model = ""
+        await stream.on_text(MODEL_DROPPED_NOTE.format(dropped=choice.dropped, model=choice.model))
+        stream.next_iteration()
+
     async def _replay_written_reply(
         self, job: TurnJob, session: SessionRow, stream: ReplyStream
     ) -> list[Source] | None:
@@ -376,7 +401,7 @@ class AgentRunner:
             max_tool_rounds=self.config.agent.max_tool_iterations,
             stream=stream,
             recover=recover if context_manager is not None else None,
-            model=session.chosen_model or None,
+            model=session_model(self.config, session.chosen_model).model,
             watch_cache=True,
         )
         return await self.loop.run(conversation, exchange)

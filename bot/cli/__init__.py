@@ -21,6 +21,7 @@ from bot.config import Config, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
 from bot.logs import log_level, redact, setup_logging
 from bot.pairings import PAIRING_CHANNELS
+from bot.store.open_errors import url_passwords
 
 
 def _secrets(config: Config) -> list[str]:
@@ -32,7 +33,9 @@ def _secrets(config: Config) -> list[str]:
         config.slack.app_token,
         config.slack.signing_secret,
         config.admin.console_token,
+        config.local.token,
         config.tools.web_search.api_key,
+        *url_passwords(config.storage.url),
     ]
 
 

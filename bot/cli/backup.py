@@ -25,6 +25,7 @@ from bot.cli.progress import TerminalProgress
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.errors import KrillError
+from bot.media.files import PREPARING
 from bot.startup import PRIVATE_FILE_MODE, PRIVATE_FOLDER_MODE
 from bot.store.base import Store
 from bot.store.sqlite.backup import exclusive, restore_database
@@ -113,7 +114,7 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
 def _use_postgres_tools(command: str, config: Config) -> int:
     """The archive holds a SQLite file; a PostgreSQL database has its own tools, which also
     work while every replica keeps running."""
-    from bot.store.postgres.connection import masked_url
+    from bot.store.open_errors import masked_url
 
     print(
         f"krill {command}: the store is the PostgreSQL database {masked_url(config.storage.url)};"
@@ -129,7 +130,9 @@ def _use_postgres_tools(command: str, config: Config) -> int:
 def _pack(archive: Path, database: Path, folders: dict[str, Path]) -> dict[str, int]:
     """Write the archive, readable by its owner only; the number of files of each folder."""
     found = {
-        name: sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        name: sorted(p for p in folder.rglob("*") if p.is_file() and _kept(name, folder, p))
+        if folder.is_dir()
+        else []
         for name, folder in folders.items()
     }
     total = sum(len(files) for files in found.values())
@@ -147,6 +150,12 @@ def _pack(archive: Path, database: Path, folders: dict[str, Path]) -> dict[str, 
                 progress(done, total)
     progress.finish()
     return {name: len(files) for name, files in found.items()}
+
+
+def _kept(name: str, folder: Path, path: Path) -> bool:
+    """Whether a file belongs in the backup: not a mark of media being prepared right now,
+    which after a restore would read as a preparation that killed its process."""
+    return name != MEDIA or path.relative_to(folder).parts[0] != PREPARING
 
 
 def _replace(unpacked: Path, folder: Path) -> int:

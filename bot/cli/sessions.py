@@ -91,6 +91,10 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                             "pending": outbox.pending,
                             "dead": outbox.dead,
                             "dead_chunks": [asdict(chunk) for chunk in outbox.dead_chunks],
+                            "maybe_sent": outbox.maybe_sent,
+                            "maybe_sent_chunks": [
+                                asdict(chunk) for chunk in outbox.maybe_sent_chunks
+                            ],
                         },
                         "sessions": [session_dict(s) for s in sessions],
                         **({"telegram": poller.as_dict()} if poller else {}),
@@ -101,14 +105,21 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
             return 0
         print(f"Krill {__version__} · model {config.agent.model} · db {store_location(config)}")
         print(f"{len(sessions)} session(s), {pending} unanswered message(s)")
-        print(f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good")
+        print(
+            f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good, "
+            f"{outbox.maybe_sent} maybe sent (never confirmed, not sent again)"
+        )
         if poller:
             print(poller.line())
-        for chunk in outbox.dead_chunks:
-            print(
-                f"  dead: {chunk.channel}:{chunk.chat_id} part {chunk.chunk_index + 1} of "
-                f"{chunk.chunk_count} ({chunk.turn_id}): {chunk.reason}"
-            )
+        for state, chunks in (
+            ("dead", outbox.dead_chunks),
+            ("maybe sent", outbox.maybe_sent_chunks),
+        ):
+            for chunk in chunks:
+                print(
+                    f"  {state}: {chunk.channel}:{chunk.chat_id} part {chunk.chunk_index + 1} "
+                    f"of {chunk.chunk_count} ({chunk.turn_id}): {chunk.reason}"
+                )
         if sessions:
             header = f"{'SESSION KEY':<48} {'TURNS':>5} {'IN':>9} {'OUT':>8} {'CACHE%':>6} "
             print(header + f"{'CTX':>8} {'COMP':>4} {'COST $':>8}")

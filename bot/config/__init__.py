@@ -11,6 +11,7 @@ from bot.config.platforms import (
     GroupOverride,
     GroupPolicy,
     PeerOverride,
+    PlatformTimeouts,
     SlackConfig,
     SlackPacing,
     TelegramConfig,
@@ -19,6 +20,7 @@ from bot.config.platforms import (
 )
 from bot.config.root import Config
 from bot.config.sections import (
+    MAX_PIXELS_CEILING,
     AdminConfig,
     ContextConfig,
     LoggingConfig,
@@ -39,6 +41,7 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "MAX_PIXELS_CEILING",
     "AdminConfig",
     "ChannelPolicyConfig",
     "Config",
@@ -54,6 +57,7 @@ __all__ = [
     "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
     "PeerOverride",
+    "PlatformTimeouts",
     "SessionConfig",
     "SessionResetConfig",
     "SlackConfig",

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.config.root import Config
+from bot.config.sections import CONSOLE_TOKEN_MIN_CHARS
 from bot.errors import ConfigError
 
 ENV_PREFIX = "KRILL_"
@@ -163,6 +164,13 @@ def _check_consistency(config: Config, where: str) -> None:
         problems.append("slack.app_token: required in socket mode (or set SLACK_APP_TOKEN)")
     if sl.enabled and sl.mode == "http" and not sl.signing_secret:
         problems.append("slack.signing_secret: required in http mode (or set SLACK_SIGNING_SECRET)")
+    token = config.admin.console_token
+    if token and len(token) < CONSOLE_TOKEN_MIN_CHARS:
+        problems.append(
+            f"admin.console_token (or KRILL_ADMIN_TOKEN): must be at least "
+            f"{CONSOLE_TOKEN_MIN_CHARS} characters, this one has {len(token)}; make one with "
+            "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
     search = config.tools.web_search
     if search.enabled and search.backend == "searxng" and not search.base_url:
         problems.append(

@@ -77,6 +77,18 @@ class SlackPacing(Section):
     channel_interval: float = Field(1.0, ge=0)  # seconds between messages to one channel
 
 
+class PlatformTimeouts(Section):
+    """`[telegram.timeouts]` and `[slack.timeouts]`: how long, in seconds, each step of one
+    Bot API or Web API call may take. A send whose answer does not come within `read` may
+    still have arrived, so the outbox treats it as an unknown outcome, never as a failure to
+    repeat at once (README "Slow platforms")."""
+
+    connect: float = Field(10.0, gt=0)  # opening a connection to the API
+    pool: float = Field(10.0, gt=0)  # waiting for a free connection of the client's pool
+    write: float = Field(30.0, gt=0)  # sending the request (each part of an upload's body)
+    read: float = Field(30.0, gt=0)  # waiting for the answer (long polls add their own wait)
+
+
 class TelegramConfig(ChannelPolicyConfig):
     token: str = ""
     mode: Literal["polling", "webhook"] = "polling"
@@ -90,6 +102,11 @@ class TelegramConfig(ChannelPolicyConfig):
     # the turn is over; "" for none. Only the Bot API's reaction emoji are accepted.
     ack_reaction: str = "👀"
     done_reaction: str = "👍"
+    timeouts: PlatformTimeouts = Field(default_factory=PlatformTimeouts)
+    # What happens to a reply chunk whose sendMessage got no answer within timeouts.read
+    # (Telegram cannot say whether it arrived): false marks it "maybe sent" after waiting as
+    # long again, true sends it again after that wait (a possible duplicate).
+    resend_after_timeout: bool = False
 
     def group_overrides(self) -> Mapping[str, GroupOverride]:
         return self.groups
@@ -115,6 +132,7 @@ class SlackConfig(ChannelPolicyConfig):
     # Slack has no thread status, and for the one left when it is done; "" for none.
     ack_reaction: str = "eyes"
     done_reaction: str = ""
+    timeouts: PlatformTimeouts = Field(default_factory=PlatformTimeouts)
 
     @field_validator("ack_reaction", "done_reaction")
     @classmethod

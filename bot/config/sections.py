@@ -7,9 +7,10 @@ Every default lives here, beside its key.
 from __future__ import annotations
 
 import re
+from ipaddress import ip_network
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork, field_validator
 
 
 class Section(BaseModel):
@@ -24,7 +25,9 @@ class AgentConfig(Section):
     context_window: int = Field(200_000, gt=1000)
     timezone: str = "UTC"
     max_tool_iterations: int = Field(12, gt=0)
-    max_concurrent_turns: int = Field(8, gt=0)
+    max_concurrent_turns: int = Field(8, gt=0)  # turns building requests and calling the model
+    # Tool calls running at once across all turns; a turn gives its slot up while its tools run.
+    max_concurrent_tools: int = Field(16, gt=0)
     queue_cap: int = Field(20, gt=0)  # messages merged into one follow-up turn at most
     # Model turns one sender may start per minute; beyond it their messages wait and merge
     # into the next turn. 0 = no cap.
@@ -46,12 +49,20 @@ class WorkspaceConfig(Section):
     total_max_chars: int = Field(60_000, gt=100)
 
 
+# The most pixels `media.max_pixels` may allow, and Pillow's own limit for every image the
+# process opens (a 10000x10000 picture, 400 MB decoded).
+MAX_PIXELS_CEILING = 100_000_000
+
+
 class MediaConfig(Section):
     """Photos, files and voice notes people send (DESIGN.md section 9)."""
 
     enabled: bool = True
     # Larger files are never downloaded: the person is told the limit and the model a note.
     max_bytes: int = Field(20_000_000, gt=0)
+    # Images with more pixels (width x height, read from the file's header) are refused
+    # before decoding; decoding costs about 4 bytes a pixel (160 MB at the default).
+    max_pixels: int = Field(40_000_000, gt=0, le=MAX_PIXELS_CEILING)
     image_max_edge: int = Field(1568, ge=64)  # long side of images sent to the model
     keep_images_turns: int = Field(3, ge=0)  # older images become placeholders once cold
     text_max_chars: int = Field(50_000, gt=0)  # text files and transcripts past this are cut
@@ -112,6 +123,16 @@ class ServerConfig(Section):
     allowed_hosts: list[str] = Field(default_factory=list)
     # Seconds without a successful poll (Telegram) or pong (Slack) before /healthz says 503.
     health_stale_after: float = Field(90.0, gt=0)
+    # Reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or
+    # networks): who the client is for the wrong-token limits, and HTTPS for Secure cookies.
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=lambda: [ip_network("127.0.0.0/8"), ip_network("::1")]
+    )
+
+
+# A shorter console token is refused at start: the wrong-token limits never lock out the
+# right token, so its length is what makes guessing it hopeless.
+CONSOLE_TOKEN_MIN_CHARS = 24
 
 
 class AdminConfig(Section):
@@ -120,6 +141,7 @@ class AdminConfig(Section):
     # commands unless the operator turns that off.
     local_is_admin: bool = True
     # Required for the operator console at /admin (KRILL_ADMIN_TOKEN); empty keeps it off.
+    # At least CONSOLE_TOKEN_MIN_CHARS long (checked once the environment is merged in).
     console_token: str = ""
 
 

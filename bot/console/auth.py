@@ -1,30 +1,32 @@
-"""Who may use the console: the operator's token, as a Bearer header or as the cookie the
-login form sets, with wrong tokens rate-limited per client address (counted in the store,
-so several replicas behind one proxy allow them once in total), and a same-origin check on
-every request that changes something.
+"""Who may use the console: the operator's token as a Bearer header, or a login (the cookie
+the login form sets, bot/console/logins.py), and a same-origin check on every request that
+changes something.
 
-The cookie holds an HMAC of the token, never the token itself, so nothing the browser keeps
-or the page shows can be replayed as the token elsewhere (the log redacts the token too).
+A wrong token is counted after the comparison (bot/wrong_tokens.py): the right token is
+always accepted, whatever anyone else guessed. The cookie holds a random login id, never
+the token, so nothing the browser keeps or the page shows can be replayed as the token (the
+log redacts the token too).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from bot.store.budgets import BudgetName, SenderBudget
+from bot.console.logins import Logins
+from bot.forwarded import Client, Network, client_of
+from bot.store.budgets import BudgetName
 from bot.store.shared_state import SharedStateStore
+from bot.wrong_tokens import WrongTokens
+
+log = logging.getLogger(__name__)
 
 COOKIE = "krill_admin"
-COOKIE_LABEL = b"krill console cookie v1"
 LOGIN_PATH = "/admin/login"
-# Wrong tokens allowed per client address in each window before it gets 429.
-MAX_FAILURES = 5
-FAILURE_WINDOW_SECONDS = 60.0
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -49,51 +51,46 @@ def same_origin(request: web.Request) -> bool:
 
 
 class ConsoleAuth:
-    def __init__(self, token: str, store: SharedStateStore) -> None:
+    def __init__(
+        self, token: str, store: SharedStateStore, trusted_proxies: Sequence[Network]
+    ) -> None:
         self._token = token.encode()
-        self._cookie = hmac.new(self._token, COOKIE_LABEL, hashlib.sha256).hexdigest()
-        self._failures = SenderBudget(
-            store, BudgetName.CONSOLE_LOGINS, limit=MAX_FAILURES, window=FAILURE_WINDOW_SECONDS
-        )
+        self.logins = Logins(store, token)
+        self._wrong = WrongTokens(store, BudgetName.CONSOLE_LOGINS)
+        self._proxies = trusted_proxies
+
+    def client(self, request: web.Request) -> Client:
+        return client_of(request.remote, request.headers, self._proxies, direct_tls=request.secure)
 
     def token_matches(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode(), self._token)
 
-    def cookie_value(self) -> str:
-        return self._cookie
-
-    def _client(self, request: web.Request) -> str:
-        return request.remote or "unknown"
-
-    async def check_rate(self, request: web.Request) -> None:
-        """Refuse (429) a client that sent too many wrong tokens lately."""
-        if await self._failures.left(self._client(request)) == 0:
-            raise Refused(
-                429, "too many wrong tokens; wait a minute", retry_after=FAILURE_WINDOW_SECONDS
-            )
-
-    async def record_failure(self, request: web.Request) -> None:
-        await self._failures.record([self._client(request)])
+    async def refuse_wrong_token(self, request: web.Request) -> Refused:
+        """Count a wrong token; the refusal to answer it with (429 beyond the limits)."""
+        address = self.client(request).address
+        wait = await self._wrong.count(address)
+        if wait:
+            return Refused(429, "too many wrong tokens; wait a minute", retry_after=wait)
+        # Only counted ones are logged: the limits bound how fast guesses fill the log.
+        log.warning("console: a wrong token from %s", address)
+        return Refused(401, "wrong token")
 
     async def authenticate(self, request: web.Request) -> None:
-        """Raise Refused unless the request carries the token (Bearer) or the login cookie,
-        and, when a cookie-carrying request changes something, comes from this server's own
-        pages."""
-        await self.check_rate(request)
+        """Raise Refused unless the request carries the token (Bearer) or a live login, and,
+        when a login's request changes something, comes from this server's own pages."""
         header = request.headers.get("Authorization", "")
         if header:
             scheme, _, value = header.partition(" ")
-            if scheme.lower() != "bearer" or not self.token_matches(value.strip()):
-                await self.record_failure(request)
-                raise Refused(401, "wrong token")
-            # A page on another site cannot send this header without a CORS preflight we
-            # never grant, and the browser guard already refuses a foreign Origin.
-            return
+            if scheme.lower() == "bearer" and self.token_matches(value.strip()):
+                # A page on another site cannot send this header without a CORS preflight
+                # we never grant, and the browser guard already refuses a foreign Origin.
+                return
+            raise await self.refuse_wrong_token(request)
         cookie = request.cookies.get(COOKIE, "")
         if not cookie:
             raise Refused(401, "log in with the console token")
-        if not hmac.compare_digest(cookie.encode(), self._cookie.encode()):
-            await self.record_failure(request)
-            raise Refused(401, "the login has expired; log in again")
+        # A login id is random and long: an unknown one is an ended login, not a guess.
+        if not await self.logins.valid(cookie):
+            raise Refused(401, "the login has ended; log in again")
         if request.method not in SAFE_METHODS and not same_origin(request):
             raise Refused(403, "cross-origin requests are not allowed")

@@ -113,7 +113,8 @@ class OperationsPages:
     async def _outbox(self) -> str:
         summary = await self.outbox.outbox_summary()
         dead = "".join(self._dead_row(c) for c in summary.dead_chunks)
-        return f"<p>{count(summary.pending)} chunk(s) waiting, {count(summary.dead)} dead.</p>" + (
+        waiting = f"{count(summary.pending)} chunk(s) waiting, {count(summary.dead)} dead"
+        return f"<p>{waiting}, {count(summary.maybe_sent)} maybe sent.</p>" + (
             f'<ul class="dead-chunks">{dead}</ul>' if dead else ""
         )
 

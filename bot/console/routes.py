@@ -5,6 +5,7 @@ that says how to turn the console on."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from importlib import resources
 from zoneinfo import ZoneInfo
@@ -12,6 +13,7 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 
 from bot.config import Config
+from bot.console import workspace_files
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
 from bot.console.layout import esc, notice, page
 from bot.console.media_view import MediaReader, MediaRoute
@@ -38,6 +40,10 @@ def _wants_page(request: web.Request) -> bool:
 def _next_path(value: str) -> str:
     """Where to go after logging in: a console path only, never another site."""
     return value if value.startswith("/admin") and not value.startswith("//") else "/admin"
+
+
+def _retry_after(refused: Refused) -> dict[str, str]:
+    return {"Retry-After": str(math.ceil(refused.retry_after))} if refused.retry_after else {}
 
 
 def login_page(message: str = "", *, next_path: str = "/admin", status: int = 200) -> web.Response:
@@ -98,10 +104,11 @@ class Console:
         return guarded
 
     def _refusal(self, request: web.Request, refused: Refused) -> web.Response:
-        headers = {"Retry-After": str(int(refused.retry_after))} if refused.retry_after else {}
         if refused.status == 401 and _wants_page(request):
             return login_page(next_path=request.path_qs, status=401)
-        response = web.Response(status=refused.status, text=str(refused), headers=headers)
+        response = web.Response(
+            status=refused.status, text=str(refused), headers=_retry_after(refused)
+        )
         if refused.status == 401:
             response.headers["WWW-Authenticate"] = 'Bearer realm="krill console"'
         return response
@@ -112,30 +119,31 @@ class Console:
     async def login(self, request: web.Request) -> web.Response:
         form = await request.post()
         next_path = str(form.get("next", "/admin"))
-        try:
-            await self.auth.check_rate(request)
-        except Refused as refused:
-            return login_page(str(refused), next_path=next_path, status=429)
         if not same_origin(request):
             return web.Response(status=403, text="cross-origin requests are not allowed")
         if not self.auth.token_matches(str(form.get("token", ""))):
-            await self.auth.record_failure(request)
-            log.warning("console: a wrong token from %s", request.remote)
+            refused = await self.auth.refuse_wrong_token(request)
+            if refused.status == 429:
+                answer = login_page(str(refused), next_path=next_path, status=429)
+                answer.headers.update(_retry_after(refused))
+                return answer
             return login_page("That is not the console token.", next_path=next_path, status=401)
+        login_id = await self.auth.logins.start()
         response = web.HTTPSeeOther(_next_path(next_path))
         response.set_cookie(
             COOKIE,
-            self.auth.cookie_value(),
+            login_id,
             path="/admin",
             httponly=True,
             samesite="Strict",
-            secure=request.secure,
+            secure=self.auth.client(request).https,
         )
         raise response
 
     async def logout(self, request: web.Request) -> web.Response:
         if not same_origin(request):
             return web.Response(status=403, text="cross-origin requests are not allowed")
+        await self.auth.logins.end(request.cookies.get(COOKIE, ""))
         response = web.HTTPSeeOther(LOGIN_PATH)
         response.del_cookie(COOKIE, path="/admin")
         raise response
@@ -152,7 +160,10 @@ def console_routes(
     wake_sender: Callable[[], None],
     media: MediaReader,
 ) -> list[web.RouteDef]:
-    """Every console route, or only the "console is off" answer without a token."""
+    """Every console route, or only the "console is off" answer without a token. The
+    temporary files of saves a kill interrupted are removed first."""
+    for leftover in workspace_files.remove_leftovers(config.workspace_dir):
+        log.info("console: removed %s, left by a save that never finished", leftover)
     token = config.admin.console_token
     if not token:
         return console_off_routes()
@@ -170,4 +181,5 @@ def console_routes(
             zone=ZoneInfo(config.agent.timezone),
         ).routes(),
     ]
-    return Console(ConsoleAuth(token, store), pages).routes()
+    auth = ConsoleAuth(token, store, config.server.trusted_proxies)
+    return Console(auth, pages).routes()

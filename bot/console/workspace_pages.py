@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 
 from bot.console import workspace_files as files
 from bot.console.layout import count, esc, notice, page, url
-from bot.console.workspace_files import ChangedOnDisk, FileText, PathRefused
+from bot.console.workspace_files import ChangedOnDisk, FileText, NotSaved, PathRefused
 
 
 class PromptShares(Protocol):
@@ -60,12 +60,18 @@ class WorkspacePages:
         root = self.root
         shares = self.workspace.prompt_shares()
         rows = []
-        for name in files.list_markdown(root):
-            size = files.resolve(root, name).stat().st_size
+        for listed in files.list_markdown(root):
+            name = listed.name
+            if listed.refusal:
+                rows.append(
+                    f"<tr><td>{esc(name)}</td><td></td>"
+                    f'<td><span class="warn">not editable: {esc(listed.refusal)}</span></td></tr>'
+                )
+                continue
             link = esc(url("/admin/workspace/edit", path=name))
             rows.append(
                 f'<tr><td><a href="{link}" data-testid="file-link" data-path="{esc(name)}">'
-                f"{esc(name)}</a></td><td>{count(size)} bytes</td>"
+                f"{esc(name)}</a></td><td>{count(listed.size)} bytes</td>"
                 f"<td>{self._caps(name, shares)}</td></tr>"
             )
         total = sum(kept for _, kept in shares.values())
@@ -108,19 +114,25 @@ class WorkspacePages:
     async def save(self, request: web.Request) -> web.Response:
         form = await request.post()
         name, text = str(form.get("path", "")), str(form.get("text", ""))
-        root = self.root
+        # On a refusal the form keeps the version first opened (so after a change on disk,
+        # saving again is refused again), and the operator's text comes back.
+        kept = FileText(name, text, str(form.get("version", "")))
         try:
-            files.save(root, name, text, str(form.get("version", "")))
+            files.save(self.root, name, text, kept.version)
         except PathRefused as exc:
             return page("Workspace", notice(str(exc), kind="error"), status=400)
+        except NotSaved as exc:
+            message = (
+                f"Not saved: the disk refused it ({exc}); {name} is unchanged. Your text is "
+                "below: free some space (or fix the folder's permissions), then save again."
+            )
+            return self._editor(kept, text, message, status=409)
         except ChangedOnDisk:
             message = (
                 f"Not saved: {name} changed on disk since you opened it. Your text is below; "
                 "copy what you need, then reopen the file to edit the new version."
             )
-            # The form keeps the version first opened, so saving again is refused again.
-            opened = FileText(name, text, str(form.get("version", "")))
-            return self._editor(opened, text, message, status=409)
+            return self._editor(kept, text, message, status=409)
         raise web.HTTPSeeOther(url("/admin/workspace/edit", path=name, saved="1"))
 
     async def preview(self, request: web.Request) -> web.Response:

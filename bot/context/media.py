@@ -2,6 +2,9 @@
 source is a `krill-media:` link (hash, name, size), so rendering stays pure and the stored
 history holds no base64; `resolve_media` swaps each link for the stored bytes just before
 the request is sent, or for a text placeholder for old images once the cache is cold.
+
+A file's name and type came from the sender: they only ever appear inside an untrusted
+block, each made one clean line (`clean_name`), never in Krill's own bracketed lines.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from anthropic.types import ContentBlockParam, MessageParam
 
 from bot.context.blocks import content_blocks, make_message, text_block
 from bot.transcript import MediaForm, MediaRef
-from bot.untrusted import wrap_untrusted
+from bot.untrusted import clean_name, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
 SCHEME = "krill-media"
 # What the API bills an image: about width x height / 750 tokens.
 PIXELS_PER_TOKEN = 750
+# A note is Krill's own words, but one stored by an older Krill may hold a file name.
+NOTE_MAX_CHARS = 1000
 
 
 class MediaReader(Protocol):
@@ -41,6 +46,7 @@ class MediaLink:
     mime: str
     width: int
     height: int
+    marker: str = ""  # of the turn the file came in, for the untrusted block of its name
 
     @property
     def is_image(self) -> bool:
@@ -52,14 +58,30 @@ class MediaLink:
 
     @property
     def placeholder(self) -> str:
+        """DESIGN's `[image: <name>, <w>x<h>]`; the name is the sender's, so the whole line
+        sits inside the file's untrusted block when the turn's marker is known."""
+        name = clean_name(self.name)
         if self.is_image:
-            return f"[image: {self.name}, {self.width}x{self.height}]"
-        return f"[document: {self.name}]"
+            said = f"[image: {name}, {self.width}x{self.height}]"
+        else:
+            said = f"[document: {name}]"
+        if not self.marker:
+            return said
+        meta = file_meta(self.name, self.mime)
+        return wrap_untrusted(said, source="file", marker_id=self.marker, meta=meta)
 
 
-def media_url(ref: MediaRef) -> str:
-    query = urlencode({"name": ref.name, "mime": ref.mime, "w": ref.width, "h": ref.height})
-    return f"{SCHEME}:{ref.sha256}?{query}"
+def file_meta(name: str, mime: str, size: int | None = None) -> dict[str, Any]:
+    """The untrusted metadata line of a file: its name and type, each one clean line."""
+    meta: dict[str, Any] = {"file": clean_name(name), "type": clean_name(mime)}
+    if size is not None:
+        meta["bytes"] = size
+    return meta
+
+
+def media_url(ref: MediaRef, marker: str) -> str:
+    query = {"name": ref.name, "mime": ref.mime, "w": ref.width, "h": ref.height, "m": marker}
+    return f"{SCHEME}:{ref.sha256}?{urlencode(query)}"
 
 
 def parse_link(block: Any) -> MediaLink | None:
@@ -79,26 +101,28 @@ def parse_link(block: Any) -> MediaLink | None:
         query.get("mime", ""),
         int(query.get("w", "0")),
         int(query.get("h", "0")),
+        query.get("m", ""),
     )
 
 
 def media_blocks(ref: MediaRef, marker: str) -> list[ContentBlockParam]:
     """The blocks one received file adds to a person's turn."""
+    meta = file_meta(ref.name, ref.mime, ref.size)
     match ref.form:
         case MediaForm.IMAGE:
-            source = {"type": "url", "url": media_url(ref)}
+            source = {"type": "url", "url": media_url(ref, marker)}
             return [cast(ContentBlockParam, {"type": "image", "source": source})]
         case MediaForm.PDF:
-            source = {"type": "url", "url": media_url(ref)}
+            source = {"type": "url", "url": media_url(ref, marker)}
             return [cast(ContentBlockParam, {"type": "document", "source": source})]
         case MediaForm.TEXT:
-            meta = {"file": ref.name, "type": ref.mime, "bytes": ref.size}
             text = wrap_untrusted(ref.text, source="file", marker_id=marker, meta=meta)
-            return [text_block(f"[File sent by the person: {ref.name}]\n{text}")]
+            return [text_block(f"[File sent by the person]\n{text}")]
         case MediaForm.TRANSCRIPT:
-            body = wrap_untrusted(ref.text, source="voice-transcript", marker_id=marker)
-            return [text_block(f"[Transcript of a voice note the person sent: {ref.name}]\n{body}")]
-    return [text_block(ref.note)]
+            body = wrap_untrusted(ref.text, source="voice-transcript", marker_id=marker, meta=meta)
+            return [text_block(f"[Transcript of a voice note the person sent]\n{body}")]
+    named = wrap_untrusted("", source="file", marker_id=marker, meta=meta)
+    return [text_block(f"{clean_name(ref.note, NOTE_MAX_CHARS)}\n{named}")]
 
 
 def image_placeholders(messages: list[MessageParam], keep_turns: int) -> set[str]:

@@ -23,6 +23,7 @@ from bot.sessions.limits import requires_mention
 from bot.store.base import BufferedLine, InboundStatus, Pairing, PairingStatus
 from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Attachment, ChatType, InboundMessage, MediaKind
+from bot.untrusted import clean_name
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -170,7 +171,9 @@ class Admission:
         policy = self.config.channel_policy(msg.channel)
         limit = policy.group_buffer_limit if policy is not None else 0
         line = None
-        sender = msg.user_name or msg.user_id
+        # A display name is the sender's own text: one clean line, so it cannot start a
+        # line that reads as somebody else's message in the buffered context.
+        sender = clean_name(msg.user_name or msg.user_id)
         if msg.attachments:
             kinds = {"image": "photo", "audio": "voice note"}
             kind = kinds.get(str(msg.attachments[0].kind), "file")
@@ -189,8 +192,9 @@ class Admission:
         if self.media is None or self.config.media.keep_images_turns <= 0:
             return []
         photos = [a for a in msg.attachments if a.kind == MediaKind.IMAGE and not a.error]
-        await self.media.store_incoming(photos)
-        return [a for a in photos if a.sha256]
+        # Prepared now, like an addressed message's: the later turn only reads them. One
+        # that cannot be shown is left out, as nobody asked the bot about it.
+        return [a for a in await self.media.accept(photos) if a.sha256 and not a.refused]
 
     def take_buffer(self, msg: InboundMessage, lines: list[BufferedLine]) -> None:
         """Put the buffered group lines before `msg`'s own context, and the newest of their

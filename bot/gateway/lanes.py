@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from bot.config import Config
     from bot.gateway.leases import SessionLeases
     from bot.metrics import Metrics
+    from bot.sessions.slots import TurnSlots
     from bot.store.base import InboundStore
     from bot.store.shared_state import SharedStateStore
 
@@ -100,6 +101,7 @@ class Lanes:
         budgets: SharedStateStore,
         channels: Container[str],
         metrics: Metrics,
+        slots: TurnSlots,
         turn_window: float = TURN_WINDOW_SECONDS,
     ) -> None:
         self.config = config
@@ -117,7 +119,7 @@ class Lanes:
         self.queue: SessionQueue[Work] = SessionQueue(
             self._run_batch,
             mergeable=lambda item: isinstance(item, MessageWork),
-            max_concurrent=config.agent.max_concurrent_turns,
+            slots=slots,
             batch_cap=config.agent.queue_cap,
             gate=self._hold_for_senders if self.sender_turns is not None else None,
         )

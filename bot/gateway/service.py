@@ -8,6 +8,7 @@ across replicas; commands beyond it are recorded and logged but neither run nor 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Protocol
@@ -33,6 +34,7 @@ from bot.sessions.keys import session_key
 from bot.store.base import InboundStatus
 from bot.store.budgets import BudgetName, SenderBudget
 from bot.types import Address, ChatType, HistoryLine, InboundMessage
+from bot.wrong_tokens import WrongTokens
 
 if TYPE_CHECKING:
     from bot.channel_contract import Leadership
@@ -86,6 +88,7 @@ class GatewayService:
         self.metrics = metrics
         self.media = media
         self.holder = holder  # this replica's name on the leases it holds
+        self.wrong_tokens = WrongTokens(store, BudgetName.CHAT_TOKENS)
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         self.command_replies = SenderBudget(
             store, BudgetName.COMMANDS, limit=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS
@@ -107,9 +110,10 @@ class GatewayService:
         buffered = await self.admission.buffered(msg, key)
         if buffered is not None:
             return buffered
-        if self.media is not None:
-            # On disk before the row that refers to them is committed.
-            await self.media.store_incoming(msg.attachments)
+        if self.media is not None and msg.attachments:
+            # On disk, images prepared, before the row that refers to them is committed: the
+            # turn, however often it is started, only reads what is made here.
+            msg = dataclasses.replace(msg, attachments=await self.media.accept(msg.attachments))
         is_group = msg.chat_type != ChatType.DIRECT
         inbound_id, lines = await self.store.accept_inbound(
             msg.channel,
@@ -204,6 +208,9 @@ class GatewayService:
 
     async def recall(self, channel: str, key: str) -> str | None:
         return await self.store.state_get(channel, key, now=time.time())
+
+    async def wrong_token(self, channel: str, client: str) -> float:
+        return await self.wrong_tokens.count(f"{channel}:{client}")
 
     async def close(self) -> None:
         await self.lanes.close()

@@ -1,4 +1,6 @@
-"""Content-addressed media on disk: `<root>/<sha[:2]>/<sha>`, written once, atomically."""
+"""Content-addressed media on disk: `<root>/<sha[:2]>/<sha>`, written once, atomically; and
+`<root>/preparing/<sha>`, the mark of a file being prepared, which outlives a process that
+dies preparing it."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+PREPARING = "preparing"
 
 
 def sha256_of(data: bytes) -> str:
@@ -44,3 +48,18 @@ class MediaFiles:
     def read(self, sha256: str) -> bytes:
         """The stored bytes; raises FileNotFoundError if they are gone."""
         return self.path(sha256).read_bytes()
+
+    def begin_preparing(self, sha256: str) -> bool:
+        """Mark `sha256` as being prepared; False when the mark of an earlier attempt is
+        still there: the process making it died (an out-of-memory kill, say) before
+        `end_preparing`, and trying again would only kill this one too."""
+        mark = self.root / PREPARING / self.path(sha256).name
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mark.touch(exist_ok=False)
+        except FileExistsError:
+            return False
+        return True
+
+    def end_preparing(self, sha256: str) -> None:
+        (self.root / PREPARING / self.path(sha256).name).unlink(missing_ok=True)

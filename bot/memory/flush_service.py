@@ -36,6 +36,7 @@ from bot.memory.flush_policy import (
 from bot.memory.scopes import scope_of
 from bot.sessions.access import is_admin
 from bot.sessions.limits import history_limit_for
+from bot.sessions.models import session_model
 from bot.store.base import SessionRow
 from bot.tools.registry import ToolContext
 from bot.transcript import Entry, MemoryFlushRecord, new_id
@@ -199,7 +200,8 @@ class FlushService:
             ),
             max_tool_rounds=MAX_TOOL_ROUNDS,
             gate=memory_tools_only,
-            model=session.chosen_model or None,  # the session's model holds its cache
+            # The session's model holds its cache.
+            model=session_model(self.config, session.chosen_model).model,
         )
         conversation = EphemeralConversation(self.accountant, session.session_id, messages)
         result = await self.loop.run(conversation, exchange)

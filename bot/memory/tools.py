@@ -1,8 +1,9 @@
 """The memory tools the model gets: memory_search, memory_get and memory_append.
 
 Each sees only what its session's scope may (`bot.memory.scopes`: search filters in the
-index query, get and append refuse other files), only an admin's DM may append to
-MEMORY.md, and every path is checked by `bot.memory.paths` before a file is touched. Search and get
+index query, get reads through `bot.memory.access` like every tool that reads a workspace
+path, append refuses other files), only an admin's DM may append to MEMORY.md, and every
+path is checked by `bot.memory.paths` before a file is touched. Search and get
 results are marked as untrusted content (the registry's result hook wraps them), because
 notes can quote what people said in chats.
 """
@@ -18,11 +19,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
+from bot.memory.access import readable
 from bot.memory.index import MemoryIndex, SearchHit
 from bot.memory.notes import MemoryFull, append_entry
-from bot.memory.paths import CURATED_FILE, MemoryPathError, in_view, resolve_memory_path
+from bot.memory.paths import CURATED_FILE, MemoryPathError, resolve_memory_path
 from bot.memory.scopes import OPERATOR, MemoryScope, scope_of, visible_scopes, writable
 from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from bot.untrusted import clean_name, sanitize
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +35,6 @@ DEFAULT_GET_LINES = 60
 MAX_GET_LINES = 300
 MAX_GET_CHARS = 20_000
 DAILY = "daily"
-NOT_YOURS = (
-    "{name} is not part of this conversation's memory; it can read its own notes, "
-    "memory/shared/ and, in direct messages, the operator's notes"
-)
 CURATED_ADMINS_ONLY = (
     f'only an admin\'s direct messages may append to {CURATED_FILE}; use file="{DAILY}"'
 )
@@ -193,20 +192,16 @@ class MemoryTools:
     async def get(self, args: dict[str, Any], ctx: ToolContext) -> str:
         raw = str(args.get("path") or "")
         try:
-            name, real = resolve_memory_path(ctx.workspace, raw)
+            name, _ = resolve_memory_path(ctx.workspace, raw)
         except MemoryPathError as exc:
-            raise ToolError(str(exc)) from None
-        visible = visible_scopes(scope_for(ctx), admin=ctx.admin)
-        if not in_view(visible, ctx.workspace, name, real):
-            raise ToolError(NOT_YOURS.format(name=name))
+            raise ToolError(sanitize(str(exc))) from None
+        real = readable(ctx, name)
         first = _int_arg(args, "from_line", 1, 1, 10**9)
         count = _int_arg(args, "lines", DEFAULT_GET_LINES, 1, MAX_GET_LINES)
         try:
             text = await asyncio.to_thread(real.read_text, encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            raise ToolError(f"{name} does not exist") from None
-        except IsADirectoryError:
-            raise ToolError(f"{name} is a folder, not a file") from None
+        except FileNotFoundError:  # removed since the check
+            raise ToolError(f"{clean_name(name)} does not exist") from None
         lines = text.splitlines()
         if first > len(lines):
             return f"{name} has {len(lines)} line(s); nothing at line {first}."
@@ -244,7 +239,7 @@ class MemoryTools:
                 writable=writable(scope),
             )
         except (MemoryPathError, MemoryFull) as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(sanitize(str(exc))) from None
         except OSError as exc:
             # A read-only workspace or a full disk: the operator must fix it, and the model
             # should tell the person the note was not kept rather than claim it was.

@@ -6,11 +6,15 @@ sent (a chat whose head another sender is sending is left alone), the claim is r
 the send lasts, and a sender that dies leaves its rows to the others once its claims
 expire. Rows another process wrote are found by polling.
 
-Flood control's delay is honoured whatever its length; server, timeout and network failures
-back off exponentially with jitter; a permanent refusal marks the row dead and tells the
-person in the reply's next chunk. State lives in the rows, so a restart picks up where the
-last run stopped. A row found `sending` was in flight when its sender died: where the
-channel can look its chunk id up (Slack), it is checked before resending. File rows (tool
+Flood control's delay is honoured whatever its length; server and network failures back off
+exponentially with jitter; a permanent refusal marks the row dead and tells the person in
+the reply's next chunk. State lives in the rows, so a restart picks up where the last run
+stopped. A send whose outcome is unknown may have gone out and is never simply repeated: a
+row found `sending` was in flight when its sender died, and one left `unconfirmed` got no
+answer in time (the channel says how long to wait before deciding). Where the channel can
+look its chunk id up (Slack), it is checked first; where it cannot (Telegram), a row cut
+off by a crash is sent again, and one that timed out is, by the channel's choice, sent
+again or set aside as "maybe sent" (counted and listed like dead rows). File rows (tool
 `send_file`) go through the channel's `send_file`, with the same retries.
 """
 
@@ -55,6 +59,9 @@ STOP_GRACE_SECONDS = 5.0  # sends in flight at shutdown may finish within this
 STORE_RETRY_SECONDS = 1.0  # a chat whose outcome could not be recorded waits this long
 # A chunk the platform finds too long is cut in two and sent as two messages, down to this.
 MIN_SPLIT_CHARS = 64
+# A row in one of these states may have gone out: settled before it is sent again.
+UNKNOWN_OUTCOME = (OutboxStatus.SENDING, OutboxStatus.UNCONFIRMED)
+MAYBE_SENT_REASON = "sent but never confirmed in time; it may have arrived, so not sent again"
 
 
 def chunk_id(row: OutboxRow, text: str) -> str:
@@ -80,6 +87,15 @@ def dead_notice(row: OutboxRow, reason: str) -> str:
     if row.chunk_count <= 1:
         return ""
     return f"⚠️ Part {row.chunk_index + 1} of {row.chunk_count} could not be delivered: {reason}\n\n"
+
+
+def maybe_sent_notice(row: OutboxRow) -> str:
+    if row.chunk_count <= 1:
+        return ""
+    return (
+        f"⚠️ Part {row.chunk_index + 1} of {row.chunk_count} may be missing: it was sent but "
+        "never confirmed.\n\n"
+    )
 
 
 class Sender:
@@ -260,10 +276,10 @@ class Sender:
             chunk_id=chunk_id(row, text),
             sources=row.sources,
         )
+        if row.status in UNKNOWN_OUTCOME and await self._settled(channel, row, out):
+            return
         if row.kind is OutboxKind.FILE:
             send = functools.partial(self._send_file, channel, row)
-        elif row.status is OutboxStatus.SENDING and await self._already_sent(channel, row, out):
-            return
         else:
             send = functools.partial(channel.deliver, out)
         if not await self.store.outbox_mark_sending(row.id, self.holder, self.clock()):
@@ -295,8 +311,33 @@ class Sender:
             raise SendFailure(SendFailureKind.PERMANENT, f"{row.file.name} is no longer there")
         return await channel.send_file(row.address, row.file)
 
+    async def _settled(self, channel: Channel, row: OutboxRow, out: OutboundMessage) -> bool:
+        """Whether a send that may have gone out needs no new one: found on the platform
+        (where it can say), or, after a timeout the channel will not risk repeating, set
+        aside as maybe sent."""
+        if row.kind is OutboxKind.TEXT and getattr(channel, "find_sent", None) is not None:
+            return await self._already_sent(channel, row, out)
+        if row.status is OutboxStatus.SENDING or getattr(channel, "resend_after_timeout", True):
+            return False  # cut off by a crash, or the channel prefers a possible duplicate
+        self._ending(row)
+        log.warning(
+            "outbox row %d (part %d of %d to %s) got no answer in time and may have arrived; "
+            "marked maybe sent rather than sent again",
+            row.id,
+            row.chunk_index + 1,
+            row.chunk_count,
+            row.chat_key,
+        )
+        now = self.clock()
+        await self.store.outbox_mark_dead(
+            row.id, MAYBE_SENT_REASON, maybe_sent_notice(row), now, maybe_sent=True
+        )
+        self.metrics.outbox_maybe_sent.labels(row.address.channel).inc()
+        return True
+
     async def _already_sent(self, channel: Channel, row: OutboxRow, out: OutboundMessage) -> bool:
-        """Whether a send a crash left unknown did go out (only where the platform can say)."""
+        """Whether a send a crash or a timeout left unknown did go out (only where the
+        platform can say)."""
         find_sent = getattr(channel, "find_sent", None)
         if find_sent is None:
             return False
@@ -311,7 +352,7 @@ class Sender:
             return True
         if found is None:
             return False
-        log.info("outbox row %d was delivered before the restart (%s)", row.id, found)
+        log.info("outbox row %d was delivered after all (%s)", row.id, found)
         self._ending(row)
         await self.store.outbox_mark_sent(row.id, found, self.clock())
         return True
@@ -343,6 +384,18 @@ class Sender:
             await self.store.outbox_mark_dead(row.id, reason, dead_notice(row, reason), now)
             self.metrics.outbox_dead.labels(row.address.channel).inc()
             return
+        if kind is SendFailureKind.UNKNOWN:
+            delay = retry_after or self._backoff(row)
+            log.warning(
+                "outbox row %d to %s: %s; it may have arrived, so it is settled in %.1fs "
+                "before anything is sent again",
+                row.id,
+                row.chat_key,
+                reason,
+                delay,
+            )
+            await self.store.outbox_retry_at(row.id, now + delay, reason, now, unknown=True)
+            return
         if kind is SendFailureKind.RETRY_AFTER:
             delay = retry_after
         else:
@@ -371,8 +424,10 @@ class Sender:
         self.metrics.outbox_pending.set(self._summary.pending)
 
     def status_line(self, key: str) -> str | None:
-        """A /status line: replies still waiting to go out, and chunks refused for good."""
+        """A /status line: replies still waiting to go out, chunks refused for good, and
+        chunks maybe sent (never confirmed, not repeated)."""
         summary = self._summary
-        if not summary.pending and not summary.dead:
+        if not (summary.pending or summary.dead or summary.maybe_sent):
             return None
-        return f"Outbox: {summary.pending} chunk(s) waiting · {summary.dead} refused for good"
+        line = f"Outbox: {summary.pending} chunk(s) waiting · {summary.dead} refused for good"
+        return line + (f" · {summary.maybe_sent} maybe sent" if summary.maybe_sent else "")

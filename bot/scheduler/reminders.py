@@ -14,6 +14,7 @@ before the reply is queued lets one process send it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.agent.runner import TurnJob, new_turn_id
@@ -130,15 +131,19 @@ class Reminders:
             return None
         return Address.from_dict(session.address)
 
-    async def pending_of(self, creator: str) -> list[Reminder]:
+    async def pending_of(self, creator: str | None) -> list[Reminder]:
+        """`creator`'s pending reminders (everyone's for None)."""
         return await self.store.reminders(status=ReminderStatus.PENDING, creator=creator)
 
-    async def cancel(self, reminder_id: int, *, creator: str, admin: bool) -> Reminder | None:
-        """Cancel a pending reminder its creator (or an admin) names; None if there is none."""
+    async def cancel(
+        self, reminder_id: int, allowed: Callable[[Reminder], bool]
+    ) -> Reminder | None:
+        """Cancel a pending reminder that `allowed` lets the caller cancel; None if there is
+        none (or it is not theirs to cancel)."""
         reminder = await self.store.reminder_get(reminder_id)
         if reminder is None or reminder.status != ReminderStatus.PENDING:
             return None
-        if reminder.creator != creator and not admin:
+        if not allowed(reminder):
             return None
         if not await self.store.reminder_finish(
             reminder_id, ReminderStatus.CANCELLED, at=self.jobs.clock()

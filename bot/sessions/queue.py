@@ -1,4 +1,5 @@
-"""Per-session FIFO lanes: one turn at a time per session key, a global cap across sessions.
+"""Per-session FIFO lanes: one turn at a time per session key, a global cap across sessions
+(the turn slots of `bot.sessions.slots`).
 
 Messages that arrive while a session is busy wait in its lane and are handed to the next
 turn together (up to `batch_cap`), in arrival order; nothing is dropped. Work items that
@@ -16,6 +17,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from bot.sessions.slots import TurnSlots
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +38,14 @@ class SessionQueue(Generic[W]):
         runner: Callable[[str, list[W]], Awaitable[None]],
         *,
         mergeable: Callable[[W], bool],
-        max_concurrent: int,
+        slots: TurnSlots,
         batch_cap: int,
         gate: Callable[[str, list[W]], Awaitable[None]] | None = None,
     ):
         self._runner = runner
         self._mergeable = mergeable
         self._gate = gate
-        self._limit = asyncio.Semaphore(max_concurrent)
+        self._slots = slots
         self._batch_cap = batch_cap
         self._lanes: dict[str, _Lane[W]] = {}
         self._idle = asyncio.Event()
@@ -94,7 +97,7 @@ class SessionQueue(Generic[W]):
                 try:
                     if self._gate is not None:
                         await self._gate(key, batch)
-                    async with self._limit:
+                    async with self._slots.turn():
                         await self._runner(key, batch)
                 except asyncio.CancelledError:
                     # /stop cancels this task; shutdown cancels it too and must win.

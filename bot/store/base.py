@@ -269,10 +269,14 @@ class OutboxStore(Protocol):
     async def outbox_retry_at(
         self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
     ) -> None:
-        """Try the row again at `at`; `unknown`: its last send may have gone out."""
+        """Try the row again at `at`; `unknown`: its last send may have gone out, so it is
+        left `unconfirmed` (looked up or waited out before anything else is sent)."""
 
-    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
-        """Mark the row dead; `notice` is said before the next chunk of its reply."""
+    async def outbox_mark_dead(
+        self, row_id: int, reason: str, notice: str, now: float, *, maybe_sent: bool = False
+    ) -> None:
+        """Mark the row dead (`maybe_sent`: maybe sent, not to be sent again); `notice` is
+        said before the next chunk of its reply."""
 
     async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
         """Put dead row `row_id` back in line, due now (False: no such dead row)."""

@@ -19,7 +19,8 @@ class BudgetName(StrEnum):
     REFUSALS = "refusals"
     COMMANDS = "commands"
     TURNS = "turns"
-    CONSOLE_LOGINS = "console_logins"  # wrong console tokens per client address
+    CONSOLE_LOGINS = "console_logins"  # wrong console tokens (bot/wrong_tokens.py)
+    CHAT_TOKENS = "chat_tokens"  # wrong web-chat tokens (local.token)
 
 
 @dataclass(frozen=True, slots=True)

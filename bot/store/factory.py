@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bot.config import Config
 from bot.store.base import Store
+from bot.store.open_errors import masked_url
 from bot.store.postgres import PostgresStore
-from bot.store.postgres.connection import masked_url
 from bot.store.sqlite import SQLiteStore
 
 

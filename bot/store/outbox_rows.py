@@ -1,6 +1,6 @@
 """The outbox's typed rows: a chunk to write, a row as stored, its status, and the summary
-`krill status` and `/status` show (dead chunks included); and their mapping to and from the
-columns both stores keep."""
+`krill status` and `/status` show (dead and maybe-sent chunks included); and their mapping to
+and from the columns both stores keep."""
 
 from __future__ import annotations
 
@@ -19,19 +19,26 @@ OUTBOX_COLUMNS = (
     "id, turn_id, chunk_index, chunk_count, kind, address, text, notice, edit_of, status,"
     " attempts, next_attempt_at, payload"
 )
-# The columns `dead_chunk` reads.
-DEAD_COLUMNS = "id, turn_id, chunk_index, chunk_count, address, dead_reason, updated_at"
+# The columns `outbox_summary_of` reads of each dead or maybe-sent row.
+DEAD_COLUMNS = "id, turn_id, chunk_index, chunk_count, address, dead_reason, updated_at, status"
 PREVIEW_INDEX = -1  # a turn's preview row sits before its chunk 0
 
 
 class OutboxStatus(StrEnum):
     PENDING = "pending"  # waiting for its (next) attempt
     SENDING = "sending"  # handed to the platform; the outcome is not recorded yet
+    # Its last send got no answer in time and may have gone out: looked up, or waited out,
+    # before anything else goes to its chat.
+    UNCONFIRMED = "unconfirmed"
     SENT = "sent"
     DEAD = "dead"  # refused for good; `dead_reason` says why
+    # Never confirmed, and not sent again so as not to duplicate it; `dead_reason` says why.
+    MAYBE_SENT = "maybe_sent"
 
 
-UNFINISHED_OUTBOX = (OutboxStatus.PENDING, OutboxStatus.SENDING)
+UNFINISHED_OUTBOX = (OutboxStatus.PENDING, OutboxStatus.SENDING, OutboxStatus.UNCONFIRMED)
+# Rows set aside with a reason, listed by `krill status`: refused, or maybe sent.
+SET_ASIDE_OUTBOX = (OutboxStatus.DEAD, OutboxStatus.MAYBE_SENT)
 
 
 class OutboxKind(StrEnum):
@@ -86,6 +93,8 @@ def outbox_chat_key(address: Address) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DeadChunk:
+    """A chunk set aside: refused for good, or (in `maybe_sent_chunks`) maybe sent."""
+
     id: int
     turn_id: str
     chunk_index: int
@@ -101,6 +110,8 @@ class OutboxSummary:
     pending: int
     dead: int
     dead_chunks: list[DeadChunk]  # the most recent ones
+    maybe_sent: int = 0
+    maybe_sent_chunks: list[DeadChunk] = dataclasses.field(default_factory=list)
 
 
 def _payload(chunk: OutboxChunk) -> str:
@@ -189,11 +200,12 @@ def preview_values(turn_id: str, address: Address, platform_id: str, now: float)
 
 
 def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[StoredRow]) -> OutboxSummary:
-    """The summary from row counts by status and the DEAD_COLUMNS of the latest dead rows."""
-    chunks = []
-    for row_id, turn_id, index, count, address, reason, at in dead:
+    """The summary from row counts by status and the DEAD_COLUMNS of the latest dead and
+    maybe-sent rows."""
+    chunks: dict[str, list[DeadChunk]] = {str(status): [] for status in SET_ASIDE_OUTBOX}
+    for row_id, turn_id, index, count, address, reason, at, status in dead:
         where = Address.from_dict(json.loads(address))
-        chunks.append(
+        chunks[str(status)].append(
             DeadChunk(
                 id=int(row_id),
                 turn_id=str(turn_id),
@@ -206,7 +218,9 @@ def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[StoredRow]) -> O
             )
         )
     return OutboxSummary(
-        pending=counts.get(OutboxStatus.PENDING, 0) + counts.get(OutboxStatus.SENDING, 0),
+        pending=sum(counts.get(status, 0) for status in UNFINISHED_OUTBOX),
         dead=counts.get(OutboxStatus.DEAD, 0),
-        dead_chunks=chunks,
+        dead_chunks=chunks[OutboxStatus.DEAD],
+        maybe_sent=counts.get(OutboxStatus.MAYBE_SENT, 0),
+        maybe_sent_chunks=chunks[OutboxStatus.MAYBE_SENT],
     )

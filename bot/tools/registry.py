@@ -65,6 +65,11 @@ class ToolContext:
     failures: dict[str, int] = field(default_factory=dict)
 
 
+# Which workspace file a tool call may read (`bot.memory.access.readable`, the one place
+# that decides): the file's real path for a workspace-relative path, or a ToolError saying
+# why not. Tools that read a path the model names take it in their constructor.
+WorkspaceGate = Callable[[ToolContext, str], Path]
+
 ToolResultContent = str | list[ResultContent]
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResultContent]]
 

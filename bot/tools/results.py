@@ -3,7 +3,10 @@ outside content is wrapped as untrusted, and `read_tool_result` pages through wh
 
 Every tool's result passes through `ResultProcessor.process` (the registry's result hook),
 before the context pipeline caps single results, so a big output is recoverable rather than
-cut. Files live in `<workspace>/tool-results/<YYYY-MM-DD>/<id>.txt` and are removed after
+cut. Files live in `<workspace>/tool-results/<YYYY-MM-DD>/<owner>/<id>.txt`, where the owner
+folder names the conversation (session key) that produced them: a result can hold another
+conversation's memory or a page fetched for one person, so only its own conversation (or an
+admin's DM) reads or sends it back (`bot.memory.access` decides). They are removed after
 `tools.results.keep_days`.
 """
 
@@ -19,10 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from bot.config import ToolResultsConfig
-from bot.tools.registry import Tool, ToolContext, ToolError, ToolResult, positive_int_arg
-from bot.untrusted import marker_id_for, wrap_untrusted
+from bot.tools.registry import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    WorkspaceGate,
+    positive_int_arg,
+)
+from bot.untrusted import clean_name, marker_id_for, wrap_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +87,12 @@ def take_lines(lines: Sequence[str], start: int, count: int, max_bytes: int) -> 
     return taken
 
 
+def result_owner(session_key: str) -> str:
+    """The folder a conversation's kept results go in: its session key as one path segment
+    (keys never start with "."; "/" and ":" are percent-encoded)."""
+    return quote(session_key, safe="")
+
+
 def format_size(size: int) -> str:
     return f"{size / 1000:.1f} KB ({size:,} bytes)"
 
@@ -115,10 +132,10 @@ class ResultStore:
         self.config = config
         self.today = today
 
-    def save(self, text: str) -> StoredResult:
-        """Write `text` whole; raises OSError when the disk refuses."""
+    def save(self, text: str, session_key: str) -> StoredResult:
+        """Write `text` whole, as `session_key`'s; raises OSError when the disk refuses."""
         result_id = secrets.token_hex(RESULT_ID_BYTES)
-        folder = self.root / self.today().strftime(DATE_FORMAT)
+        folder = self.root / self.today().strftime(DATE_FORMAT) / result_owner(session_key)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{result_id}.txt"
         path.write_text(text, encoding="utf-8")
@@ -127,7 +144,9 @@ class ResultStore:
     def find(self, result_id: str) -> Path | None:
         if not RESULT_ID_RE.fullmatch(result_id):
             return None  # also keeps path tricks out of the glob below
-        return next(iter(sorted(self.root.glob(f"*/{result_id}.txt"))), None)
+        # Results kept before owner folders sit directly in the date folder.
+        found = [*self.root.glob(f"*/*/{result_id}.txt"), *self.root.glob(f"*/{result_id}.txt")]
+        return min(found, default=None)
 
     def cleanup(self) -> int:
         """Remove date folders older than keep_days; returns how many were removed."""
@@ -147,9 +166,10 @@ class ResultStore:
 class ResultProcessor:
     """The registry's result hook, and the `read_tool_result` tool over the same store."""
 
-    def __init__(self, store: ResultStore):
+    def __init__(self, store: ResultStore, gate: WorkspaceGate):
         self.store = store
         self.config = store.config
+        self.gate = gate
 
     @property
     def body_budget(self) -> int:
@@ -172,7 +192,7 @@ class ResultProcessor:
         fields: dict[str, Any] = {"size": format_size(size), "total": len(lines)}
         fields["shown"] = len(preview)
         try:
-            stored = await asyncio.to_thread(self.store.save, content)
+            stored = await asyncio.to_thread(self.store.save, content, ctx.session_key)
         except OSError as exc:
             log.error("could not keep a %s result on disk: %s", tool.name, exc)
             notice = UNSAVED_NOTICE.format(error=type(exc).__name__, **fields)
@@ -195,11 +215,16 @@ class ResultProcessor:
         result_id = str(args.get("id", "")).strip()
         from_line = positive_int_arg(args, "from_line", 1)
         count = positive_int_arg(args, "lines", self.config.preview_lines)
-        path = self.store.find(result_id)
+        found = self.store.find(result_id)
+        try:
+            # Another conversation's result reads as missing: its id tells this one nothing.
+            path = self.gate(ctx, self.store.relative(found)) if found else None
+        except ToolError:
+            path = None
         if path is None:
             raise ToolError(
-                f"no kept tool result with id {result_id!r} (results are kept "
-                f"{self.config.keep_days} days)"
+                f"no kept tool result with id {clean_name(result_id)!r} in this conversation "
+                f"(results are kept {self.config.keep_days} days)"
             )
         text = await asyncio.to_thread(path.read_text, encoding="utf-8")
         lines = split_lines(text)

@@ -1,7 +1,9 @@
 """Tool `send_file(path, caption)`: send a workspace file (or a stored tool result, which
 lives in the workspace) into the conversation the turn answers. Images go as photos where
-the platform has them. Paths outside the workspace are refused, symlinks included. The file
-goes through the outbox like a reply (retried, in order, never sent twice)."""
+the platform has them. Which files a session may send is what it may read (the
+`WorkspaceGate`: paths outside the workspace, symlinks included, other conversations'
+memory and kept results are refused). The file goes through the outbox like a reply
+(retried, in order, never sent twice)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,12 @@ import asyncio
 import hashlib
 import mimetypes
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
 from bot.channel_contract import FileChannel
-from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry
+from bot.tools.registry import Tool, ToolContext, ToolError, ToolRegistry, WorkspaceGate
 from bot.types import Address, OutboundFile
+from bot.untrusted import clean_name
 
 NAME = "send_file"
 # Uploads Telegram and Slack both take; larger files are refused before any upload.
@@ -34,25 +36,17 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def resolve_inside(workspace: Path, raw: str) -> Path:
-    """`raw` as a file inside `workspace`; ToolError when it is elsewhere or missing."""
-    root = workspace.resolve()
-    target = (root / raw).resolve()
-    if not target.is_relative_to(root):
-        raise ToolError(f"{raw}: only files inside the workspace can be sent")
-    if not target.is_file():
-        raise ToolError(f"{raw}: no such file in the workspace")
-    return target
-
-
 class FileOutbox(Protocol):
     async def put_file(self, address: Address, file: OutboundFile) -> None: ...
 
 
 class SendFileTool:
-    def __init__(self, channels: Mapping[str, object], outbox: FileOutbox) -> None:
+    def __init__(
+        self, channels: Mapping[str, object], outbox: FileOutbox, gate: WorkspaceGate
+    ) -> None:
         self.channels = channels
         self.outbox = outbox
+        self.gate = gate
 
     def register(self, registry: ToolRegistry) -> None:
         registry.register(Tool(NAME, DESCRIPTION, SCHEMA, self.run, timeout=120.0))
@@ -64,10 +58,12 @@ class SendFileTool:
         channel = self.channels.get(address.channel)
         if not isinstance(channel, FileChannel):
             raise ToolError(f"files cannot be sent on {address.channel}")
-        path = resolve_inside(ctx.workspace, str(args.get("path") or ""))
+        path = self.gate(ctx, str(args.get("path") or ""))
+        name = clean_name(path.name)
+        size = path.stat().st_size
+        if size > MAX_BYTES:  # checked before reading, so a huge file is never loaded
+            raise ToolError(f"{name}: {size:,} bytes is over the {MAX_BYTES:,} limit")
         data = await asyncio.to_thread(path.read_bytes)
-        if len(data) > MAX_BYTES:
-            raise ToolError(f"{path.name}: {len(data):,} bytes is over the {MAX_BYTES:,} limit")
         caption = str(args.get("caption") or "")[:1000]
         # The same file and caption in one turn is one row: a call repeated by the model or
         # run again when the turn resumes after a restart is not sent twice.
@@ -77,6 +73,6 @@ class SendFileTool:
         file = OutboundFile(str(path), path.name, mime, caption, ctx.turn_id, key)
         await self.outbox.put_file(address, file)
         return (
-            f"{path.name} ({len(data):,} bytes) is on its way to the conversation; it arrives "
+            f"{name} ({len(data):,} bytes) is on its way to the conversation; it arrives "
             "before your reply."
         )

@@ -20,7 +20,7 @@ def create(config: Config, gateway: Gateway) -> WebChannel | None:
     sessions are DMs that see private memory."""
     token = config.local.token
     if token or is_loopback_host(config.server.host):
-        return WebChannel(gateway, token=token)
+        return WebChannel(gateway, token=token, trusted_proxies=config.server.trusted_proxies)
     log.warning(
         "the local web chat is off: server.host %s is reachable from the network "
         "and local.token is not set",

@@ -19,16 +19,19 @@ import hmac
 import itertools
 import json
 import logging
+import math
 import re
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from bot.channel_contract import AcceptResult, Gateway
+from bot.forwarded import Network, client_of
 from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
 from bot.types import Address, ChatType, HistoryLine, InboundMessage, OutboundMessage, Speaker
 from channels.local.markup import to_html
@@ -111,9 +114,12 @@ class WebChannel:
     stream_interval = 0.2
     typing_interval = 3.0
 
-    def __init__(self, gateway: Gateway, *, token: str = ""):
+    def __init__(
+        self, gateway: Gateway, *, token: str = "", trusted_proxies: Sequence[Network] = ()
+    ):
         self.gateway = gateway
         self.token = token
+        self.trusted_proxies = trusted_proxies
         self._sockets: dict[str, set[web.WebSocketResponse]] = defaultdict(set)
         self._listeners: dict[str, list[asyncio.Queue[dict[str, Any]]]] = defaultdict(list)
         self._ids = itertools.count(1)
@@ -130,17 +136,27 @@ class WebChannel:
             for ws in list(sockets):
                 await ws.close()
 
-    def _refusal(self, request: web.Request) -> str | None:
-        """Why this request may not use the chat, or None when it may (foreign hosts and
-        origins are refused before this, by the server's browser guard)."""
-        if self.token:
-            given = request.query.get("token", "")
-            auth = request.headers.get("Authorization", "")
-            if auth.startswith("Bearer "):
-                given = auth[len("Bearer ") :]
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
-                return "a valid token is required"
-        return None
+    async def _refusal(self, request: web.Request) -> web.Response | None:
+        """The answer to a request that may not use the chat, or None when it may (foreign
+        hosts and origins are refused before this, by the server's browser guard)."""
+        if not self.token:
+            return None
+        given = request.query.get("token", "")
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            given = auth[len("Bearer ") :]
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return None
+        if given:  # no token at all is not a guess
+            client = client_of(request.remote, request.headers, self.trusted_proxies)
+            wait = await self.gateway.wrong_token(CHANNEL, client.address)
+            if wait:
+                return web.json_response(
+                    {"error": "too many wrong tokens; wait a minute"},
+                    status=429,
+                    headers={"Retry-After": str(math.ceil(wait))},
+                )
+        return web.json_response({"error": "a valid token is required"}, status=403)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -187,10 +203,10 @@ class WebChannel:
             raise web.HTTPNotFound()
         return _asset(name, STATIC_FILES[name])
 
-    async def websocket(self, request: web.Request) -> web.WebSocketResponse:
-        refusal = self._refusal(request)
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        refusal = await self._refusal(request)
         if refusal:
-            raise web.HTTPForbidden(text=refusal)
+            return refusal
         name = request.query.get("name", "web")
         if not NAME_RE.match(name):
             raise web.HTTPBadRequest(text="name must be 1-64 letters, digits, '.', '_' or '-'")
@@ -239,9 +255,9 @@ class WebChannel:
         task.add_done_callback(self._watchers.discard)
 
     async def api_chat(self, request: web.Request) -> web.Response:
-        refusal = self._refusal(request)
+        refusal = await self._refusal(request)
         if refusal:
-            return web.json_response({"error": refusal}, status=403)
+            return refusal
         if request.content_type != "application/json":
             return web.json_response({"error": "Content-Type must be application/json"}, status=415)
         try:
@@ -275,9 +291,9 @@ class WebChannel:
 
     async def api_history(self, request: web.Request) -> web.Response:
         """`{"messages": [...]}`: the recent lines of `?name=`'s session, oldest first."""
-        refusal = self._refusal(request)
+        refusal = await self._refusal(request)
         if refusal:
-            return web.json_response({"error": refusal}, status=403)
+            return refusal
         name = request.query.get("name", "web")
         if not NAME_RE.match(name):
             return web.json_response({"error": "invalid user name"}, status=400)

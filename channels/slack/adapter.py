@@ -24,11 +24,17 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.backoff import Backoff
-from bot.channel_contract import Gateway, SendFailure, SendFailureKind
+from bot.channel_contract import Gateway
 from bot.config import SlackConfig
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.pacing import Limit, Window
-from channels.slack.api import FATAL_BOT_TOKEN_ERRORS, api_error, send_failure
+from channels.slack.api import (
+    FATAL_BOT_TOKEN_ERRORS,
+    api_error,
+    client_timeout,
+    network_failure,
+    send_failure,
+)
 from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory
@@ -150,8 +156,11 @@ class SlackChannel:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession()
+        # One session, so every Web API call (replies and lookups included) has the
+        # timeouts of [slack.timeouts].
+        self._session = aiohttp.ClientSession(timeout=client_timeout(self.config.timeouts))
         self.client.session = self._session
+        self.poster.client.session = self._session
         self.me = await self._identify()
         self.core.register_bot_username(CHANNEL, self.me.name)
         self._ready.set()
@@ -223,7 +232,7 @@ class SlackChannel:
         except SlackApiError as exc:
             raise send_failure(exc) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise SendFailure(SendFailureKind.TRANSIENT, f"cannot reach Slack: {exc}") from exc
+            raise network_failure(exc) from exc
 
     async def _deliver(self, out: OutboundMessage) -> str:
         if out.address.private_to:
@@ -246,7 +255,7 @@ class SlackChannel:
         except SlackApiError as exc:
             raise send_failure(exc) from exc
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise SendFailure(SendFailureKind.TRANSIENT, f"cannot reach Slack: {exc}") from exc
+            raise network_failure(exc) from exc
 
     async def find_sent(self, out: OutboundMessage) -> str | None:
         """A post a crash left unknown: look its chunk id up (edits and private answers are

@@ -1,11 +1,14 @@
 """What the Slack adapter's parts share about the Web API: the size of their in-memory
-caches and what Slack's error codes mean."""
+caches, the timeouts of its calls, and what Slack's error codes and a call that timed out
+mean."""
 
 from __future__ import annotations
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.channel_contract import SendFailure, SendFailureKind
+from bot.config import PlatformTimeouts
 
 MEMORY_ITEMS = 10_000  # bound of each in-memory cache (seen events, threads, names, ...)
 
@@ -47,6 +50,26 @@ def _retry_after(exc: SlackApiError) -> float:
             except ValueError:
                 break
     return 1.0  # Slack always names a delay; one second if it did not
+
+
+def client_timeout(timeouts: PlatformTimeouts) -> aiohttp.ClientTimeout:
+    """`[slack.timeouts]` for the aiohttp session every Web API call goes through. aiohttp
+    has no write timeout of its own: a whole call may take the sum of the four steps."""
+    return aiohttp.ClientTimeout(
+        total=timeouts.pool + timeouts.connect + timeouts.write + timeouts.read,
+        connect=timeouts.pool + timeouts.connect,  # aiohttp counts the pool wait in it
+        sock_connect=timeouts.connect,
+        sock_read=timeouts.read,
+    )
+
+
+def network_failure(exc: BaseException) -> SendFailure:
+    """What a send that failed below the Web API means for the outbox: a timeout once the
+    request could be on its way may have been carried out (an unknown outcome, looked up
+    before it is sent again); a failure to connect, or the network, is transient."""
+    if isinstance(exc, TimeoutError) and not isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return SendFailure(SendFailureKind.UNKNOWN, "Slack did not answer in time")
+    return SendFailure(SendFailureKind.TRANSIENT, f"cannot reach Slack: {exc}")
 
 
 def send_failure(exc: SlackApiError) -> SendFailure:

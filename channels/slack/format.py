@@ -15,7 +15,7 @@ from typing import Any
 from markdown_to_mrkdwn import SlackMarkdownConverter
 
 from bot.types import Source
-from channels.chunking import Fits, carry_styles, hard_split, pack
+from channels.chunking import Fits, attach_lone_markers, hard_split, pack, split_paragraph
 from channels.sources import LABEL
 
 # `markdown_text` takes at most 12,000 characters; Slack advises messages of about 4,000.
@@ -36,7 +36,7 @@ _converter = SlackMarkdownConverter()
 
 @dataclass(frozen=True, slots=True)
 class _Block:
-    """A run of text that may be split only at line boundaries, or a fenced code block."""
+    """A paragraph, or a fenced code block."""
 
     text: str
     fence: str = ""  # the opening fence line ("```python") for code blocks, else ""
@@ -112,18 +112,16 @@ def split_markdown(markdown: str, limit: int = CHUNK_CHARS) -> list[str]:
 
     A code block is never cut in the middle unless it alone exceeds `limit`; then each
     piece is closed and reopened with the same fence, so every chunk renders on its own. A
-    style cut in two is closed and reopened, which may add a few characters of markers
-    (well inside Slack's MARKDOWN_TEXT_MAX).
+    paragraph is cut by `split_paragraph`: not inside a short aside, and a style cut in two
+    is closed and reopened (the markers count towards `limit`).
     """
     if limit < 20:
         raise ValueError(f"chunk limit too small: {limit}")
 
     def pieces(block: _Block) -> list[str]:
-        if len(block.text) <= limit:
-            return [block.text]
         if block.is_code:
-            return _split_code(block, limit)
-        return carry_styles(_split_lines(block.text, limit))
+            return [block.text] if len(block.text) <= limit else _split_code(block, limit)
+        return split_paragraph(attach_lone_markers(block.text), _within(limit))
 
     return pack(
         (piece for block in _blocks(markdown.strip()) for piece in pieces(block)),

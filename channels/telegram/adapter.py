@@ -4,7 +4,9 @@ by the `/telegram/webhook` route, translating updates for the core and replies b
 Inbound, every update goes through `handle_update` -> `mapping` -> `core.accept`, which
 returns only once the message is durably recorded; the webhook answers 200 and the poller
 confirms the offset only after that. Outbound, `deliver` sends or edits one Markdown chunk as
-text plus entities (no parse_mode, so nothing needs escaping), honouring flood control.
+text plus entities (no parse_mode, so nothing needs escaping), honouring flood control. Every
+Bot API call has the connect, pool, write and read timeouts of `[telegram.timeouts]`; a send
+whose answer does not come in time is an unknown outcome for the outbox, not a failure.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from aiohttp import web
 from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, ChatMigrated, InvalidToken, NetworkError, TelegramError
-from telegram.ext import Application, ApplicationBuilder, ExtBot
+from telegram.ext import ExtBot
 
 from bot.backoff import Backoff
 from bot.channel_contract import AcceptResult, Gateway, Leadership
@@ -34,7 +36,9 @@ from channels.telegram.calls import (
     is_edit_target_gone,
     is_not_modified,
     is_parse_error,
+    unconfirmed,
 )
+from channels.telegram.client import build_application
 from channels.telegram.format import (
     plain_fallback,
     split_markdown,
@@ -49,7 +53,7 @@ from channels.telegram.mapping import (
     names_from,
     update_to_inbound,
 )
-from channels.telegram.pacing import PREVIEW, FloodPacer
+from channels.telegram.pacing import PREVIEW
 from channels.telegram.polling import STALE_AFTER
 from channels.telegram.reactions import Reactions
 
@@ -62,26 +66,6 @@ TYPING_INTERVAL = 4.5  # Telegram shows "typing…" for about 5 s per sendChatAc
 CONNECT_ATTEMPTS = 5  # getMe tries at start-up before giving up
 CONNECT_BACKOFF = 1.0  # seconds, doubled per attempt
 CONNECT_BACKOFF_CAP = 30.0
-
-
-def build_application(config: TelegramConfig) -> Application:
-    """A PTB Application pointed at `telegram.api_base_url`, used for its configured `bot`.
-
-    PTB's own Updater is left out: polling and the webhook are Krill's, so an update is
-    recorded before it is confirmed to Telegram. Every send and edit is paced below
-    Telegram's flood limits (`channels.telegram.pacing`).
-    """
-    root = config.api_base_url.rstrip("/")
-    return (
-        ApplicationBuilder()
-        .token(config.token)
-        .base_url(f"{root}/bot")
-        .base_file_url(f"{root}/file/bot")
-        .updater(None)
-        .job_queue(None)  # timed work belongs to Krill's scheduler
-        .rate_limiter(FloodPacer(config.pacing))
-        .build()
-    )
 
 
 class TelegramChannel:
@@ -104,6 +88,9 @@ class TelegramChannel:
         self.config = config
         self._media_max_bytes = media_max_bytes  # None: files stay `[photo]` stand-ins
         self.stream_interval = config.stream_interval
+        # Telegram cannot say whether a send that timed out arrived: the outbox sends it
+        # again after waiting, or (the default) marks it maybe sent.
+        self.resend_after_timeout = config.resend_after_timeout
         self._core = core
         self._albums = Albums(core.accept, album_wait)
         self._names = names  # extra names the bot answers to, e.g. from IDENTITY.md
@@ -373,6 +360,13 @@ class TelegramChannel:
                 raise
             log.warning("Telegram refused a reply's formatting (%s); sending plain text", exc)
             sent = await send(plain_fallback(out.text, text), None)
+        except TelegramError as exc:
+            # A send that timed out is not repeated here, nor a plain failure if it reached
+            # Telegram: the outbox settles it.
+            failure = unconfirmed(exc, self.config.timeouts.read)
+            if failure is None:
+                raise
+            raise failure from exc
         return str(sent.message_id)
 
     async def _edit(
@@ -422,11 +416,13 @@ class TelegramChannel:
     # --- helpers ----------------------------------------------------------------------
 
     async def send_file(self, address: Address, file: OutboundFile) -> str:
-        """Upload one file, tried once; a failure is a classified `SendFailure`."""
+        """Upload one file, tried once; a failure is a classified `SendFailure` (an upload
+        whose answer timed out, an unknown outcome)."""
         try:
             return await files.send_file(self.bot, self._chat(address), address, file)
         except TelegramError as exc:
-            raise classify(exc, self._redact) from exc
+            wait = self.config.timeouts.read
+            raise (unconfirmed(exc, wait) or classify(exc, self._redact)) from exc
 
     def _chat(self, address: Address) -> int:
         chat_id = int(address.chat_id)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
+import httpx
+from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError, TimedOut
 
 from bot.channel_contract import SendFailure, SendFailureKind
 from channels.telegram.polling import retry_after_seconds
@@ -30,10 +31,23 @@ def is_edit_target_gone(exc: TelegramError) -> bool:
     )
 
 
+def unconfirmed(exc: TelegramError, wait: float) -> SendFailure | None:
+    """For a send that got no answer within the read timeout `wait`: its request reached
+    Telegram, which may well have carried it out, so the outcome is unknown (settled after
+    waiting as long again). None for any other error: a connect, pool or write timeout means
+    the request never arrived whole."""
+    if isinstance(exc, TimedOut) and isinstance(exc.__cause__, httpx.ReadTimeout):
+        return SendFailure(
+            SendFailureKind.UNKNOWN, f"Telegram did not answer within {wait:g}s", wait
+        )
+    return None
+
+
 def classify(exc: TelegramError, redact: Callable[[BaseException], str]) -> SendFailure:
-    """What a failed send means for the outbox: flood control names its delay; a refusal
+    """What a failed call means for the outbox: flood control names its delay; a refusal
     (bot blocked, chat not found, an upload over Telegram's size limit) is permanent; a text
-    too long is to be split; a timeout, a server error or the network is transient."""
+    too long is to be split; a timeout, a server error or the network is transient (a send
+    whose answer timed out is `unconfirmed` first)."""
     if isinstance(exc, RetryAfter):
         return SendFailure(
             SendFailureKind.RETRY_AFTER, "Telegram flood control", retry_after_seconds(exc)

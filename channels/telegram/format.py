@@ -20,7 +20,7 @@ from telegramify_markdown.entity import MessageEntity as ConvertedEntity
 from telegramify_markdown.entity import utf16_len
 
 from bot.types import Source
-from channels.chunking import carry_styles, hard_split, pack
+from channels.chunking import attach_lone_markers, hard_split, pack, split_paragraph
 from channels.sources import with_sources
 
 # Telegram counts the limit after entity parsing, in UTF-16 code units.
@@ -177,8 +177,8 @@ def _with_close(lines: list[str], opener: str | None) -> str:
     return f"{text}\n{opener}" if opener else text
 
 
-def _split_lines(block: str, fits: Callable[[str], bool]) -> list[str]:
-    """Split one block that is too big for a message at line boundaries.
+def _split_code(block: str, fits: Callable[[str], bool]) -> list[str]:
+    """Split one fenced code block that is too big for a message at line boundaries.
 
     A fenced code block cut in two is closed at the end of one piece and reopened (with its
     language) at the start of the next, so both pieces still render as code.
@@ -218,6 +218,43 @@ def _split_lines(block: str, fits: Callable[[str], bool]) -> list[str]:
     return pieces
 
 
+def _segments(block: str) -> list[tuple[str, bool]]:
+    """`block` as runs of lines: prose, and fenced code (from its fence to the closing one,
+    or to the block's end), each with whether it is code."""
+    runs: list[tuple[list[str], bool]] = []
+    opener: str | None = None
+    for line in block.split("\n"):
+        if opener is not None:
+            runs[-1][0].append(line)
+            if _closes(line, opener):
+                opener = None
+            continue
+        opener = _fence_marker(line)
+        code = opener is not None
+        if runs and runs[-1][1] == code and not code:
+            runs[-1][0].append(line)
+        else:
+            runs.append(([line], code))
+    return [("\n".join(lines), code) for lines, code in runs]
+
+
+def _split_block(block: str, fits: Callable[[str], bool]) -> list[str]:
+    """Pieces of one block, each fitting: prose cut and styled by `split_paragraph`, fenced
+    code by `_split_code`, then packed back together line by line."""
+    segments = [
+        (text if code else attach_lone_markers(text), code) for text, code in _segments(block)
+    ]
+    whole = "\n".join(text for text, _ in segments)
+    if fits(whole):
+        return [whole]
+    pieces = [
+        piece
+        for text, code in segments
+        for piece in (_split_code(text, fits) if code else split_paragraph(text, fits))
+    ]
+    return pack(pieces, "\n", fits)
+
+
 def split_markdown(
     markdown: str,
     limit: int = MAX_MESSAGE_UNITS,
@@ -225,18 +262,16 @@ def split_markdown(
 ) -> list[str]:
     """Markdown chunks, in order, each rendering to at most `limit` units.
 
-    Chunks break between paragraphs where possible, else between lines, and never inside a
-    code block without closing and reopening it; a style cut in two is closed and reopened
-    (its markers render to nothing, so the measure is unchanged). Blank-only input gives no
-    chunks.
+    Chunks break between paragraphs where possible, else between lines, else at a space
+    (`channels.chunking`: not inside a short aside), and never inside a code block without
+    closing and reopening it; a style cut in two is closed and reopened (its markers render
+    to nothing, so the measure is unchanged). Blank-only input gives no chunks.
     """
 
     def fits(text: str) -> bool:
         return measure(text) <= limit
 
     pieces = (
-        piece
-        for block in split_blocks(markdown.strip())
-        for piece in ([block] if fits(block) else carry_styles(_split_lines(block, fits)))
+        piece for block in split_blocks(markdown.strip()) for piece in _split_block(block, fits)
     )
     return pack(pieces, "\n\n", fits)

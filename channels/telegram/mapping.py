@@ -21,6 +21,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
 
 from telegram import (
     Chat,
@@ -33,6 +34,7 @@ from telegram import (
     MessageOriginUser,
     Update,
 )
+from telegram.ext import filters
 
 from bot.types import Address, ChatType, InboundMessage
 
@@ -45,6 +47,8 @@ MIN_NAME_LENGTH = 3
 _IDENTITY_NAME = re.compile(r"^\W*name\W*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 # What may follow a leading @mention before the real text starts ("@bot, hi", "@bot: hi").
 _MENTION_TRAIL = " \t\n,:;.!-"
+# Hosts of links that open a Telegram username, as t.me/<username> does.
+_USERNAME_HOSTS = frozenset({"t.me", "telegram.me", "telegram.dog"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +60,29 @@ class BotIdentity:
     names: tuple[str, ...] = ()
 
     def name_in(self, text: str) -> bool:
-        """Whether `text` calls the bot by name or username (a whole word, any case)."""
+        """Whether `text` calls the bot by name or username (a whole word, any case), or by
+        its @handle, entity or not."""
         pattern = _name_pattern((*self.names, self.username))
-        return pattern is not None and pattern.search(text) is not None
+        if pattern is not None and pattern.search(text) is not None:
+            return True
+        return _handle_pattern(self.username).search(text) is not None
+
+    def linked_by(self, url: str) -> bool:
+        """Whether a link opens the bot: `tg://user?id=<id>` (a tap-to-mention; also written
+        `tg://user/?id=` and `tg://openmessage?user_id=`), `tg://resolve?domain=<username>`
+        or `https://t.me/<username>`."""
+        link = urlsplit(url.strip())
+        query = parse_qs(link.query)
+        if link.scheme.lower() == "tg":
+            place = (link.netloc or link.path).strip("/").lower()
+            if place in ("user", "openmessage"):
+                return str(self.id) in query.get("id", []) + query.get("user_id", [])
+            usernames = query.get("domain", []) if place == "resolve" else []
+        elif link.scheme.lower() in ("http", "https") and link.hostname in _USERNAME_HOSTS:
+            usernames = [link.path.strip("/").partition("/")[0]]
+        else:
+            return False
+        return any(name.casefold() == self.username.casefold() for name in usernames)
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,6 +94,12 @@ def _name_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
     # would be someone else's @handle or a /command.
     alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
     return re.compile(rf"(?<![\w@/])(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=8)
+def _handle_pattern(username: str) -> re.Pattern[str]:
+    # Not inside a longer handle ("@krill_bot_fan") nor an e-mail address.
+    return re.compile(rf"(?<![\w@])@{re.escape(username)}(?!\w)", re.IGNORECASE)
 
 
 def identity_name(identity_md: str) -> str | None:
@@ -97,24 +127,24 @@ def topic_id(message: Message) -> str | None:
 
 
 def is_reply_to_bot(message: Message, bot: BotIdentity) -> bool:
-    """A real reply to one of the bot's messages.
+    """A real reply to one of the bot's messages, whatever it carried: text, a caption, or
+    only a sticker, a photo or a voice note (or something Krill has no name for).
 
     Inside a forum topic every message "replies" to the topic's creation service message,
     which may well be the bot's own if it opened the topic; that is not a reply.
-    A reply to one of the bot's service messages (a topic it closed, hid or renamed) is not
-    one either: there is nothing there the person could be answering.
+    A reply to one of the bot's service messages (a topic it closed, hid or renamed, a pin)
+    is not one either: there is nothing there the person could be answering.
     """
     target = message.reply_to_message
     if target is None or target.from_user is None or target.from_user.id != bot.id:
         return False
-    if message_text(target) is None:  # a service message: no text, caption or media
+    if filters.StatusUpdate.ALL.check_update(Update(0, message=target)):
         return False
     return not (message.is_topic_message and target.message_id == message.message_thread_id)
 
 
 def _entities(message: Message) -> dict[MessageEntity, str]:
     kinds: list[str | None] = [
-        MessageEntity.MENTION,
         MessageEntity.TEXT_MENTION,
         MessageEntity.BOT_COMMAND,
         MessageEntity.TEXT_LINK,
@@ -125,20 +155,18 @@ def _entities(message: Message) -> dict[MessageEntity, str]:
 
 
 def is_addressed(message: Message, bot: BotIdentity) -> bool:
-    """Whether the bot was addressed: @mention, text mention, /command@bot, its name, or a
-    reply to one of its messages."""
+    """Whether the bot was addressed: its @handle (a mention, or typed), a tap-to-mention (a
+    text mention of it, or a link to it), /command@bot, its name, or a reply to one of its
+    messages."""
     handle = f"@{bot.username}".casefold()
     for entity, text in _entities(message).items():
-        if entity.type == MessageEntity.MENTION and text.casefold() == handle:
-            return True
         if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot.id:
             return True
         if entity.type == MessageEntity.BOT_COMMAND and text.casefold().endswith(handle):
             return True
-        # A tap-to-mention of a user without a username arrives as a link to their id.
-        if entity.type == MessageEntity.TEXT_LINK and entity.url == f"tg://user?id={bot.id}":
+        if entity.type == MessageEntity.TEXT_LINK and entity.url and bot.linked_by(entity.url):
             return True
-    if bot.name_in(message.text or message.caption or ""):
+    if bot.name_in(message.text or message.caption or ""):  # @handle mentions included
         return True
     return is_reply_to_bot(message, bot)
 

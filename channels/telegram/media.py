@@ -1,12 +1,18 @@
 """Files in Telegram messages -> `Attachment`s: photos (the largest size within the limit),
 documents, voice notes, audio and video notes, downloaded with getFile and the file URL
-under `telegram.api_base_url`. Files over the limit are never requested."""
+under `telegram.api_base_url`. Files over the limit are never requested.
+
+The download is always an HTTP request to the Bot API's file endpoint. python-telegram-bot
+reads a `file_path` that names a file on this machine straight from disk (meant for a local
+Bot API server), so a server answering getFile with, say, the path of krill.toml would put
+the bot token into a model request; Krill never lets it."""
 
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
-from telegram import Bot, Message
+from telegram import Bot, File, Message
 from telegram.error import TelegramError
 
 from bot.types import TOO_LARGE, Attachment, InboundMessage, MediaKind
@@ -40,6 +46,16 @@ def _wanted(message: Message, max_bytes: int) -> tuple[Attachment, str] | None:
     return None
 
 
+def file_url(bot: Bot, file: File) -> str:
+    """Where `file` is fetched: its path under the Bot API's file endpoint, whatever the
+    path looks like (python-telegram-bot has prefixed it only if no local file has that
+    name)."""
+    base = bot.base_file_url
+    path = file.file_path or ""
+    relative = path[len(base) + 1 :] if path.startswith(base + "/") else path.lstrip("/")
+    return f"{base}/{quote(relative)}"
+
+
 async def download(bot: Bot, message: Message, max_bytes: int) -> list[Attachment]:
     """The files of `message`, fetched; an attachment says why when it has no bytes."""
     wanted = _wanted(message, max_bytes)
@@ -54,7 +70,7 @@ async def download(bot: Bot, message: Message, max_bytes: int) -> list[Attachmen
         if (file.file_size or 0) > max_bytes:
             att.size, att.error = file.file_size or 0, TOO_LARGE
             return [att]
-        data = bytes(await file.download_as_bytearray())
+        data = await bot.request.retrieve(file_url(bot, file))
     except TelegramError as exc:
         log.warning("Telegram: could not download %s: %s", att.name, exc)
         att.error = "Telegram would not hand the file over"

@@ -494,6 +494,7 @@ class FakeSlack(SlackEvents):
         self._failures: dict[str, list[_Failure]] = {}
         self.flood: FloodControl | None = None  # see enforce_rate_limits
         self._holds: dict[str, asyncio.Event] = {}
+        self._late: dict[str, list[float]] = {}  # see answer_late
         self._sockets: list[web.WebSocketResponse] = []
         self._pulse = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -590,6 +591,12 @@ class FakeSlack(SlackEvents):
         if self.flood is None or method not in PACED_METHODS or "channel" not in params:
             return None
         return self.flood.admit({"channel": params["channel"]})
+
+    def answer_late(self, method: str, *seconds: float) -> None:
+        """Carry out each of the next calls to `method` at once (a post shows in the
+        channel, as on the real Slack) but answer it only after the next of `seconds`,
+        whether or not the client is still waiting."""
+        self._late.setdefault(method, []).extend(seconds)
 
     def hold_next_answer(self, method: str) -> asyncio.Event:
         """Carry out the next call to `method` but answer only once the returned event is
@@ -945,6 +952,9 @@ class FakeSlack(SlackEvents):
         hold = self._holds.pop(method, None)
         if hold is not None:  # done, but the answer is late (the caller may die meanwhile)
             await hold.wait()
+        late = self._late.get(method)
+        if late:
+            await asyncio.sleep(late.pop(0))
         return web.json_response(body)
 
     async def _handle_ws(self, request: web.Request) -> web.WebSocketResponse:

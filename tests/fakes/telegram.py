@@ -472,12 +472,14 @@ class Call(tuple[str, JSONDict]):
     status: int | None
     response: JSONDict | None
     client: str  # the client's connection (host:port), to tell pollers apart
+    at: float  # when it arrived (time.monotonic)
 
     def __new__(cls, method: str, params: JSONDict, client: str = "") -> Call:
         self = super().__new__(cls, (method, params))
         self.status = None
         self.response = None
         self.client = client
+        self.at = time.monotonic()
         return self
 
     @property
@@ -590,6 +592,8 @@ class FakeTelegram:
         self.files: dict[str, tuple[JSONDict, bytes]] = {}
         # Photos and documents the bot uploaded: (message as the API returned it, bytes).
         self.sent_media: list[tuple[JSONDict, bytes]] = []
+        # Paths asked of the file endpoint (/file/bot<token>/<path>), in order.
+        self.file_requests: list[str] = []
         self.webhook: JSONDict | None = None
         self.allowed_updates: list[str] = []
 
@@ -598,6 +602,7 @@ class FakeTelegram:
         self._message_ids: dict[int, int] = {}
         self._bot_message_order: list[tuple[int, int]] = []
         self._failures: list[_Failure] = []
+        self._late: dict[str, list[float]] = {}  # see answer_late
         self.flood: FloodControl | None = None  # see enforce_flood_limits
         self._random_failure: tuple[str, float, random.Random, int, str] | None = None
         self._file_seq = itertools.count(1)
@@ -795,6 +800,12 @@ class FakeTelegram:
         error = _ApiError(status, description, parameters)
         self._failures.append(_Failure(method.lower(), error, times, after))
 
+    def answer_late(self, method: str, *seconds: float) -> None:
+        """Carry out each of the next calls to `method` at once (a message is sent and shows
+        in the chat, as on the real platform) but answer it only after the next of
+        `seconds`, whether or not the client is still waiting."""
+        self._late.setdefault(method.lower(), []).extend(seconds)
+
     def fail_randomly(self, method: str, rate: float, status: int = 502, seed: int = 0) -> None:
         """Answer a share `rate` of the calls to `method` with `status` (a flaky server)."""
         description = _DEFAULT_DESCRIPTIONS.get(status, "Internal Server Error")
@@ -854,6 +865,7 @@ class FakeTelegram:
         path = request.path
         file_match = re.fullmatch(r"/file/bot([^/]+)/(.+)", path)
         if file_match and request.method == "GET":
+            self.file_requests.append(file_match.group(2))
             return self._serve_file(file_match.group(1), file_match.group(2))
         api_match = re.fullmatch(r"/bot([^/]+)/([A-Za-z0-9_]+)/?", path)
         if api_match is None:
@@ -866,6 +878,8 @@ class FakeTelegram:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         call = Call(method, params, f"{peer[0]}:{peer[1]}" if peer else "")
         self.calls.append(call)
+        late = self._late.get(method.lower())
+        delay = late.pop(0) if late else 0.0
         try:
             result = await self._handle(method, params)
         except _ApiError as exc:
@@ -877,6 +891,8 @@ class FakeTelegram:
             call.status, call.response = 200, {"ok": True, "result": result}
         # Notify only once the outcome is recorded, so waiters can trust Call.status.
         self._call_signal.notify()
+        if delay:
+            await asyncio.sleep(delay)  # done; only the answer is late
         return web.json_response(call.response, status=call.status)
 
     async def _handle(self, method: str, params: JSONDict) -> Any:
@@ -1317,14 +1333,23 @@ class FakeTelegram:
 
     # ---- files -----------------------------------------------------------------------
 
-    def add_file(self, data: bytes, *, folder: str = "documents", suffix: str = "") -> JSONDict:
-        """Register downloadable bytes; returns the File dict (file_id, file_path, ...)."""
+    def add_file(
+        self,
+        data: bytes,
+        *,
+        folder: str = "documents",
+        suffix: str = "",
+        file_path: str | None = None,
+    ) -> JSONDict:
+        """Register downloadable bytes; returns the File dict (file_id, file_path, ...).
+        `file_path` replaces the path getFile answers with (a hostile or misconfigured
+        server naming, say, a file on the bot's own disk)."""
         n = next(self._file_seq)
         meta = {
             "file_id": f"FAKE{folder[:3].upper()}{n:04d}{uuid.uuid4().hex[:12]}",
             "file_unique_id": f"U{n:06d}",
             "file_size": len(data),
-            "file_path": f"{folder}/file_{n}{suffix}",
+            "file_path": file_path or f"{folder}/file_{n}{suffix}",
         }
         self.files[meta["file_id"]] = (meta, data)
         return meta
@@ -1591,11 +1616,12 @@ class FakeTelegram:
         caption: str | None = None,
         group: bool = False,
         first_name: str = "Alice",
+        file_path: str | None = None,
     ) -> JSONDict:
         """A file sent as a document (downloadable via getFile up to the API's 20 MB)."""
         user = self._user(user_id, first_name, None)
         chat = self._chat(chat_id, group=group, user=user)
-        meta = self.add_file(data, folder="documents", suffix="")
+        meta = self.add_file(data, folder="documents", suffix="", file_path=file_path)
         document = {
             "file_id": meta["file_id"],
             "file_unique_id": meta["file_unique_id"],

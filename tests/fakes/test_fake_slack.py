@@ -329,3 +329,17 @@ async def test_rate_limits_per_channel(fake_slack: FakeSlack) -> None:
     await client.chat_postMessage(channel="C2", text="another channel")
     assert fake_slack.posted_texts() == ["one", "another channel"]
     assert flood.refused == 1
+
+
+async def test_a_late_answer_comes_after_the_post_is_in_the_channel(
+    fake_slack: FakeSlack,
+) -> None:
+    client = AsyncWebClient(token=fake_slack.bot_token, base_url=fake_slack.api_url)
+    fake_slack.answer_late("chat.postMessage", 0.5)
+    posting = asyncio.ensure_future(client.chat_postMessage(channel="C9", text="late but there"))
+    await fake_slack.wait_for("chat.postMessage")
+    await wait_until(lambda: fake_slack.posted_texts("C9") == ["late but there"])
+    assert not posting.done()  # carried out, not yet answered
+    started = time.monotonic()
+    assert (await posting)["ok"]
+    assert time.monotonic() - started > 0.3

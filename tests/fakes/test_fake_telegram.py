@@ -348,3 +348,19 @@ async def test_one_client_polling_in_a_row_is_one_poller_without_conflicts(
     for _ in range(3):
         await bot.get_updates(timeout=0)
     assert len(fake_telegram.pollers()) == 1 and fake_telegram.poll_conflicts == 0
+
+
+async def test_a_late_answer_comes_after_the_message_is_in_the_chat(
+    fake_telegram: FakeTelegram,
+) -> None:
+    fake_telegram.answer_late("sendMessage", 0.5)
+    async with fake_telegram.make_bot() as bot:
+        sending = asyncio.ensure_future(bot.send_message(42, "late but there"))
+        await fake_telegram.wait_for("sendMessage", successful=True)
+        assert [m["text"] for m in fake_telegram.bot_messages(42)] == ["late but there"]
+        assert not sending.done()  # carried out, not yet answered
+        started = time.monotonic()
+        sent = await sending
+        assert time.monotonic() - started > 0.3 and sent.text == "late but there"
+        await bot.send_message(42, "on time")  # only the next call was late
+    assert [c.at for c in fake_telegram.calls] == sorted(c.at for c in fake_telegram.calls)

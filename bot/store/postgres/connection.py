@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
@@ -28,6 +27,7 @@ from asyncpg.transaction import Transaction
 
 from bot.backoff import Backoff
 from bot.errors import StoreUnavailable
+from bot.store.open_errors import masked_url
 from bot.store.postgres.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -59,16 +59,6 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 T = TypeVar("T")
 # A pooled connection, as `transaction()` hands it out: it has Connection's query methods.
 Db = PoolConnectionProxy
-
-
-def masked_url(url: str) -> str:
-    """`url` with its password replaced by ***, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
 class Connection:

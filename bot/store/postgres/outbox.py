@@ -13,6 +13,7 @@ from bot.store.outbox_rows import (
     OUTBOX_COLUMNS,
     PREVIEW_COLUMNS,
     PREVIEW_INDEX,
+    SET_ASIDE_OUTBOX,
     UNFINISHED_OUTBOX,
     OutboxChunk,
     OutboxRow,
@@ -27,6 +28,7 @@ from bot.store.postgres.connection import Connection
 from bot.types import Address
 
 _UNFINISHED = [str(s) for s in UNFINISHED_OUTBOX]
+_SET_ASIDE = [str(s) for s in SET_ASIDE_OUTBOX]
 # The heads of the chats on channels $1 with no row under a live claim at $2.
 _FREE_HEADS = (
     "SELECT MIN(id) FROM outbox WHERE status = ANY($3::text[]) AND channel = ANY($1::text[])"
@@ -50,8 +52,9 @@ _NEXT_DUE = (
 _UNCLAIM = "claimed_by = NULL, claimed_until = NULL"
 _CHUNK_MARKS = ", ".join(f"${i}" for i in range(1, 15))
 _PREVIEW_MARKS = ", ".join(f"${i}" for i in range(1, 14))
-# Marking a row dead, and prefixing its notice (what this and earlier refused chunks could
-# not say) to the next unfinished chunk of the same reply, in one statement.
+# Marking a row dead (or maybe sent), and prefixing its notice (what this and earlier
+# refused chunks could not say) to the next unfinished chunk of the same reply, in one
+# statement.
 _DEAD = (
     f"WITH dead AS (UPDATE outbox SET status = $2, dead_reason = $3, updated_at = $5, {_UNCLAIM}"
     " WHERE id = $1 RETURNING turn_id, chunk_index, notice)"
@@ -169,7 +172,7 @@ class OutboxTables(Connection):
     async def outbox_retry_at(
         self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
     ) -> None:
-        status = OutboxStatus.SENDING if unknown else OutboxStatus.PENDING
+        status = OutboxStatus.UNCONFIRMED if unknown else OutboxStatus.PENDING
         await self._execute(
             "UPDATE outbox SET status = $1, next_attempt_at = $2, dead_reason = $3,"
             f" {_UNCLAIM}, updated_at = $4 WHERE id = $5",
@@ -180,9 +183,11 @@ class OutboxTables(Connection):
             row_id,
         )
 
-    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
-        dead = str(OutboxStatus.DEAD)
-        await self._execute(_DEAD, row_id, dead, reason, notice, now, _UNFINISHED)
+    async def outbox_mark_dead(
+        self, row_id: int, reason: str, notice: str, now: float, *, maybe_sent: bool = False
+    ) -> None:
+        status = str(OutboxStatus.MAYBE_SENT if maybe_sent else OutboxStatus.DEAD)
+        await self._execute(_DEAD, row_id, status, reason, notice, now, _UNFINISHED)
 
     async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
         retried = await self._fetchval(
@@ -199,11 +204,12 @@ class OutboxTables(Connection):
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary:
         rows = await self._fetchall(
             "SELECT status, COUNT(*) FROM outbox WHERE status = ANY($1::text[]) GROUP BY status",
-            [*_UNFINISHED, str(OutboxStatus.DEAD)],
+            [*_UNFINISHED, *_SET_ASIDE],
         )
         dead = await self._fetchall(
-            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE status = $1 ORDER BY id DESC LIMIT $2",
-            str(OutboxStatus.DEAD),
+            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE status = ANY($1::text[])"
+            " ORDER BY id DESC LIMIT $2",
+            _SET_ASIDE,
             dead_limit,
         )
         return outbox_summary_of({str(s): int(n) for s, n in rows}, dead)

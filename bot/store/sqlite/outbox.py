@@ -1,8 +1,8 @@
 """The outbox in SQLite: every reply chunk as a row before it is sent, its status (pending,
-sending, sent, dead), its attempts and when the next one is due. Rows of one chat go out in
-`id` order; a chat's first unfinished row is its head. A sender claims a head (one
-conditional UPDATE … RETURNING in the write transaction) before it sends it, so senders of
-several processes sharing the file never send one row twice."""
+sending, unconfirmed, sent, dead, maybe sent), its attempts and when the next one is due.
+Rows of one chat go out in `id` order; a chat's first unfinished row is its head. A sender
+claims a head (one conditional UPDATE … RETURNING in the write transaction) before it sends
+it, so senders of several processes sharing the file never send one row twice."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bot.store.outbox_rows import (
     OUTBOX_COLUMNS,
     PREVIEW_COLUMNS,
     PREVIEW_INDEX,
+    SET_ASIDE_OUTBOX,
     UNFINISHED_OUTBOX,
     OutboxChunk,
     OutboxRow,
@@ -29,12 +30,19 @@ from bot.store.sqlite.connection import Connection
 from bot.types import Address
 
 
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+# Placeholders for UNFINISHED_OUTBOX.
+_UNFINISHED = _marks(UNFINISHED_OUTBOX)
+
+
 def _heads(channels: Sequence[str]) -> str:
     """The heads of the chats on `channels`; `?` for the statuses, then the channels."""
-    marks = ", ".join("?" for _ in channels)
     return (
-        "SELECT MIN(id) FROM outbox WHERE status IN (?, ?)"
-        f" AND channel IN ({marks}) GROUP BY chat_key"
+        f"SELECT MIN(id) FROM outbox WHERE status IN ({_UNFINISHED})"
+        f" AND channel IN ({_marks(channels)}) GROUP BY chat_key"
     )
 
 
@@ -166,7 +174,7 @@ class OutboxTables(Connection):
     async def outbox_retry_at(
         self, row_id: int, at: float, reason: str, now: float, *, unknown: bool = False
     ) -> None:
-        status = OutboxStatus.SENDING if unknown else OutboxStatus.PENDING
+        status = OutboxStatus.UNCONFIRMED if unknown else OutboxStatus.PENDING
         await self._update(
             "status = ?, next_attempt_at = ?, dead_reason = ?",
             (status, at, reason),
@@ -174,7 +182,10 @@ class OutboxTables(Connection):
             now,
         )
 
-    async def outbox_mark_dead(self, row_id: int, reason: str, notice: str, now: float) -> None:
+    async def outbox_mark_dead(
+        self, row_id: int, reason: str, notice: str, now: float, *, maybe_sent: bool = False
+    ) -> None:
+        status = OutboxStatus.MAYBE_SENT if maybe_sent else OutboxStatus.DEAD
         async with self.transaction() as db:
             cursor = await db.execute(
                 "SELECT turn_id, chunk_index, notice FROM outbox WHERE id = ?", (row_id,)
@@ -183,7 +194,7 @@ class OutboxTables(Connection):
             await db.execute(
                 f"UPDATE outbox SET status = ?, dead_reason = ?, updated_at = ?, {_UNCLAIM}"
                 " WHERE id = ?",
-                (OutboxStatus.DEAD, reason, now, row_id),
+                (status, reason, now, row_id),
             )
             if found is None:
                 return
@@ -192,7 +203,8 @@ class OutboxTables(Connection):
             # it) could not say, so the person learns that part of the reply is missing.
             await db.execute(
                 "UPDATE outbox SET notice = ? || notice, updated_at = ? WHERE id = (SELECT MIN(id)"
-                " FROM outbox WHERE turn_id = ? AND chunk_index > ? AND status IN (?, ?))",
+                " FROM outbox WHERE turn_id = ? AND chunk_index > ?"
+                f" AND status IN ({_UNFINISHED}))",
                 (earlier + notice, now, turn_id, index, *UNFINISHED_OUTBOX),
             )
 
@@ -206,16 +218,19 @@ class OutboxTables(Connection):
             return cursor.rowcount == 1
 
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary:
+        counted = (*UNFINISHED_OUTBOX, *SET_ASIDE_OUTBOX)
         counts = {
             str(status): int(n)
             for status, n in await self._fetchall(
-                "SELECT status, COUNT(*) FROM outbox WHERE status IN (?, ?, ?) GROUP BY status",
-                (*UNFINISHED_OUTBOX, OutboxStatus.DEAD),
+                f"SELECT status, COUNT(*) FROM outbox WHERE status IN ({_marks(counted)})"
+                " GROUP BY status",
+                counted,
             )
         }
         dead = await self._fetchall(
-            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE status = ? ORDER BY id DESC LIMIT ?",
-            (OutboxStatus.DEAD, dead_limit),
+            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE status IN ({_marks(SET_ASIDE_OUTBOX)})"
+            " ORDER BY id DESC LIMIT ?",
+            (*SET_ASIDE_OUTBOX, dead_limit),
         )
         return outbox_summary_of(counts, dead)
 
