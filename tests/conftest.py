@@ -18,6 +18,17 @@ pytest_plugins = [
 ]
 
 
+# A test that replaces its module's Krill process (a restart) leaves the new one to the
+# module's fixture, which stops it: the module, not the test, is checked for it.
+HANDS_KRILL_TO_MODULE = "hands_krill_to_module"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{HANDS_KRILL_TO_MODULE}: the Krill this test starts is its module's"
+    )
+
+
 def _stop_leaks(before: dict[int, str], owner: str) -> None:
     leaked = {pid: cmd for pid, cmd in krill_children().items() if pid not in before}
     for pid in leaked:
@@ -34,7 +45,8 @@ def no_krill_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     tests counts against the module (below), not against each test."""
     before = krill_children()
     yield
-    _stop_leaks(before, request.node.nodeid)
+    if request.node.get_closest_marker(HANDS_KRILL_TO_MODULE) is None:
+        _stop_leaks(before, request.node.nodeid)
 
 
 @pytest.fixture(autouse=True, scope="module")
