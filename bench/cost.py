@@ -68,7 +68,7 @@ WRITE_1H = 2.0
 READ = 0.1
 
 WINDOW = 200_000
-TARGET_SHARE_OF_NAIVE = 0.023
+TARGET_SHARE_OF_NAIVE = 0.016
 TARGET_OVER_LOWER_BOUND = 2.0
 # The pre-expiry moment of `krill run`'s scheduler: memory.flush.idle_lead_seconds before
 # the cache TTL runs out.
@@ -76,6 +76,10 @@ IDLE_LEAD_SECONDS = 30.0
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 IN_PLACE_MARK = IN_PLACE_PROMPT.split("]", 1)[0]
 FORGET_EVERY = 5  # the forgetful summarizer drops every fifth identifier it is asked for
+# A tool result kept on disk (only its preview in context) is read further now and then: one
+# more page for every fourth report; and page after page until a planted identifier shows.
+PAGE_BACK_EVERY = 4
+NEXT_PAGE_RE = re.compile(r'read_tool_result\(id="([0-9a-f]{12})", from_line=(\d+), lines=(\d+)\)')
 
 # The script's shape.
 BURST_TURNS = (3, 14)
@@ -233,6 +237,26 @@ def _in_place_at(body: dict[str, Any]) -> int | None:
     return None
 
 
+def _pages_back(reply: Any) -> bool:
+    """Whether the assistant answered with a read_tool_result call."""
+    content = reply.content if isinstance(reply, Reply) else []
+    return any(b.get("name") == "read_tool_result" for b in content)
+
+
+def _turn_results(body: dict[str, Any]) -> list[str]:
+    """The texts of the tool results since the person's latest message, oldest first."""
+    found: list[str] = []
+    for message in reversed(body.get("messages") or []):
+        content = message["content"]
+        if message["role"] == "assistant":
+            continue
+        results = [b for b in content if b.get("type") == "tool_result"]
+        if not results or isinstance(content, str):
+            break
+        found.extend(_text(b.get("content")) for b in reversed(results))
+    return found[::-1]
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -256,6 +280,7 @@ class Model:
     turn: Turn | None = None
     answered: dict[str, bool] = field(default_factory=dict)
     summaries: int = 0
+    page_backs: int = 0  # read_tool_result calls: each is one more priced request
 
     def __call__(self, body: dict[str, Any]) -> Any:
         self.clock[0] += self.rng.uniform(*MODEL_LATENCY)
@@ -265,24 +290,34 @@ class Model:
         turn = self.turn
         if turn is None:
             return "NO_REPLY"
-        last = body["messages"][-1]["content"]
-        has_results = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
-        if turn.tool_bytes and not has_results:
-            call = {
-                "type": "tool_use",
-                "id": f"toolu_{turn.index:04d}",
-                "name": "fetch_report",
-                "input": {"turn": turn.index},
-            }
-            return Reply(content=[call], stop_reason="tool_use")
+        results = _turn_results(body)
+        if turn.tool_bytes and not results:
+            return self.call(f"toolu_{turn.index:04d}", "fetch_report", {"turn": turn.index})
+        seen = "\n".join(results)
+        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
+        # Like a model that needs what the preview left out: the planted line, or now and
+        # then just the next page.
+        wanted = plant is not None and plant.value not in seen
+        curious = plant is None and turn.index % PAGE_BACK_EVERY == 0 and len(results) == 1
+        more = NEXT_PAGE_RE.findall(results[-1]) if results else []
+        if (wanted or curious) and more:
+            result_id, from_line, lines = more[-1]
+            self.page_backs += 1
+            page = {"id": result_id, "from_line": int(from_line), "lines": int(lines)}
+            return self.call(f"toolu_{turn.index:04d}_{len(results)}", "read_tool_result", page)
         reply = words(self.rng, turn.reply_chars)
-        if turn.plant is not None and turn.plant.via == "tool":
-            reply = f"The report says {turn.plant.label} is {turn.plant.value}. {reply}"
+        if plant is not None and plant.value in seen:
+            reply = f"The report says {plant.label} is {plant.value}. {reply}"
         if turn.recall is not None:
             found = turn.recall.value in json.dumps(body, ensure_ascii=False)
             self.answered[turn.recall.value] = found
             reply = turn.recall.value if found else "I no longer have that, sorry."
         return reply
+
+    @staticmethod
+    def call(call_id: str, name: str, tool_input: dict[str, Any]) -> Reply:
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}
+        return Reply(content=[block], stop_reason="tool_use")
 
     def summarize(self, body: dict[str, Any]) -> str:
         self.summaries += 1
@@ -439,6 +474,8 @@ class RunResult:
     summarizer_calls: int
     warm_compactions: int = 0
     overflows: int = 0  # requests the fake refused as too long
+    page_backs: int = 0  # read_tool_result calls the assistant made
+    page_back_cost: float = 0.0  # what the requests answered with a page-back cost
     lower: Tally = field(default_factory=Tally)
     # The first request of each burst, when the cache has (usually) expired in the gap.
     openers: Tally = field(default_factory=Tally)
@@ -467,6 +504,9 @@ sender_turns_per_minute = 0
 enabled = false
 [scheduler]
 idle_compaction = false
+"""
+# The baseline reads every result whole: no tool result is kept on disk for it.
+WHOLE_RESULTS_TOML = """
 [tools.results]
 threshold_bytes = 10000000
 """
@@ -487,7 +527,13 @@ def message(turn: Turn, now: float) -> InboundMessage:
 
 
 async def replay(
-    turns: list[Turn], *, pipeline: bool, seed: int, ttl: str, forgetful: bool = False
+    turns: list[Turn],
+    *,
+    pipeline: bool,
+    seed: int,
+    ttl: str,
+    forgetful: bool = False,
+    overrides: dict[str, str] | None = None,
 ) -> RunResult:
     start = 1_790_000_000.0  # a fixed simulated epoch keeps timestamps, and prompts, stable
     clock = [start]
@@ -507,9 +553,10 @@ async def replay(
     schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
     async with fake:
         with tempfile.TemporaryDirectory() as tmp:
-            toml = BENCH_TOML.format(window=WINDOW)
+            toml = BENCH_TOML.format(window=WINDOW) + ("" if pipeline else WHOLE_RESULTS_TOML)
             harness = Harness(Path(tmp), fake.url, toml, clock=lambda: clock[0])
             harness.env["KRILL_ANTHROPIC__CACHE_TTL"] = ttl
+            harness.env.update(overrides or {})
             wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
             with wiring:
                 async with harness as h:
@@ -532,6 +579,10 @@ async def replay(
                         for position, request in enumerate(answered):
                             assert request.usage is not None
                             result.tally.add(request.usage)
+                            if _pages_back(request.reply):
+                                alone = Tally()
+                                alone.add(request.usage)
+                                result.page_back_cost += alone.cost
                             if lower is None:
                                 continue
                             ideal = lower.usage(request.body, request.usage["output_tokens"])
@@ -543,6 +594,7 @@ async def replay(
                     session = await app.store.current_session(key)
                     result.compactions = session.compaction_count if session else 0
     result.summarizer_calls = model.summaries
+    result.page_backs = model.page_backs
     return result
 
 
@@ -654,14 +706,15 @@ def report(
             f"{name}: {run.compactions} compaction(s) ({run.warm_compactions} warm, "
             f"{run.compactions - run.warm_compactions} in front of a turn), "
             f"{run.summarizer_calls} summarizer call(s), {run.overflows} overflow error(s), "
-            f"largest prompt {run.tally.max_prompt:,} tokens."
+            f"largest prompt {run.tally.max_prompt:,} tokens; {run.page_backs} page-back "
+            f"call(s) (read_tool_result) costing ${run.page_back_cost:.2f}."
         )
     print(f"baseline largest prompt: {base.tally.max_prompt:,} tokens; {recalled_after} recalls.")
     print(
         f"(c) - (d) = ${gap:.2f}, of which ${openers_gap:.2f} on the first request of each "
         f"burst (the cache expired during the idle gap; (d) never expires)."
     )
-    print(f"(c) is {share:.1%} of (a) (target <= {TARGET_SHARE_OF_NAIVE:.1%})")
+    print(f"(c) is {share:.2%} of (a) (target <= {TARGET_SHARE_OF_NAIVE:.1%})")
     print(f"(c) is {over:.2f}x (d) (target <= {TARGET_OVER_LOWER_BOUND}x)")
     print(
         f"identifiers answerable with Krill: {answered(krill)}, with the forgetful "
@@ -677,16 +730,30 @@ def report(
     )
 
 
+def setting_env(setting: str) -> tuple[str, str]:
+    """`tools.results.threshold_bytes=16000` as the KRILL_* variable that sets it."""
+    key, _, value = setting.partition("=")
+    return "KRILL_" + key.upper().replace(".", "__"), value
+
+
 async def main_async(args: argparse.Namespace) -> int:
     global WORDS
     if args.cjk:
         WORDS = CJK_WORDS
     turns = script(args.turns, args.seed)
     started = time.monotonic()
+    overrides = dict(setting_env(s) for s in args.set)
     base = await replay(turns, pipeline=False, seed=args.seed, ttl=args.cache_ttl)
-    krill = await replay(turns, pipeline=True, seed=args.seed, ttl=args.cache_ttl)
+    krill = await replay(
+        turns, pipeline=True, seed=args.seed, ttl=args.cache_ttl, overrides=overrides
+    )
     forgetful = await replay(
-        turns, pipeline=True, seed=args.seed, ttl=args.cache_ttl, forgetful=True
+        turns,
+        pipeline=True,
+        seed=args.seed,
+        ttl=args.cache_ttl,
+        forgetful=True,
+        overrides=overrides,
     )
     ok = report(turns, base, krill, forgetful, args.cache_ttl, time.monotonic() - started)
     return 0 if ok else 1
@@ -698,6 +765,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache-ttl", choices=("5m", "1h"), default="5m")
     parser.add_argument("--cjk", action="store_true", help="replay the script in Chinese")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="run Krill with this setting instead of its default (repeatable), e.g. "
+        "context.keep_recent_user_turns=2",
+    )
     args = parser.parse_args()
     sys.exit(asyncio.run(main_async(args)))
 

@@ -29,6 +29,7 @@ from bot.channel_contract import STANDBY, Channel, ChannelHealth
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
+from bot.context.planned import PlannedRequests
 from bot.gateway.admission import Admission, warn_if_closed
 from bot.gateway.lanes import Lanes
 from bot.gateway.leases import SessionLeases, gone_from_this_host, new_holder_id
@@ -152,9 +153,22 @@ class App:
             model=self.model, tools=self.tools, cache_watch=cache_watch, slots=slots
         )
 
-        # What a session's prompt cache holds, for the flush and warm compaction to read.
+        # Media people send: stored under the data folder, images prepared on acceptance.
+        self.media_files = MediaFiles(config.media_dir)
+        media = (
+            MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
+            if config.media.enabled
+            else None
+        )
+        # Requests as each session's stored context plan shapes them, and the prefix its
+        # prompt cache holds, for the flush and warm compaction to read.
+        requests = PlannedRequests(config=config, store=self.store, media=self.media_files)
         prefixes = RequestPrefixes(
-            config=config, store=self.store, workspace=self.workspace, tools=self.tools
+            config=config,
+            store=self.store,
+            workspace=self.workspace,
+            tools=self.tools,
+            requests=requests,
         )
 
         # Memory: the index and its tools, per-turn recall, and the flush.
@@ -179,13 +193,6 @@ class App:
                 )
         flushers = [self.flusher] if self.flusher is not None else []
 
-        # Media people send: stored under the data folder, images prepared on acceptance.
-        self.media_files = MediaFiles(config.media_dir)
-        media = (
-            MediaPreparer(config.media, self.media_files, Transcriber(config.transcription))
-            if config.media.enabled
-            else None
-        )
         self.context = ContextPipeline(
             config=config,
             store=self.store,
@@ -195,7 +202,8 @@ class App:
             accountant=self.accountant,
             before_compaction=flushers,
             clock=clock,
-            media=self.media_files,
+            requests=requests,
+            failures=self.metrics.compaction_failures,
         )
         self.replies = Replies(self.channels, self.outbox)
         self.runner = AgentRunner(
@@ -330,6 +338,8 @@ class App:
                 "operator to set it (export ANTHROPIC_API_KEY=... or anthropic.api_key in "
                 "krill.toml)"
             )
+        for adjustment in self.config.adjustments():
+            log.warning("%s", adjustment)
         await self.leases.release_dead()  # before any work can wait for those leases
         for channel in self._enabled_channels():
             self.add_channel(channel)

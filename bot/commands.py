@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot import __version__
+from bot.config import WindowSource
 from bot.sessions.access import how_to_grant_admin
+from bot.sessions.breaker import is_paused
 from bot.sessions.models import allowed_models, session_model
+from bot.sessions.window import session_limits
 from bot.tools.policy import describe_tools, policy_for_messages
 from bot.types import ChatType, InboundMessage, SessionOrigin
 
@@ -152,22 +155,45 @@ async def reply_whoami(host: CommandHost, command: Command, msg: InboundMessage,
     return f"You are {msg.principal}{name}.\nSession: {key}\nAdmin: {'yes' if admin else 'no'}"
 
 
+WINDOW_SOURCES = {
+    WindowSource.MODEL: "the model's limit",
+    WindowSource.LEARNED: "learned from the provider",
+    WindowSource.CONFIG: "agent.context_window",
+}
+
+
+def _compaction_line(session: SessionRow) -> str | None:
+    """The compaction breaker, when it has something to say."""
+    failures, until = session.compaction_failures, session.compaction_paused_until
+    if is_paused(until, time.time()):
+        when = dt.datetime.fromtimestamp(until or 0, dt.UTC).strftime("%H:%M UTC")
+        return (
+            f"⚠️ Compaction: paused until {when} after {failures} failures in a row; "
+            "the oldest turns are left out of requests meanwhile (/compact tries now)"
+        )
+    if failures:
+        return f"Compaction: {failures} failure(s) in a row"
+    return None
+
+
 async def reply_status(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     session = await host.current_session(key)
     cfg = host.config
-    window = cfg.agent.context_window
     lines = [f"🦐 Krill {__version__}", f"Model: {current_model(cfg, session)}"]
     lines.append(f"Session: {key}")
     if session is None:
         lines.append("Session id: (none yet - send a message to start one)")
     else:
         used = session.context_tokens
+        limits = session_limits(cfg, session)
+        window = limits.window
         lines += [
             f"Session id: {session.session_id} (started {_ago(session.created_at)})",
             f"Tokens: {_k(session.input_tokens)} in / {_k(session.output_tokens)} out",
             f"Cache: {_k(session.cache_read_tokens)} read / {_k(session.cache_write_tokens)} write"
             f" · hit ratio {session.cache_hit_ratio:.0%}",
             f"Context: {_k(used)}/{_k(window)} ({used / window:.0%})"
+            f" · window from {WINDOW_SOURCES[limits.source]}"
             f" · Compactions: {session.compaction_count}",
             f"Last memory flush: {_ago(session.memory_flush_at)}"
             + (
@@ -176,6 +202,9 @@ async def reply_status(host: CommandHost, command: Command, msg: InboundMessage,
             f"Estimated cost: ${session.cost_usd:.4f}",
             f"Turns: {session.turns} · Errors: {session.errors}",
         ]
+        breaker = _compaction_line(session)
+        if breaker is not None:
+            lines.append(breaker)
         previous = await host.previous_session(session)
         if previous is not None:
             lines.append(

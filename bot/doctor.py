@@ -299,6 +299,7 @@ async def check_web_search(config: Config) -> list[Check]:
 
 async def _run_checks(config: Config) -> list[Check]:
     checks = [Check("config", OK, str(config.source or "defaults (no krill.toml found)"))]
+    checks += [Check("config", WARN, adjustment) for adjustment in config.adjustments()]
     checks += check_workspace(config)
     checks += check_skills(config)
     checks += check_access(config)

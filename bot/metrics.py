@@ -31,6 +31,12 @@ class Metrics:
             ["block"],
             registry=r,
         )
+        self.compaction_failures = Counter(
+            "krill_compaction_failures",
+            "Compactions that failed (the summarizer's error) or ran past their deadline",
+            ["cause"],
+            registry=r,
+        )
         self.queue_depth = Gauge("krill_queue_depth", "Messages waiting or running", registry=r)
         self.outbox_dead = Counter(
             "krill_outbox_dead",

@@ -52,3 +52,26 @@ async def test_a_bug_mid_call_reaches_the_person_as_an_internal_error(
     assert failures, "the bug is logged with its traceback"
     assert not isinstance(failures[0].exc_info[1], ModelError)  # type: ignore[index]
     assert row is not None and row.errors == 1
+
+
+async def test_a_request_never_asks_more_output_than_the_model_can_write(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    toml = (
+        '[agent]\nmax_tokens = 50000\nmodels = ["claude-sonnet-4-6", "claude-opus-4-1"]\n'
+        '[models."claude-sonnet-4-6"]\nmax_output_tokens = 16000\n'
+    )
+    system = [{"type": "text", "text": "You are a test."}]
+    hi = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    async with Harness(tmp_path, fake_anthropic.url, toml) as h:
+        assert h.app is not None
+        await h.app.model.complete(system=system, messages=hi)  # type: ignore[arg-type]
+        await h.app.model.complete(system=system, messages=hi, model="claude-opus-4-1")  # type: ignore[arg-type]
+        await h.app.model.complete(system=system, messages=hi, model="unknown-model")  # type: ignore[arg-type]
+    asked = [(r.body["model"], r.body["max_tokens"]) for r in fake_anthropic.message_requests]
+    # Its [models] table, its known limit (Opus 4.1 writes 32k), or agent.max_tokens.
+    assert asked == [
+        ("claude-sonnet-4-6", 16000),
+        ("claude-opus-4-1", 32000),
+        ("unknown-model", 50000),
+    ]

@@ -195,3 +195,53 @@ def test_conventional_secret_variables(tmp_path: Path) -> None:
 def test_file_values_beat_conventional_variables(tmp_path: Path) -> None:
     path = write(tmp_path, "[anthropic]\napi_key = 'from-file'\n")
     assert load_config(path, env={"ANTHROPIC_API_KEY": "env"}).anthropic.api_key == "from-file"
+
+
+def test_models_tables_set_each_models_window_and_output_limit(tmp_path: Path) -> None:
+    text = """
+[agent]
+context_window = 300000
+[models."claude-haiku-4-5"]
+max_output_tokens = 8000
+[models."claude-sonnet-4-6"]
+context_window = 900000
+[models."my-local-model"]
+context_window = 32000
+"""
+    config = load_config(write(tmp_path, text), env={})
+    # Known: Haiku 4.5 takes 200k, below the 300k Krill would use; its output is configured.
+    haiku = config.model_limits("claude-haiku-4-5")
+    assert (haiku.context_window, haiku.window_source, haiku.max_output_tokens) == (
+        200_000,
+        "model",
+        8000,
+    )
+    # Its own table wins over agent.context_window, in either direction.
+    assert config.model_limits("claude-sonnet-4-6").context_window == 900_000
+    assert config.model_limits("my-local-model").context_window == 32_000
+    # Known to take 1M: agent.context_window is the ceiling Krill works with.
+    opus = config.model_limits("claude-opus-4-7")
+    assert (opus.context_window, opus.window_source) == (300_000, "config")
+    assert opus.max_output_tokens == 128_000
+    unknown = config.model_limits("some-other-model")
+    assert (unknown.context_window, unknown.max_output_tokens) == (300_000, None)
+
+
+def test_a_models_table_rejects_unknown_keys_and_tiny_windows(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"models\.claude-haiku-4-5\.context_windw"):
+        load_config(write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_windw = 1\n'), env={})
+    with pytest.raises(ConfigError, match="context_window"):
+        load_config(write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_window = 10\n'), env={})
+
+
+def test_a_reserve_below_the_floor_is_raised_and_said(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "[context]\nreserve_tokens = 4000\n"), env={})
+    assert config.context.reserve == 20_000
+    (line,) = config.adjustments()
+    assert "context.reserve_tokens = 4,000" in line and "using 20,000" in line
+    lowered = load_config(
+        write(tmp_path, "[context]\nreserve_tokens = 4000\nreserve_tokens_floor = 2000\n"),
+        env={},
+    )
+    assert lowered.context.reserve == 4000 and lowered.adjustments() == []
+    assert load_config(write(tmp_path, ""), env={}).adjustments() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.config import ContextConfig
 from bot.context.compaction.carryover import (
     MAX_TOOL_FAILURES,
     RULES_SECTION,
@@ -20,7 +21,11 @@ from bot.context.compaction.guard import (
     summary_problems,
 )
 from bot.context.compaction.prompts import FALLBACK_SUMMARY
-from bot.context.compaction.render import Item
+from bot.context.compaction.render import Item, render_items
+from bot.context.compaction.split import Split
+from tests import entries
+
+MARKER = "m1"
 
 GOOD = "\n".join(f"{h}\n- none" for h in REQUIRED_SECTIONS)
 
@@ -50,14 +55,14 @@ def test_tool_output_adds_only_a_few_identifiers_newest_first() -> None:
 
 def test_problems_name_missing_sections_identifiers_and_the_request() -> None:
     ask = "Please rename the staging bucket before Friday"
-    assert summary_problems(GOOD + "\n- staging bucket rename", ["abc12345"], "") == [
+    assert summary_problems(GOOD + "\n- staging bucket rename", ["abc12345"], "", MARKER) == [
         "these identifiers must appear exactly as written: abc12345"
     ]
     no_decisions = GOOD.replace("## Decisions\n", "")
-    problems = summary_problems(no_decisions, [], "")
+    problems = summary_problems(no_decisions, [], "", MARKER)
     assert problems == ["missing section headings: ## Decisions"]
-    assert summary_problems(GOOD, [], ask)[0].startswith("the latest user request")
-    assert summary_problems(GOOD + "\n- rename staging bucket by Friday", [], ask) == []
+    assert summary_problems(GOOD, [], ask, MARKER)[0].startswith("the latest user request")
+    assert summary_problems(GOOD + "\n- rename staging bucket by Friday", [], ask, MARKER) == []
 
 
 def test_the_request_check_works_for_scripts_without_spaces() -> None:
@@ -96,3 +101,20 @@ def test_finalize_appends_tool_failures_and_rules() -> None:
     final = finalize_summary(GOOD, identifiers=[], failures=failures, rules="- never")
     assert final.index(TOOL_FAILURES_SECTION) < final.index(RULES_SECTION)
     assert final.endswith(f"{RULES_SECTION}\n- never")
+
+
+def test_a_tool_calls_arguments_rank_with_tool_output_not_with_what_was_said() -> None:
+    page = {"id": "6468e851a848", "from_line": 201, "lines": 200}
+    call = {"type": "tool_use", "id": "t1", "name": "read_tool_result", "input": page}
+    said = entries.text("The budget sheet is ~/reports/q3-budget.xlsx")
+    summarized = [
+        entries.person("what does the report say?"),
+        entries.reply(said, call),
+        entries.results({"type": "tool_result", "tool_use_id": "t1", "content": "lines"}),
+    ]
+    previous = entries.summary("## Exact identifiers\n- OPS-4821").payload
+    items = render_items(Split(previous, summarized, []), "UTC", ContextConfig())  # type: ignore[arg-type]
+    # The call still reaches the summarizer's transcript...
+    assert any("[called read_tool_result" in i.text for i in items)
+    # ...but its kept-result id ranks after what was said and what summaries kept.
+    assert required_identifiers(items) == ["~/reports/q3-budget.xlsx", "OPS-4821", "6468e851a848"]

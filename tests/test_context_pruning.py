@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bot.config import ContextConfig
+from bot.context.plan import ContextPlan
 from bot.context.pruning import (
     CLEARED_TEXT,
     apply_pruning,
@@ -70,7 +71,7 @@ def test_soft_trim_keeps_head_and_tail_of_long_results_only() -> None:
     messages = conversation([10_000, 4_000])
     outcome = plan_pruning(messages, tokens=35_000, window=WINDOW, config=CFG, plan={})
     assert outcome.plan == {"t0": "trim"}  # 4,000 chars is not "over 4,000"
-    pruned = apply_pruning(messages, outcome.plan, CFG)
+    pruned = apply_pruning(messages, ContextPlan(actions=outcome.plan), CFG)
     text = pruned[2]["content"][0]["content"]
     original = messages[2]["content"][0]["content"]
     assert text.startswith(original[:1500] + "\n...\n" + original[-1500:])
@@ -85,7 +86,7 @@ def test_hard_clear_oldest_first_until_under_the_hard_ratio() -> None:
     outcome = plan_pruning(messages, tokens=51_500, window=WINDOW, config=CFG, plan={})
     # Each clear frees ~990 tokens: two bring 51.5k under the 50k line.
     assert outcome.plan == {"t0": "clear", "t1": "clear"}
-    pruned = apply_pruning(messages, outcome.plan, CFG)
+    pruned = apply_pruning(messages, ContextPlan(actions=outcome.plan), CFG)
     assert pruned[2]["content"][0]["content"] == CLEARED_TEXT
     assert pruned[6] is messages[6]
 
@@ -130,7 +131,8 @@ def test_results_with_images_are_never_pruned() -> None:
     messages = conversation([50_000])
     messages[2] = answer("t0", image)
     assert prunable_results(messages, CFG) == []
-    assert apply_pruning(messages, {"t0": "clear"}, CFG)[2]["content"][0]["content"] == image
+    pruned = apply_pruning(messages, ContextPlan(actions={"t0": "clear"}), CFG)
+    assert pruned[2]["content"][0]["content"] == image
 
 
 def test_tool_globs_deny_wins() -> None:
@@ -153,12 +155,26 @@ def test_tool_globs_deny_wins() -> None:
 def test_a_kept_plan_makes_the_prefix_byte_identical() -> None:
     messages = conversation([20_000, 20_000])
     plan = plan_pruning(messages, tokens=40_000, window=WINDOW, config=CFG, plan={}).plan
-    first = apply_pruning(messages, plan, CFG)
+    first = apply_pruning(messages, ContextPlan(actions=plan), CFG)
     # The conversation goes on while the cache is warm: no new decisions, same prefix.
     later = [*messages, said("more"), ask("next")]
-    second = apply_pruning(later, plan, CFG)
+    second = apply_pruning(later, ContextPlan(actions=plan), CFG)
     assert json.dumps(second[: len(first)]) == json.dumps(first)
     # Earlier decisions survive a later cold pass, which only adds to them.
     extended = plan_pruning(later, tokens=60_000, window=WINDOW, config=CFG, plan=plan)
     assert all(extended.plan[k] in ("trim", "clear") for k in plan)
     assert plan_pruning(later, tokens=10, window=WINDOW, config=CFG, plan=plan).plan == plan
+
+
+def test_tool_globs_ignore_case() -> None:
+    messages = conversation([50_000], name="Web_Fetch")
+    assert ids(prunable_results(messages, ContextConfig(prune_tools_allow=["web_*"]))) == ["t0"]
+    assert prunable_results(messages, ContextConfig(prune_tools_deny=["WEB_FETCH"])) == []
+
+
+def test_an_empty_allow_list_admits_every_tool_and_deny_still_wins() -> None:
+    messages = conversation([50_000, 50_000], name="mcp__files")
+    open_list = ContextConfig(prune_tools_allow=[])
+    assert ids(prunable_results(messages, open_list)) == ["t0", "t1"]
+    denied = ContextConfig(prune_tools_allow=[], prune_tools_deny=["MCP__*"])
+    assert prunable_results(messages, denied) == []

@@ -126,3 +126,17 @@ async def test_a_missing_workspace_that_is_not_the_default_fails(
     code, out = await doctor(tmp_path, config, fake_anthropic.env())
     assert code == 1, out
     assert f"workspace.path in {config}" in lines(out, "workspace")
+
+
+async def test_a_reserve_below_the_floor_is_a_warning_that_says_what_is_used(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    config = write_config(tmp_path, {"context": {"reserve_tokens": 0}})
+    code, out = await doctor(tmp_path, config, fake_anthropic.env())
+    warned = [line for line in out.splitlines() if line.startswith("[warn] config:")]
+    assert warned == [
+        "[warn] config: context.reserve_tokens = 0 is below context.reserve_tokens_floor "
+        "(20,000); using 20,000, so a reply, a tool result or a summary request still fits "
+        "before the window is full"
+    ]
+    assert code == 0, out  # the service runs with the floor: degraded by nothing

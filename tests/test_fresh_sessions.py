@@ -144,3 +144,22 @@ async def test_a_reminder_turn_does_not_hold_off_the_idle_reset(
         fresh = await store.current_session(KEY)
     assert fresh.session_id != old.session_id
     assert h.channel.finals[-1].startswith("🆕 A fresh session began")
+
+
+async def test_the_carry_over_summary_uses_the_sessions_model(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = script
+    clock = JumpClock()
+    config = (
+        '[agent]\nmodels = ["claude-sonnet-4-6", "claude-haiku-4-5"]\n'
+        '[session.reset]\nmode = "idle"\nidle_after = "30s"\n'
+    )
+    async with Harness(tmp_path, fake_anthropic.url, config, clock=clock) as h:
+        await h.send("/model claude-haiku-4-5")
+        await h.send("let's plan the Lisbon trip")
+        clock.offset += 31
+        await h.send("where were we?")
+    carry = [r for r in fake_anthropic.message_requests if SUMMARY_SYSTEM[:40] in r.system_text]
+    assert len(carry) == 1
+    assert {r.body["model"] for r in fake_anthropic.message_requests} == {"claude-haiku-4-5"}

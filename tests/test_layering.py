@@ -74,12 +74,12 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.channel_contract", "bot.types", "bot.untrusted"),
     ),
     "bot.context": (
-        *("bot.context.compaction", "bot.config", "bot.errors", "bot.store", "bot.tools"),
-        *("bot.transcript", "bot.types", "bot.untrusted"),
+        *("bot.context.compaction", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
+        *("bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
     ),
     "bot.context.compaction": (
-        *("bot.context", "bot.config", "bot.errors", "bot.store", "bot.transcript"),
-        *("bot.types", "bot.untrusted"),
+        *("bot.context", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
+        *("bot.transcript", "bot.types", "bot.untrusted"),
     ),
     "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
@@ -107,8 +107,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
         *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
-        *("bot.skills", "bot.store", "bot.transcript", "bot.transcript_export", "bot.types"),
-        "bot.wrong_tokens",
+        *("bot.sessions", "bot.skills", "bot.store", "bot.transcript", "bot.transcript_export"),
+        *("bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.config", "bot.context", "bot.gateway", "bot.memory"),

@@ -105,6 +105,7 @@ NEAR_THRESHOLD = """
 context_window = 50000
 [context]
 reserve_tokens = 10000
+reserve_tokens_floor = 10000
 [memory.flush]
 soft_threshold_tokens = 20000
 """
@@ -173,3 +174,24 @@ async def test_flush_on_overflow_retries_with_recent_turns(
     assert len(attempts) == 2 and time.time() - started < 10
     assert len(attempts[1].messages) < len(attempts[0].messages)
     assert old.memory_flush_error is None and old.memory_flush_at is not None
+
+
+async def test_the_flush_threshold_follows_the_window_the_session_learned(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.queue_text("Hi!")
+    fake_anthropic.queue_text("NO_REPLY")
+    fake_anthropic.queue_text("Got your notes.")
+    toml = "[memory.flush]\nsoft_threshold_tokens = 10000\n"
+    async with Harness(tmp_path, fake_anthropic.url, toml) as h:  # 200k configured
+        await h.send("hello")
+        row = await h.app.store.current_session(DM_KEY)
+        # The provider said this model takes 50k: the flush is due at 50k - 20k - 10k.
+        await h.app.store.update_session(
+            row.session_id, context_window=50_000, context_window_model="claude-sonnet-4-6"
+        )
+        await h.send("notes: " + "lorem ipsum dolor " * 4600)  # ~21k tokens
+        row = await h.app.store.current_session(DM_KEY)
+    assert len(flush_requests(fake_anthropic)) == 1
+    assert h.channel.finals == ["Hi!", "Got your notes."]
+    assert row.memory_flush_count == 1

@@ -191,6 +191,7 @@ async def test_large_idle_session_is_compacted_after_its_cache_expires(
 context_window = 50000
 [context]
 reserve_tokens = 10000
+reserve_tokens_floor = 10000
 warm_compaction_tokens = 0
 [memory.flush]
 soft_threshold_tokens = 20000

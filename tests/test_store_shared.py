@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.store.base import (
+    ContextPlanStore,
     InboundStatus,
     JobStore,
     Pairing,
@@ -131,6 +132,40 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
         await any_store.increment_session(sid, input_tokens=1)
 
 
+async def test_context_state_one_process_writes_is_what_another_reads(
+    any_store: Store, twin: Store
+) -> None:
+    """The context plan, the compaction breaker and a learned window, as replicas share them."""
+    session = await any_store.get_or_create_session(KEY, ORIGIN)
+    sid = session.session_id
+    assert await twin.context_plan(sid) is None
+    plan = '{"actions": {"toolu_1": "trim"}, "version": 1}'
+    await any_store.put_context_plan(sid, plan)
+    assert await twin.context_plan(sid) == plan
+    await twin.update_session(
+        sid,
+        compaction_failures=3,
+        compaction_paused_until=1_800_000_300.5,
+        context_window=90_000,
+        context_window_model="claude-haiku-4-5",
+    )
+    row = await any_store.get_session(sid)
+    assert row is not None
+    assert (row.compaction_failures, row.compaction_paused_until) == (3, 1_800_000_300.5)
+    assert (row.context_window, row.context_window_model) == (90_000, "claude-haiku-4-5")
+    await any_store.increment_session(sid, compaction_failures=1)
+    await twin.update_session(sid, compaction_paused_until=None)
+    row = await twin.get_session(sid)
+    assert row is not None and (row.compaction_failures, row.compaction_paused_until) == (4, None)
+    # The plan is not a field anyone updates by name: only its own methods write it.
+    with pytest.raises(ValueError):
+        await any_store.update_session(sid, context_plan="{}")
+    # A new session of the key starts with neither plan nor breaker.
+    fresh = await twin.start_new_session(KEY, ORIGIN, "/reset")
+    assert await any_store.context_plan(fresh.session_id) is None
+    assert (fresh.compaction_failures, fresh.compaction_paused_until) == (0, None)
+
+
 async def test_a_turn_claims_its_messages_and_updates_its_session_at_once(
     whole_store: Store,
 ) -> None:
@@ -225,7 +260,8 @@ async def test_retention_keeps_unanswered_messages(whole_store: Store) -> None:
 def test_the_postgres_store_implements_the_concerns_it_holds() -> None:
     import inspect
 
-    concerns = (SessionStore, TranscriptStore, UsageStore, TurnStore, PairingStore)
+    concerns = (SessionStore, ContextPlanStore, TranscriptStore, UsageStore, TurnStore)
+    concerns += (PairingStore,)
     for concern in (*concerns, JobStore, ReminderStore, RetentionStore):
         wanted = {
             n for n, _ in inspect.getmembers(concern, inspect.isfunction) if not n.startswith("_")

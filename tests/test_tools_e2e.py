@@ -126,8 +126,8 @@ async def test_big_result_is_kept_and_read_back(app: App, fake_anthropic: FakeAn
     assert await say(app, "dump it") == "read it"
     _, second, third = fake_anthropic.message_requests
     (preview,) = tool_results(second.body)
-    assert len(preview["content"].encode()) <= 30_000
-    assert "line 000200" in preview["content"] and "line 000201" not in preview["content"]
+    assert len(preview["content"].encode()) <= 12_000
+    assert "line 000001" in preview["content"] and "line 000100" not in preview["content"]
     (page,) = tool_results(third.body)
     assert "lines 3000-3002 of" in page["content"]
     assert "line 003000" in page["content"] and "line 003003" not in page["content"]

@@ -78,7 +78,7 @@ async def test_small_results_pass_through(tmp_path: Path) -> None:
 
 
 async def test_200kb_result_is_kept_and_read_back_in_pieces(tmp_path: Path) -> None:
-    registry, _ = setup(tmp_path)
+    registry, _ = setup(tmp_path, threshold_bytes=30_000, preview_bytes=29_000)
     text = big_text(200)
     register(registry, "dump", text)
     result = await registry.run({"id": "t1", "name": "dump", "input": {}}, ctx(tmp_path))
@@ -170,6 +170,19 @@ def test_cleanup_removes_old_folders(tmp_path: Path) -> None:
     assert store.cleanup() == 2
     left = sorted(p.name for p in (tmp_path / "tool-results").iterdir())
     assert left == ["2025-03-10", "keep-me"]
+
+
+async def test_the_default_preview_is_a_few_whole_lines(tmp_path: Path) -> None:
+    registry, _ = setup(tmp_path)
+    text = big_text(20)  # over the 12,000-byte threshold
+    register(registry, "dump", text)
+    result = await registry.run({"id": "t1", "name": "dump", "input": {}}, ctx(tmp_path))
+    content = result.content
+    assert isinstance(content, str)
+    notice, *preview = content.split("\n")
+    assert len("\n".join(preview).encode()) <= 1_200
+    assert preview == text.split("\n")[: len(preview)] and len(preview) == 16
+    assert "showing lines 1-16." in notice and "from_line=17, lines=200" in notice
 
 
 async def test_a_kept_result_is_read_back_only_by_its_own_conversation(tmp_path: Path) -> None:

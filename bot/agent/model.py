@@ -171,9 +171,13 @@ class ModelClient:
         system, tool_defs, messages = apply_breakpoints(
             system=system, tools=tools or [], messages=messages, ttl=self.config.anthropic.cache_ttl
         )
+        model = model or self.config.agent.model
+        max_tokens = max_tokens or self.config.agent.max_tokens
+        # Asking for more than the model can write is refused with a 400, not trimmed.
+        output_limit = self.config.model_limits(model).max_output_tokens
         kwargs: dict[str, Any] = {
-            "model": model or self.config.agent.model,
-            "max_tokens": max_tokens or self.config.agent.max_tokens,
+            "model": model,
+            "max_tokens": min(max_tokens, output_limit) if output_limit else max_tokens,
             "system": system,
             "messages": messages,
         }

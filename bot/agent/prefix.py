@@ -1,6 +1,6 @@
-"""A session's request prefix as its turns send it (system prompt, tool list, rendered and
-capped messages), for the out-of-band calls that should read its prompt cache: the memory
-flush and warm compaction.
+"""A session's request prefix as its turns send it (model, system prompt, tool list, and the
+messages as its context plan shapes them), for the out-of-band calls that should read its
+prompt cache: the memory flush and warm compaction.
 """
 
 from __future__ import annotations
@@ -8,10 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bot.context.host import CachedPrefix
-from bot.context.media import resolve_media
-from bot.context.messages import build_messages
-from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.sessions.limits import history_limit_for
+from bot.sessions.window import session_limits
 from bot.store.base import SessionRow
 from bot.tools.policy import ToolPolicy, policy_for_messages
 from bot.transcript import Entry, PersonTurn
@@ -20,6 +18,7 @@ from bot.types import Address, ChatType, InboundMessage
 if TYPE_CHECKING:
     from bot.agent.workspace import Workspace
     from bot.config import Config
+    from bot.context.planned import PlannedRequests
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -54,33 +53,35 @@ class RequestPrefixes:
     """Builds the prefix a session's prompt cache holds."""
 
     def __init__(
-        self, *, config: Config, store: Store, workspace: Workspace, tools: ToolRegistry
+        self,
+        *,
+        config: Config,
+        store: Store,
+        workspace: Workspace,
+        tools: ToolRegistry,
+        requests: PlannedRequests,
     ) -> None:
         self.config = config
         self.store = store
         self.workspace = workspace
         self.tools = tools
+        self.requests = requests
 
-    def build(self, session: SessionRow, history: list[Entry]) -> tuple[CachedPrefix, ToolPolicy]:
+    async def build(
+        self, session: SessionRow, history: list[Entry]
+    ) -> tuple[CachedPrefix, ToolPolicy]:
         """The prefix for `history`, and the tool policy its tool list came from."""
         config = self.config
-        # Rendered and capped as the context pipeline does for every turn; pruning of old
-        # tool results is left out (it lives in the pipeline), which costs a cache write at
-        # most and never a wrong answer. Images become their text placeholders: a flush
-        # writes notes from what was said, not from pixels.
-        window = session.window(config.agent.context_window)
-        rendered = cap_tool_results(
-            resolve_media(build_messages(history, config.agent.timezone), None),
-            result_char_limit(window, config.context),
-        )
-        # Same system prompt and tools as the session's turns: the cached prefix.
+        # Same model, system prompt, tools and messages (the stored plan's pruning, cut and
+        # image placeholders applied) as the session's turns: the cached prefix.
         policy = policy_for_messages(config, turn_senders(history, session))
         prefix = CachedPrefix(
+            model=session_limits(config, session).model,
             system=self.workspace.system_blocks(
                 is_direct=session.is_direct, origin=session.origin, policy=policy
             ),
             tools=self.tools.definitions(policy=policy),
-            messages=rendered,
+            messages=await self.requests.request_messages(session, history),
         )
         return prefix, policy
 
@@ -88,4 +89,4 @@ class RequestPrefixes:
         """The prefix of the session's history as its turns load it (history limit included)."""
         limit = history_limit_for(self.config, session.origin)
         history = await self.store.load_history(session.session_id, max_user_turns=limit)
-        return self.build(session, history)[0]
+        return (await self.build(session, history))[0]

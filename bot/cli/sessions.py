@@ -15,12 +15,25 @@ from bot import __version__
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.gateway.leader import leader_key
-from bot.store.base import InboundStatus, Store
+from bot.sessions.breaker import paused_until_text
+from bot.sessions.window import session_limits
+from bot.store.base import InboundStatus, SessionRow, Store
 from bot.store.factory import store_location
 from bot.transcript_export import entry_line, entry_record
 
 
-def session_dict(s: Any) -> dict[str, Any]:
+def compaction_dict(config: Config, s: SessionRow) -> dict[str, Any]:
+    """The compaction breaker and the window in use (DESIGN.md section 14)."""
+    limits = session_limits(config, s)
+    return {
+        "failures": s.compaction_failures,
+        "paused_until": paused_until_text(s.compaction_paused_until),
+        "window": limits.window,
+        "window_source": str(limits.source),
+    }
+
+
+def session_dict(config: Config, s: SessionRow) -> dict[str, Any]:
     return {
         "session_key": s.session_key,
         "session_id": s.session_id,
@@ -44,6 +57,7 @@ def session_dict(s: Any) -> dict[str, Any]:
         "memory_flush_error": s.memory_flush_error,
         "last_model_call_at": s.last_model_call_at,
         "cost_usd": round(s.cost_usd, 6),
+        "compaction": compaction_dict(config, s),
     }
 
 
@@ -96,7 +110,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                                 asdict(chunk) for chunk in outbox.maybe_sent_chunks
                             ],
                         },
-                        "sessions": [session_dict(s) for s in sessions],
+                        "sessions": [session_dict(config, s) for s in sessions],
                         **({"telegram": poller.as_dict()} if poller else {}),
                     },
                     indent=2,
@@ -129,6 +143,13 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                 f"{s.cache_hit_ratio:>6.0%} {s.context_tokens:>8} {s.compaction_count:>4} "
                 f"{s.cost_usd:>8.4f}"
             )
+        for s in sessions:
+            if s.compaction_failures:
+                until = paused_until_text(s.compaction_paused_until) or "not paused"
+                print(
+                    f"  compaction of {s.session_key}: {s.compaction_failures} failure(s) "
+                    f"in a row, paused until {until}"
+                )
         return 0
 
     return asyncio.run(with_store(config, run))
@@ -186,7 +207,7 @@ def sessions_command(config: Config, args: argparse.Namespace) -> int:
             return 0
         for s in sessions:
             print(f"== session {s.session_id}{' (current)' if s.is_current else ''} ==")
-            print(json.dumps(session_dict(s), indent=2))
+            print(json.dumps(session_dict(config, s), indent=2))
             for e in await store.transcript(s.session_id):
                 print(entry_line(e))
         return 0

@@ -5,6 +5,7 @@ names below from `bot.config`.
 """
 
 from bot.config.loading import env_overrides, load_config
+from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
     DmPolicy,
@@ -56,6 +57,8 @@ __all__ = [
     "MemoryConfig",
     "MemoryEmbeddingsConfig",
     "MemorySearchConfig",
+    "ModelConfig",
+    "ModelLimits",
     "PeerOverride",
     "PlatformTimeouts",
     "SessionConfig",
@@ -69,6 +72,7 @@ __all__ = [
     "TranscriptionConfig",
     "WebFetchConfig",
     "WebSearchConfig",
+    "WindowSource",
     "env_overrides",
     "load_config",
 ]

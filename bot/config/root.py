@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from bot.config.models import ModelConfig, ModelLimits, model_limits
 from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
 from bot.config.sections import (
     POSTGRES_SCHEMES,
@@ -52,6 +53,8 @@ class Config(Section):
     media: MediaConfig = Field(default_factory=MediaConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
+    # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)
@@ -61,6 +64,23 @@ class Config(Section):
         """The access/history settings of a chat platform (None for the local channel)."""
         policy = getattr(self, channel, None)
         return policy if isinstance(policy, ChannelPolicyConfig) else None
+
+    def adjustments(self) -> list[str]:
+        """Settings Krill does not use as written, one line each saying what it uses
+        instead and why (logged at start-up, shown by `krill doctor`)."""
+        context = self.context
+        if context.reserve_tokens >= context.reserve_tokens_floor:
+            return []
+        return [
+            f"context.reserve_tokens = {context.reserve_tokens:,} is below "
+            f"context.reserve_tokens_floor ({context.reserve_tokens_floor:,}); using "
+            f"{context.reserve:,}, so a reply, a tool result or a summary request still fits "
+            "before the window is full"
+        ]
+
+    def model_limits(self, model: str) -> ModelLimits:
+        """The window and output limit of `model` (an id as requests name it)."""
+        return model_limits(self.models, model, ceiling=self.agent.context_window)
 
     @property
     def cache_ttl_seconds(self) -> float:

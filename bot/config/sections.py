@@ -232,7 +232,12 @@ class ContextConfig(Section):
     """Context management (DESIGN.md section 6); ratios are shares of agent.context_window."""
 
     reserve_tokens: int = Field(20_000, ge=0)  # compact when context > window - reserve
-    keep_recent_user_turns: int = Field(3, ge=1)  # kept verbatim by compaction
+    # A smaller reserve is raised to this (with a warning in the log and `krill doctor`):
+    # below it a reply, a tool result or the summary request itself no longer fits.
+    reserve_tokens_floor: int = Field(20_000, ge=0)
+    # Kept verbatim by compaction (fewer when they would fill half the room); 2 measured
+    # cheapest without losing identifiers (bench/cost.py).
+    keep_recent_user_turns: int = Field(2, ge=1)
     # Single tool-result cap (in memory only; the transcript keeps the original).
     tool_result_max_share: float = Field(0.3, gt=0, le=1)
     tool_result_max_chars: int = Field(400_000, gt=0)
@@ -250,9 +255,20 @@ class ContextConfig(Section):
     chunk_max_share: float = Field(0.4, gt=0, le=1)  # a summary chunk's share of the window
     chunk_min_share: float = Field(0.15, gt=0, le=1)  # ...shrinking to this for big messages
     summary_retries: int = Field(1, ge=0, le=3)  # quality retries with feedback
+    # After this many failed compactions in a row a session stops trying for a while (5
+    # minutes, doubling to an hour); its requests are kept under the window meanwhile.
+    compaction_max_failures: int = Field(3, ge=1)
+    # One whole compaction (every summarizer call) may take this long; past it, it is
+    # cancelled, counted as failed, and the turn goes on.
+    compaction_timeout_seconds: float = Field(120.0, gt=0)
     # Shortly before an idle session's prompt cache expires, compact it when its context is
     # at least this large, while the summary can still read the cache; 0 turns it off.
     warm_compaction_tokens: int = Field(30_000, ge=0)
+
+    @property
+    def reserve(self) -> int:
+        """The reserve every threshold uses: `reserve_tokens`, never below the floor."""
+        return max(self.reserve_tokens, self.reserve_tokens_floor)
 
 
 class MemoryFlushConfig(Section):

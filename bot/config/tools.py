@@ -57,10 +57,17 @@ class WebSearchConfig(Section):
 
 
 class ToolResultsConfig(Section):
-    """Large tool results are kept whole on disk; the model gets a preview and an id."""
+    """Large tool results are kept whole on disk; the model gets a preview and an id.
 
-    threshold_bytes: int = Field(30_000, ge=10_000)
+    The defaults are measured (bench/cost.py): most of a long result is never read again,
+    so keeping it out of the context costs less than the page-backs it takes to read it.
+    They do not depend on the window: a token carried costs the same in any window, and
+    the 30% cap (`context.tool_result_max_share`) already keeps one result within it."""
+
+    threshold_bytes: int = Field(12_000, ge=4_000)
     preview_lines: int = Field(200, ge=1)
+    # The preview shows at most this much (whole lines); read_tool_result pages are larger.
+    preview_bytes: int = Field(1_200, ge=200)
     keep_days: int = Field(7, ge=1)
 
 

@@ -17,6 +17,8 @@ from bot.config import Config
 from bot.console import charts, stats
 from bot.console.layout import count, esc, money, notice, page, percent, url, when
 from bot.console.transcript_view import render_entries
+from bot.sessions.breaker import is_paused
+from bot.sessions.window import session_limits
 from bot.store.base import SessionRow, SessionStore, TranscriptStore, UsageStore
 from bot.transcript_export import entry_record
 
@@ -77,6 +79,7 @@ class SessionsPages:
         self.control = control
         self.clock = clock
         self.zone = ZoneInfo(config.agent.timezone)
+        self.config = config
         self.window = config.agent.context_window
         self.cache_ttl = config.anthropic.cache_ttl
 
@@ -213,6 +216,13 @@ class SessionsPages:
             raise web.HTTPNotFound(text=f"no session with key {key!r}")
         return key, found
 
+    def _breaker(self, session: SessionRow) -> str:
+        """The compaction breaker: working, failing, or paused until when."""
+        failures, until = session.compaction_failures, session.compaction_paused_until
+        if is_paused(until, self.clock()):
+            return f"paused until {when(until or 0, self.zone)} after {failures} failures in a row"
+        return f"{failures} failure(s) in a row" if failures else "working"
+
     async def session(self, request: web.Request) -> web.Response:
         key, sessions = await self._sessions_of(request)
         wanted = request.query.get("id", "")
@@ -236,8 +246,11 @@ class SessionsPages:
             f"<dt>Turns</dt><dd>{count(current.turns)}</dd>"
             f'<dt>Cost</dt><dd data-testid="session-cost">{money(current.cost_usd)}</dd>'
             f"<dt>Cache hit</dt><dd>{percent(current.cache_hit_ratio)}</dd>"
-            f"<dt>Context</dt><dd>{count(current.context_tokens)} / {count(self.window)}</dd>"
-            f"<dt>Compactions</dt><dd>{count(current.compaction_count)}</dd></dl>"
+            f"<dt>Context</dt><dd>{count(current.context_tokens)} / "
+            f"{count(session_limits(self.config, current).window)}</dd>"
+            f"<dt>Compactions</dt><dd>{count(current.compaction_count)}</dd>"
+            f'<dt>Compaction</dt><dd data-testid="compaction-breaker">{self._breaker(current)}'
+            "</dd></dl>"
         )
         actions = (
             '<div class="actions">'

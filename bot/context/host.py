@@ -39,15 +39,18 @@ class SummaryModel(Protocol):
         messages: list[MessageParam],
         tools: list[ToolUnionParam] | None = None,
         max_tokens: int | None = None,
+        model: str | None = None,
     ) -> ModelAnswer: ...
 
 
 @dataclass(frozen=True, slots=True)
 class CachedPrefix:
-    """A session's request as its own turns send it (system prompt, tools, messages). A
-    summarizer call that extends it reads the conversation's warm prompt cache instead of
-    paying for the history again."""
+    """A session's request as its own turns send it (model, system prompt, tools,
+    messages). A summarizer call that extends it reads the conversation's warm prompt cache
+    instead of paying for the history again; caches are per model, so the call must name
+    the same one."""
 
+    model: str
     system: list[TextBlockParam]
     tools: list[ToolUnionParam]
     messages: list[MessageParam]

@@ -1,6 +1,7 @@
 """Overflow recovery after the provider says "prompt is too long": first compaction (a few
-attempts, each keeping fewer turns), then one pass that shortens oversized tool results in
-the stored history, then give up and let the person start over with /reset.
+attempts, each keeping fewer turns), then leaving the oldest turns out of the request,
+then one pass that shortens oversized tool results in the stored history, then give up and
+let the person start over with /reset.
 
 The shortened results are written as a new branch of entries behind a compaction entry that
 points at it; the original entries are never rewritten, so the transcript keeps them.
@@ -17,9 +18,9 @@ from bot.context.truncation import cap_result_content
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, Payload, ToolResults
 
 OVERFLOW_COMPACTION_ATTEMPTS = 3
-# Compaction attempts plus the one truncation pass: the most times one turn retries a
-# model call after an overflow, so the turn's number of model calls stays bounded.
-MAX_OVERFLOW_RECOVERIES = OVERFLOW_COMPACTION_ATTEMPTS + 1
+# Compaction attempts plus one cut (older turns left out) and one truncation pass: the most
+# times one turn retries a model call after an overflow, so its model calls stay bounded.
+MAX_OVERFLOW_RECOVERIES = OVERFLOW_COMPACTION_ATTEMPTS + 2
 # Truncation never cuts a result below this, so every result still says what it was.
 MIN_TRUNCATED_RESULT_CHARS = 2_000
 BRANCH_REASON = "overflow-truncation"
@@ -35,6 +36,7 @@ class OverflowState:
 
     compactions: int = 0
     compaction_exhausted: bool = False  # nothing left to summarize, or summarizing failed
+    cut: bool = False  # older turns were left out of the request
     truncated: bool = False
 
 

@@ -2,25 +2,26 @@
 
 Changing an old message changes the cached prefix, which is free only once the provider has
 dropped that prefix anyway. So decisions are made only when the session's last model call
-is older than the cache TTL, kept as a plan (tool_use id -> action) and re-applied on every
-later request, which keeps the prompt byte-identical while the cache is warm again.
-In memory only: the transcript keeps every original result.
+is older than the cache TTL, kept in the session's context plan (tool_use id -> action,
+and older copies of repeated reads) and re-applied on every later request, which keeps the
+prompt byte-identical while the cache is warm again. Only requests change: the transcript
+keeps every original result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import fnmatch
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from anthropic.types import ContentBlockParam, MessageParam, ToolResultBlockParam
 
 from bot.config import ContextConfig
 from bot.context.blocks import content_blocks, make_message, result_blocks, result_text
+from bot.context.plan import ContextPlan, PruneAction
+from bot.context.rereads import read_calls, superseded_note
 from bot.context.tokens import plain_tokens_for_chars
-from bot.tools.registry import tool_allowed
 
-PruneAction = Literal["trim", "clear"]
 PrunePlan = Mapping[str, PruneAction]
 
 CLEARED_TEXT = "[Old tool result content cleared]"
@@ -55,6 +56,15 @@ def _pruned_size(text: str, action: PruneAction | None, config: ContextConfig) -
     return len(text)
 
 
+def prunable_tool(name: str, allow: Sequence[str], deny: Sequence[str]) -> bool:
+    """Pruning's tool globs: case-insensitive, an empty allow list admits every tool, and
+    deny wins."""
+    lowered = name.lower()
+    if any(fnmatch.fnmatchcase(lowered, pattern.lower()) for pattern in deny):
+        return False
+    return not allow or any(fnmatch.fnmatchcase(lowered, pattern.lower()) for pattern in allow)
+
+
 def tool_names_by_id(messages: list[MessageParam]) -> dict[str, str]:
     return {
         b["id"]: b["name"]
@@ -72,7 +82,7 @@ def prunable_results(
 
     Never results at or before the first user message, never those of the last
     `prune_keep_last_assistants` assistant messages, never results carrying images, and
-    only tools the allow/deny globs admit (deny wins).
+    only tools the allow/deny globs admit (`prunable_tool`).
     """
     first_user = next(
         (
@@ -100,7 +110,7 @@ def prunable_results(
             if block["type"] != "tool_result" or has_image(block):
                 continue
             name = names.get(block["tool_use_id"], "")
-            if tool_allowed(name, config.prune_tools_allow, config.prune_tools_deny):
+            if prunable_tool(name, config.prune_tools_allow, config.prune_tools_deny):
                 found.append(block)
     return found
 
@@ -118,14 +128,20 @@ def plan_pruning(
     window: int,
     config: ContextConfig,
     plan: PrunePlan,
+    skip: Collection[str] = (),
 ) -> PruneOutcome:
     """Extend `plan` for a cold cache: soft-trim long results once context exceeds the soft
     ratio; hard-clear (oldest first, until under the hard ratio) once it exceeds the hard
-    ratio and enough prunable text exists. Decisions already in `plan` are kept."""
+    ratio and enough prunable text exists. Decisions already in `plan` are kept; results in
+    `skip` (already replaced by a note) are left alone."""
     new_plan: dict[str, PruneAction] = dict(plan)
     if tokens <= window * config.prune_soft_ratio:
         return PruneOutcome(new_plan, 0)
-    eligible = [(b["tool_use_id"], result_text(b)) for b in prunable_results(messages, config)]
+    eligible = [
+        (b["tool_use_id"], result_text(b))
+        for b in prunable_results(messages, config)
+        if b["tool_use_id"] not in skip
+    ]
     removed = 0
     for call_id, text in eligible:
         if call_id not in new_plan and len(text) > config.prune_soft_trim_min_chars:
@@ -151,31 +167,40 @@ def plan_pruning(
 
 
 def apply_pruning(
-    messages: list[MessageParam], plan: PrunePlan, config: ContextConfig
+    messages: list[MessageParam], plan: ContextPlan, config: ContextConfig
 ) -> list[MessageParam]:
-    """`messages` with the plan's actions applied (new objects only where something changed)."""
-    if not plan:
+    """`messages` with the plan's pruning applied: older copies of repeated reads become a
+    note naming the newer one, trimmed and cleared results shrink (new objects only where
+    something changed)."""
+    actions, superseded = plan.actions, plan.superseded
+    if not actions and not superseded:
         return messages
+    reads = read_calls(messages) if superseded else {}
     out: list[MessageParam] = []
     for message in messages:
         blocks = content_blocks(message)
         if message["role"] != "user" or not any(
-            b["type"] == "tool_result" and b["tool_use_id"] in plan for b in blocks
+            b["type"] == "tool_result"
+            and (b["tool_use_id"] in actions or b["tool_use_id"] in superseded)
+            for b in blocks
         ):
             out.append(message)
             continue
         new_blocks: list[ContentBlockParam] = []
         for block in blocks:
-            action = plan.get(block["tool_use_id"]) if block["type"] == "tool_result" else None
-            if block["type"] == "tool_result" and action and not has_image(block):
-                text = result_text(block)
-                pruned = block.copy()
-                pruned["content"] = (
-                    CLEARED_TEXT
-                    if action == "clear"
-                    else trim_text(text, config.prune_head_chars, config.prune_tail_chars)
-                )
-                block = pruned
+            if block["type"] == "tool_result" and not has_image(block):
+                call_id = block["tool_use_id"]
+                newer, action = superseded.get(call_id), actions.get(call_id)
+                if newer is not None:
+                    block = {**block, "content": superseded_note(reads.get(call_id), newer)}
+                elif action is not None:
+                    text = result_text(block)
+                    block = {
+                        **block,
+                        "content": CLEARED_TEXT
+                        if action == "clear"
+                        else trim_text(text, config.prune_head_chars, config.prune_tail_chars),
+                    }
             new_blocks.append(block)
         out.append(make_message("user", new_blocks))
     return out

@@ -18,7 +18,9 @@ from enum import StrEnum
 
 from anthropic.types import MessageParam
 
+from bot.config import Config
 from bot.context.blocks import content_blocks, make_message, text_block
+from bot.sessions.window import session_limits
 from bot.store.base import SessionRow
 
 
@@ -56,6 +58,16 @@ CURATED_ADMIN = ' and file="MEMORY.md" for lasting facts about the people you he
 def flush_threshold(context_window: int, reserve_tokens: int, soft_threshold: int) -> int:
     """Context size at which the pre-compaction flush runs."""
     return max(0, context_window - reserve_tokens - soft_threshold)
+
+
+def session_flush_threshold(config: Config, session: SessionRow) -> int:
+    """The flush threshold of `session`: on its effective window (its model's, or the
+    smaller one the provider named), so the flush comes before the compaction it precedes."""
+    return flush_threshold(
+        session_limits(config, session).window,
+        config.context.reserve,
+        config.memory.flush.soft_threshold_tokens,
+    )
 
 
 def flushed_this_cycle(session: SessionRow) -> bool:

@@ -28,15 +28,14 @@ from bot.memory.flush_policy import (
     Reason,
     compaction_flush_due,
     flush_prompt,
-    flush_threshold,
     has_unflushed_conversation,
+    session_flush_threshold,
     threshold_flush_due,
     with_flush_prompt,
 )
 from bot.memory.scopes import scope_of
 from bot.sessions.access import is_admin
 from bot.sessions.limits import history_limit_for
-from bot.sessions.models import session_model
 from bot.store.base import SessionRow
 from bot.tools.registry import ToolContext
 from bot.transcript import Entry, MemoryFlushRecord, new_id
@@ -98,11 +97,6 @@ class FlushService:
         self.prefixes = prefixes
         self.clock = clock
         self.zone = ZoneInfo(config.agent.timezone)
-        self.threshold = flush_threshold(
-            config.agent.context_window,
-            config.context.reserve_tokens,
-            config.memory.flush.soft_threshold_tokens,
-        )
         self._active: set[str] = set()  # session ids being flushed; guards re-entry
 
     # --- when others call -------------------------------------------------------------------
@@ -111,7 +105,8 @@ class FlushService:
         """Flush before a person's turn that would cross the threshold."""
         fresh = await self.store.get_session(session.session_id) or session
         incoming = sum(plain_tokens_for_chars(text_units(m.text)) for m in job.messages)
-        if threshold_flush_due(fresh, fresh.context_tokens + incoming, self.threshold):
+        threshold = session_flush_threshold(self.config, fresh)
+        if threshold_flush_due(fresh, fresh.context_tokens + incoming, threshold):
             await self.flush(fresh, reason=Reason.THRESHOLD, history_limit=job.history_limit)
 
     async def before_compaction(self, session: SessionRow) -> None:
@@ -181,7 +176,7 @@ class FlushService:
         admin = direct and self._peer_is_admin(session)
         now = dt.datetime.fromtimestamp(self.clock(), self.zone)
         history = await self.store.load_history(session.session_id, max_user_turns=history_limit)
-        prefix, policy = self.prefixes.build(session, history)
+        prefix, policy = await self.prefixes.build(session, history)
         prompt = flush_prompt(reason, now, note=scope.daily_note(now), curated=admin)
         messages = with_flush_prompt(prefix.messages, prompt)
         exchange = Exchange(
@@ -201,7 +196,7 @@ class FlushService:
             max_tool_rounds=MAX_TOOL_ROUNDS,
             gate=memory_tools_only,
             # The session's model holds its cache.
-            model=session_model(self.config, session.chosen_model).model,
+            model=prefix.model,
         )
         conversation = EphemeralConversation(self.accountant, session.session_id, messages)
         result = await self.loop.run(conversation, exchange)

@@ -19,6 +19,7 @@ from bot.context.compaction.render import render_items, transcript_text
 from bot.context.compaction.split import Split
 from bot.memory.flush_policy import Reason, has_unflushed_conversation
 from bot.sessions.fresh import fresh_reason
+from bot.sessions.window import session_limits
 from bot.transcript import CONVERSATION_KINDS, Compaction, Entry, new_id
 from bot.types import SessionOrigin
 from bot.untrusted import marker_id_for
@@ -113,6 +114,7 @@ class FreshStart:
                 system=[{"type": "text", "text": SUMMARY_SYSTEM}],
                 messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
                 max_tokens=SUMMARY_MAX_TOKENS,
+                model=session_limits(self.config, session).model,
             )
             await self.charger.charge(
                 session.session_id, reply.usage, reply.model, read_cache=False

@@ -20,9 +20,9 @@ from cachetools import LRUCache
 
 from bot.memory.flush_policy import (
     Reason,
-    flush_threshold,
     has_unflushed_conversation,
     idle_flush_at,
+    session_flush_threshold,
 )
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
 from bot.store.base import SessionRow
@@ -130,11 +130,6 @@ class IdleWork:
         self.compactor = compactor
         self.ttl = config.cache_ttl_seconds
         self.lead = config.memory.flush.idle_lead_seconds
-        self.threshold = flush_threshold(
-            config.agent.context_window,
-            config.context.reserve_tokens,
-            config.memory.flush.soft_threshold_tokens,
-        )
         # The activity (last_activity_at) whose idle flush was already tried, per key, and
         # the model call whose cold cache was already compacted: one attempt each.
         # One attempt per key and activity moment; past MAX_TRACKED_KEYS the least recently
@@ -180,7 +175,7 @@ class IdleWork:
             if (
                 self.compaction_enabled
                 and expires is not None
-                and session.context_tokens >= self.threshold
+                and session.context_tokens >= session_flush_threshold(self.config, session)
             ):
                 when = max(expires + EXPIRY_MARGIN_SECONDS, soon)
                 self.jobs.at(f"idle:{key}", self.idle_maintenance, key, when)
@@ -275,7 +270,10 @@ class IdleWork:
                 self.jobs.at(f"idle:{key}", self.idle_maintenance, key, when)
                 return
             due = idle_compaction_due(
-                session, threshold=self.threshold, ttl_seconds=self.ttl, now=now
+                session,
+                threshold=session_flush_threshold(self.config, session),
+                ttl_seconds=self.ttl,
+                now=now,
             )
             if not due or self._compacted.get(key) == session.last_model_call_at:
                 return

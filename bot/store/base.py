@@ -52,14 +52,14 @@ class SessionRow:
     thread_id: str | None = None
     peer_id: str | None = None
     chosen_model: str = ""  # what /model picked; "" = agent.model
-    # The window the provider named when it refused a prompt as too long (None: the
-    # configured agent.context_window holds).
+    # The window the provider named when it refused a prompt as too long (None: the model's
+    # own window holds), and the model it named it for ("": any, for rows from before).
     context_window: int | None = None
-
-    def window(self, configured: int) -> int:
-        """The context window every step of this session works with."""
-        learned = self.context_window
-        return configured if learned is None else min(configured, learned)
+    context_window_model: str = ""
+    # The compaction breaker: failed compactions in a row, and until when compaction is
+    # paused (None: it is not).
+    compaction_failures: int = 0
+    compaction_paused_until: float | None = None
 
     @property
     def origin(self) -> SessionOrigin | None:
@@ -133,6 +133,14 @@ class SessionStore(Protocol):
         at: float | None,
     ) -> None:
         """Add `usage` to the counters atomically; None keeps context size / call time."""
+
+
+class ContextPlanStore(Protocol):
+    """A session's context plan: what pruning, image placeholders and cuts decided for its
+    requests, as the JSON text `bot.context` writes, so every replica builds the same one."""
+
+    async def context_plan(self, session_id: str) -> str | None: ...
+    async def put_context_plan(self, session_id: str, plan: str) -> None: ...
 
 
 class TranscriptStore(Protocol):
@@ -406,6 +414,7 @@ class MemoryIndexStore(Protocol):
 
 class Store(
     SessionStore,
+    ContextPlanStore,
     TranscriptStore,
     UsageStore,
     TurnStore,

@@ -21,6 +21,7 @@ SESSION_COLUMNS = [
     "memory_flush_compaction_count", "memory_flush_count", "memory_flush_error",
     "last_model_call_at", "last_activity_at", "cost_usd", "errors",
     "chat_type", "chat_id", "thread_id", "peer_id", "chosen_model", "context_window",
+    "context_window_model", "compaction_failures", "compaction_paused_until",
 ]  # fmt: skip
 SELECT_SESSIONS = f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions"
 # The conversation is fixed when the session is created.
@@ -30,7 +31,7 @@ _UPDATABLE = (
     - {"session_id", "session_key", "is_current", "created_at"}
     - _ORIGIN_COLUMNS
 )
-_COUNTERS = {"turns", "errors", "compaction_count", "memory_flush_count"}
+_COUNTERS = {"turns", "errors", "compaction_count", "memory_flush_count", "compaction_failures"}
 
 ENTRY_COLUMNS = "seq, id, session_id, parent_id, kind, turn_id, payload, usage, created_at"
 # The columns `entry_values` fills, in its order.

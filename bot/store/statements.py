@@ -23,6 +23,8 @@ ADD_USAGE = (
     " last_model_call_at = COALESCE(?, last_model_call_at), updated_at = ?"
     " WHERE session_id = ?"
 )
+GET_CONTEXT_PLAN = "SELECT context_plan FROM sessions WHERE session_id = ?"
+PUT_CONTEXT_PLAN = "UPDATE sessions SET context_plan = ? WHERE session_id = ?"
 SET_MODEL = "UPDATE sessions SET model = ? WHERE session_id = ? AND model != ?"
 COUNT_TURN = (
     "UPDATE sessions SET turns = turns + ?, errors = errors + ?, updated_at = ?"

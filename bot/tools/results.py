@@ -188,7 +188,8 @@ class ResultProcessor:
                 content = wrap_untrusted(content, source=tool.untrusted_source, marker_id=marker)
             return ToolResult(result.tool_use_id, content)
         lines = split_lines(content)
-        preview = take_lines(lines, 0, self.config.preview_lines, self.body_budget)
+        budget = min(self.config.preview_bytes, self.body_budget)
+        preview = take_lines(lines, 0, self.config.preview_lines, budget)
         fields: dict[str, Any] = {"size": format_size(size), "total": len(lines)}
         fields["shown"] = len(preview)
         try:

@@ -15,6 +15,7 @@ from bot.context.compaction.prompts import FALLBACK_SUMMARY
 from bot.context.compaction.render import Item
 from bot.context.identifiers import extract_identifiers, missing_identifiers
 from bot.context.truncation import cut_head
+from bot.untrusted import wrap_untrusted
 
 REQUIRED_SECTIONS = (
     "## Decisions",
@@ -37,17 +38,23 @@ ASK_PREVIEW_CHARS = 300
 
 def required_identifiers(items: Sequence[Item]) -> list[str]:
     """Identifiers the summary must keep, most important first: what people wrote, what
-    the assistant said, what earlier summaries kept, then a few from the newest tool output
-    (a log can hold hundreds; the ones that mattered were usually repeated by someone)."""
+    the assistant said, what earlier summaries kept, then a few from the newest tool calls
+    and output (a log can hold hundreds, and a call's arguments are the assistant's
+    working, such as the id of a kept result it paged through; the ones that mattered were
+    usually said again by someone)."""
     found: list[str] = []
     for role in ("user", "assistant", "summary"):
         for item in items:
             if item.role == role:
-                found.extend(extract_identifiers(item.text))
+                said = item.text
+                for call in item.calls.splitlines():
+                    said = said.replace(call, "")
+                found.extend(extract_identifiers(said))
     from_tools: list[str] = []
     for item in reversed(items):
-        if item.role == "tool" and len(from_tools) < TOOL_IDENTIFIER_BUDGET:
-            from_tools.extend(extract_identifiers(item.text))
+        working = item.text if item.role == "tool" else item.calls
+        if working and len(from_tools) < TOOL_IDENTIFIER_BUDGET:
+            from_tools.extend(extract_identifiers(working))
     found.extend(from_tools[:TOOL_IDENTIFIER_BUDGET])
     return list(dict.fromkeys(found))[:MAX_REQUIRED_IDENTIFIERS]
 
@@ -86,8 +93,9 @@ def has_section(summary: str, heading: str) -> bool:
     return re.search(rf"^{re.escape(heading)}\s*$", summary, re.MULTILINE) is not None
 
 
-def summary_problems(summary: str, identifiers: Sequence[str], ask: str) -> list[str]:
-    """Why a summary is not acceptable yet (empty when it is)."""
+def summary_problems(summary: str, identifiers: Sequence[str], ask: str, marker: str) -> list[str]:
+    """Why a summary is not acceptable yet (empty when it is). The latest request is
+    quoted between untrusted markers (`marker`): a person wrote it."""
     problems = []
     missing_sections = [h for h in REQUIRED_SECTIONS if not has_section(summary, h)]
     if missing_sections:
@@ -96,9 +104,12 @@ def summary_problems(summary: str, identifiers: Sequence[str], ask: str) -> list
     if missing:
         problems.append("these identifiers must appear exactly as written: " + ", ".join(missing))
     if ask and not reflects_ask(summary, ask):
+        quoted = wrap_untrusted(
+            cut_head(ask, ASK_PREVIEW_CHARS), source="latest-request", marker_id=marker
+        )
         problems.append(
-            "the latest user request is not reflected under ## Pending user asks: "
-            + repr(cut_head(ask, ASK_PREVIEW_CHARS))
+            "the latest user request (quoted below) is not reflected under "
+            f"## Pending user asks:\n{quoted}"
         )
     return problems
 

@@ -54,15 +54,19 @@ IN_PLACE_PROMPT = (
     "keep everything Krill needs to carry on without asking again.\n\nRules:\n"
     + LANGUAGE_RULE.replace("{", "{{").replace("}", "}}")
     + SUMMARY_RULES.replace("{", "{{").replace("}", "}}")
-    + "{focus}{required}"
+    + "{language}{focus}{required}"
 )
 
-CHUNK_PROMPT = "Summarize {part} of the conversation.{focus}{required}\n\n{transcript}"
+CHUNK_PROMPT = "Summarize {part} of the conversation.{language}{focus}{required}\n\n{transcript}"
 MERGE_PROMPT = (
     "Below are summaries of consecutive parts of one conversation, oldest first. Merge them "
     "into one cohesive summary with the same five sections. Keep active tasks and their "
     "progress, the latest user request, decisions, open TODOs, commitments and constraints; "
-    "where parts disagree, the later part wins.{focus}{required}\n\n{parts}"
+    "where parts disagree, the later part wins.{language}{focus}{required}\n\n{parts}"
+)
+LANGUAGE_NOTE = (
+    "\n\nThe people in this conversation write in {language}: write the summary in "
+    "{language}; only the section headings stay exactly as given."
 )
 FOCUS_NOTE = (
     "\n\nThe person who asked for this compaction wants the summary to focus on the topic "
@@ -76,6 +80,10 @@ RETRY_PROMPT = (
     "That summary cannot be used yet:\n{problems}\n\nWrite the whole summary again with all "
     "five sections, fixing these problems."
 )
+
+
+def language_note(language: str | None) -> str:
+    return LANGUAGE_NOTE.format(language=language) if language else ""
 
 
 def focus_note(focus: str, marker: str) -> str:

@@ -40,6 +40,7 @@ class Item:
     role: Literal["summary", "user", "assistant", "tool"]
     text: str
     ask: str = ""  # for user items: what the person wrote, without names and times
+    calls: str = ""  # for assistant items: the tool calls it made, as `text` shows them
     tool: str = ""
     is_error: bool = False
     omitted: bool = False  # a note standing in for a message too large to summarize
@@ -66,18 +67,19 @@ def _result_text(block: ToolResultBlockParam) -> str:
     return "\n".join(b["text"] if b["type"] == "text" else f"[{b['type']}]" for b in content)
 
 
-def _assistant_parts(content: Iterable[ContentBlockParam], names: dict[str, str]) -> list[str]:
+def _assistant_item(content: Iterable[ContentBlockParam], names: dict[str, str]) -> Item | None:
     """What the assistant said and which tools it called (recording call names in `names`)."""
-    parts = []
+    parts, calls = [], []
     for block in content:
         if block["type"] == "text" and block["text"]:
             parts.append(block["text"])
         elif block["type"] == "tool_use":
             names[block["id"]] = block["name"]
             raw = json.dumps(block.get("input", {}), ensure_ascii=False)
-            preview = cut_head(raw, TOOL_INPUT_PREVIEW_CHARS)
-            parts.append(f"[called {block['name']} {preview}]")
-    return parts
+            call = f"[called {block['name']} {cut_head(raw, TOOL_INPUT_PREVIEW_CHARS)}]"
+            parts.append(call)
+            calls.append(call)
+    return Item("assistant", "\n".join(parts), calls="\n".join(calls)) if parts else None
 
 
 def _tool_items(
@@ -122,9 +124,9 @@ def render_items(split: Split, tz: str, config: ContextConfig) -> list[Item]:
                 asks.append(msg.text)
             items.append(Item("user", "\n".join(lines), ask="\n".join(asks)))
         elif isinstance(payload, AssistantReply):
-            parts = _assistant_parts(payload.content, names)
-            if parts:
-                items.append(Item("assistant", "\n".join(parts)))
+            item = _assistant_item(payload.content, names)
+            if item is not None:
+                items.append(item)
         elif isinstance(payload, ToolResults):
             items.extend(_tool_items(payload.results, names, config))
     return items

@@ -6,6 +6,7 @@ fails, nothing is written and the history stays as it was.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from bot.context.cache_cost import DEFAULT_SUMMARY_TOKENS, WarmCompaction
 from bot.context.compaction.carryover import RULES_FILE, rules_section, tool_failures
 from bot.context.compaction.chunks import plan_chunks
 from bot.context.compaction.guard import finalize_summary, latest_ask, required_identifiers
+from bot.context.compaction.language import conversation_language
 from bot.context.compaction.prompts import IN_PLACE_PROMPT, required_note
 from bot.context.compaction.render import render_items
 from bot.context.compaction.split import Split, choose_split
@@ -31,6 +33,7 @@ from bot.context.size import context_tokens
 from bot.context.tokens import messages_tokens, text_units, tokens_for_chars
 from bot.context.truncation import cap_tool_results, result_char_limit
 from bot.errors import ModelError
+from bot.sessions.window import session_limits
 from bot.store.base import SessionRow
 from bot.transcript import Compaction, Entry, is_person_turn, new_id
 from bot.untrusted import marker_id_for
@@ -62,6 +65,8 @@ class CompactionResult:
     kept_turns: int = 0
     model_calls: int = 0
     problems: tuple[str, ...] = ()  # quality problems patched after the retries ran out
+    paused: bool = False  # not tried: the session's compaction breaker is open
+    timed_out: bool = False  # failed because it ran past context.compaction_timeout_seconds
 
     @property
     def compacted(self) -> bool:
@@ -119,6 +124,7 @@ async def compact_session(
     max_keep_turns: int | None = None,
     prefix: CachedPrefix | None = None,
     only_if_cheaper: bool = False,
+    timeout: float | None = None,
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
@@ -126,7 +132,9 @@ async def compact_session(
     warm) and a history that fits the window, the summary is asked for at the end of that
     request in one call that reads the cache; otherwise the summarizer reads the rendered
     transcript in chunks. `only_if_cheaper` skips it unless it is warm and costs less than
-    the next burst re-writing the history (`WarmCompaction.pays`).
+    the next burst re-writing the history (`WarmCompaction.pays`). Every summarizer call
+    uses the session's current model (the prefix's, which is the same); `timeout` bounds
+    them all together.
 
     Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
     defaults to the stored history; pass the turn's own when called mid-turn. Never raises
@@ -135,11 +143,12 @@ async def compact_session(
     """
     config = host.config
     cfg, tz = config.context, config.agent.timezone
-    window = session.window(config.agent.context_window)
+    limits = session_limits(config, session)
+    window = limits.window
     keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
     limit = result_char_limit(window, cfg)
     overhead = overhead_chars(host)
-    budget = int((window - cfg.reserve_tokens) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
+    budget = int((window - cfg.reserve) * KEPT_MAX_SHARE) - tokens_for_chars(overhead)
 
     def split_of(entries: list[Entry]) -> Split:
         return choose_split(
@@ -183,12 +192,13 @@ async def compact_session(
     kept_turns = sum(1 for e in split.kept if is_person_turn(e))
     # In place needs the kept part to start at a person's turn, which the prompt can name.
     in_place = (
-        prefix is not None
-        and kept_turns > 0
-        and not needs_compaction(before, window, cfg.reserve_tokens)
+        prefix is not None and kept_turns > 0 and not needs_compaction(before, window, cfg.reserve)
     )
     summarizer = Summarizer(
-        host.model, summary_token_budget(window), prefix=prefix if in_place else None
+        host.model,
+        summary_token_budget(window),
+        model_id=prefix.model if prefix is not None and in_place else limits.model,
+        prefix=prefix if in_place else None,
     )
     rules = SummaryRules(
         identifiers=identifiers,
@@ -196,20 +206,25 @@ async def compact_session(
         focus=focus,
         marker=marker_id_for(new_id()),
         retries=cfg.summary_retries,
+        language=conversation_language(i.ask for i in items if i.role == "user"),
     )
     try:
-        if in_place:
-            summary, problems = await summarize_in_place(summarizer, kept_turns, rules)
-        else:
-            summary, problems = await summarize(summarizer, plan, rules)
-    except ModelError as exc:
-        log.warning("compaction of %s cancelled: %s", session.session_key, exc)
+        async with asyncio.timeout(timeout):
+            if in_place:
+                summary, problems = await summarize_in_place(summarizer, kept_turns, rules)
+            else:
+                summary, problems = await summarize(summarizer, plan, rules)
+    except (ModelError, TimeoutError) as exc:
+        timed_out = isinstance(exc, TimeoutError)
+        why = f"it took longer than {timeout:g} s" if timed_out and timeout else str(exc)
+        log.warning("compaction of %s cancelled: %s", session.session_key, why)
         return CompactionResult(
             "failed",
             reason,
-            f"Compaction failed ({exc}); the history is unchanged.",
+            f"Compaction failed ({why}); the history is unchanged.",
             tokens_before=before,
             model_calls=summarizer.calls,
+            timed_out=timed_out,
         )
     agents_md = host.workspace.read_text(RULES_FILE) or ""
     summary = finalize_summary(
@@ -237,7 +252,7 @@ async def compact_session(
     await host.accountant.charge(
         session.session_id,
         summarizer.usage,
-        summarizer.model_id or config.agent.model,
+        summarizer.answered_by or summarizer.model_id,
         read_cache=in_place,
         context_tokens=after,
     )

@@ -21,6 +21,7 @@ from bot.context.compaction.prompts import (
     RETRY_PROMPT,
     SUMMARIZER_SYSTEM,
     focus_note,
+    language_note,
     required_note,
 )
 from bot.context.compaction.render import transcript_text
@@ -50,9 +51,10 @@ class Summarizer:
 
     model: SummaryModel
     max_tokens: int
+    model_id: str  # the session's model: its own requests' cache is the one to read
     prefix: CachedPrefix | None = None
     usage: Usage = field(default_factory=Usage)
-    model_id: str = ""
+    answered_by: str = ""  # the model id the provider answered with
     calls: int = 0
 
     async def ask(self, messages: list[MessageParam]) -> str:
@@ -62,10 +64,11 @@ class Summarizer:
             tools=prefix.tools if prefix else None,
             messages=merge_same_role([*prefix.messages, *messages]) if prefix else messages,
             max_tokens=self.max_tokens,
+            model=self.model_id,
         )
         self.calls += 1
         self.usage = self.usage + reply.usage
-        self.model_id = reply.model
+        self.answered_by = reply.model
         return reply.text.strip()
 
 
@@ -78,6 +81,7 @@ class SummaryRules:
     focus: str  # the person's /compact focus ("" for none)
     marker: str  # the untrusted-data marker for quoted text
     retries: int
+    language: str | None = None  # what the people write in, when their script names it
 
 
 def _user(text: str) -> MessageParam:
@@ -91,12 +95,14 @@ async def summarize(
     marker = rules.marker
     focus_text = focus_note(rules.focus, marker)
     required = required_note(rules.identifiers)
+    language = language_note(rules.language)
     substantive = [c for c in plan.chunks if any(not i.omitted for i in c)]
     if not substantive:
         return FALLBACK_SUMMARY, []
     if len(plan.chunks) == 1:
         final_prompt = CHUNK_PROMPT.format(
             part="this part",
+            language=language,
             focus=focus_text,
             required=required,
             transcript=transcript_text(plan.chunks[0], marker),
@@ -106,6 +112,7 @@ async def summarize(
         for index, chunk in enumerate(plan.chunks, 1):
             prompt = CHUNK_PROMPT.format(
                 part=f"part {index} of {len(plan.chunks)}",
+                language=language,
                 focus=focus_text,
                 required="",
                 transcript=transcript_text(chunk, marker),
@@ -114,6 +121,7 @@ async def summarize(
             partials.append(partial or FALLBACK_PART.format(count=len(chunk)))
         parts = "\n\n".join(f"### Part {i}\n{p}" for i, p in enumerate(partials, 1))
         final_prompt = MERGE_PROMPT.format(
+            language=language,
             focus=focus_text,
             required=required,
             parts=wrap_untrusted(parts, source="partial-summaries", marker_id=marker),
@@ -128,6 +136,7 @@ async def summarize_in_place(
     the quality guard. Returns (summary, problems left)."""
     prompt = IN_PLACE_PROMPT.format(
         keep=keep_turns,
+        language=language_note(rules.language),
         focus=focus_note(rules.focus, rules.marker),
         required=required_note(rules.identifiers),
     )
@@ -141,7 +150,7 @@ async def _guarded(
     identifiers, ask = rules.identifiers, rules.ask
     conversation: list[MessageParam] = [_user(prompt)]
     summary = await summarizer.ask(conversation)
-    problems = summary_problems(summary, identifiers, ask)
+    problems = summary_problems(summary, identifiers, ask, rules.marker)
     for _ in range(rules.retries):
         if not problems:
             break
@@ -151,5 +160,5 @@ async def _guarded(
             _user(RETRY_PROMPT.format(problems="\n".join(f"- {p}" for p in problems))),
         ]
         summary = await summarizer.ask(conversation)
-        problems = summary_problems(summary, identifiers, ask)
+        problems = summary_problems(summary, identifiers, ask, rules.marker)
     return summary, problems

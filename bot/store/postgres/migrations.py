@@ -203,4 +203,15 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX budgets_resets ON budgets(resets_at);
         """,
     ),
+    (
+        2,
+        # As SQLite's version 14: the model a learned window belongs to, the compaction
+        # breaker, and the context plan (JSON) every replica builds requests from.
+        """
+        ALTER TABLE sessions ADD COLUMN context_window_model TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN compaction_failures BIGINT NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN compaction_paused_until DOUBLE PRECISION;
+        ALTER TABLE sessions ADD COLUMN context_plan TEXT;
+        """,
+    ),
 ]

@@ -19,7 +19,7 @@ from bot.store.mapping import (
 from bot.store.postgres.connection import Connection, Db
 from bot.store.postgres.placeholders import numbered
 from bot.store.postgres.transcript import append_rows
-from bot.store.statements import ADD_USAGE, usage_args
+from bot.store.statements import ADD_USAGE, GET_CONTEXT_PLAN, PUT_CONTEXT_PLAN, usage_args
 from bot.transcript import Entry, Reset, new_id
 from bot.types import SessionOrigin, Usage
 
@@ -152,3 +152,10 @@ class SessionTables(Connection):
             time.time(),
             *counters.values(),
         )
+
+    async def context_plan(self, session_id: str) -> str | None:
+        plan = await self._fetchval(numbered(GET_CONTEXT_PLAN), session_id)
+        return str(plan) if plan is not None else None
+
+    async def put_context_plan(self, session_id: str, plan: str) -> None:
+        await self._execute(numbered(PUT_CONTEXT_PLAN), plan, session_id)

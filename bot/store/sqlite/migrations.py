@@ -313,6 +313,19 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX budgets_resets ON budgets(resets_at)
         """,
     ),
+    (
+        14,
+        # Context management that every replica sees alike: the model a learned window was
+        # learned on (it holds for that model only; '' for windows learned before), the
+        # compaction breaker (failures in a row, and until when compaction is paused), and
+        # the context plan (what pruning, placeholders and cuts decided, as JSON; NULL: none).
+        """
+        ALTER TABLE sessions ADD COLUMN context_window_model TEXT NOT NULL DEFAULT '';
+        ALTER TABLE sessions ADD COLUMN compaction_failures INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN compaction_paused_until REAL;
+        ALTER TABLE sessions ADD COLUMN context_plan TEXT
+        """,
+    ),
 ]
 
 

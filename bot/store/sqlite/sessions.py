@@ -17,7 +17,7 @@ from bot.store.mapping import (
 )
 from bot.store.sqlite.connection import Connection, fetchone
 from bot.store.sqlite.transcript import append_rows
-from bot.store.statements import ADD_USAGE, usage_args
+from bot.store.statements import ADD_USAGE, GET_CONTEXT_PLAN, PUT_CONTEXT_PLAN, usage_args
 from bot.transcript import Entry, Reset, new_id
 from bot.types import SessionOrigin, Usage
 
@@ -134,3 +134,11 @@ class SessionTables(Connection):
                 f"UPDATE sessions SET {assignments}, updated_at = ? WHERE session_id = ?",
                 (*deltas.values(), time.time(), session_id),
             )
+
+    async def context_plan(self, session_id: str) -> str | None:
+        row = await self._fetchone(GET_CONTEXT_PLAN, (session_id,))
+        return str(row[0]) if row and row[0] is not None else None
+
+    async def put_context_plan(self, session_id: str, plan: str) -> None:
+        async with self.transaction() as db:
+            await db.execute(PUT_CONTEXT_PLAN, (plan, session_id))
