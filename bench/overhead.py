@@ -49,7 +49,7 @@ async def prefill(h: Harness, user: str, entries: int) -> None:
         )
     # Prefill is not part of the steady state: fold its WAL into the database and keep its
     # objects out of the garbage collector's way.
-    await store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    await store.db.fetch("PRAGMA wal_checkpoint(TRUNCATE)")
     gc.collect()
     gc.freeze()
 
@@ -70,7 +70,9 @@ def instrument(h: Harness, model_times: list[float]) -> None:
 
 async def sequential(fake: FakeAnthropic, entries: int, turns: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
-        async with Harness(Path(tmp), fake.url) as h:
+        # One sender sends every turn: its turn budget would make the later ones wait.
+        toml = "[agent]\nsender_turns_per_minute = 0\n"
+        async with Harness(Path(tmp), fake.url, toml) as h:
             await prefill(h, "bench", entries)
             model_times: list[float] = []
             instrument(h, model_times)

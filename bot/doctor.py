@@ -149,7 +149,7 @@ async def check_store(config: Config) -> list[Check]:
         return await _check_postgres(config)
     import sqlite3
 
-    from bot.store.sqlite.migrations import MIGRATIONS
+    from bot.store.migrations import LATEST
 
     path = config.sqlite_path
     problem = _folder_problem(path.parent)
@@ -171,14 +171,14 @@ async def check_store(config: Config) -> list[Check]:
         return [Check("store", FAIL, f"{path}: {type(exc).__name__}: {exc}")]
     if result != "ok":
         return [Check("store", FAIL, f"{path}: integrity check says {result}")]
-    return [_schema_check(str(path), version, MIGRATIONS[-1][0], "integrity ok")]
+    return [_schema_check(str(path), version, LATEST, "integrity ok")]
 
 
 async def _check_postgres(config: Config) -> list[Check]:
     """Connect once (no pool, no migration) and read the schema version."""
     import asyncpg
 
-    from bot.store.postgres.migrations import MIGRATIONS
+    from bot.store.migrations import LATEST
 
     url = masked_url(config.storage.url)
     try:
@@ -198,7 +198,7 @@ async def _check_postgres(config: Config) -> list[Check]:
         return [Check("store", FAIL, f"{url}: {type(exc).__name__}: {exc}")]
     finally:
         await db.close()
-    return [_schema_check(url, version, MIGRATIONS[-1][0], f"PostgreSQL {server}")]
+    return [_schema_check(url, version, LATEST, f"PostgreSQL {server}")]
 
 
 def _schema_check(store: str, version: int, latest: int, note: str) -> Check:

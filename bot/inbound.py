@@ -52,13 +52,14 @@ def cap_text(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 
 def sanitize_inbound(msg: InboundMessage) -> InboundMessage:
-    """Clean every string field of `msg` in place (and its address) and cap its text."""
-    for field in dataclasses.fields(msg):
-        value = getattr(msg, field.name)
-        if isinstance(value, str | list | dict):
-            setattr(msg, field.name, _clean(value))
+    """`msg` with every string field (and its address's) cleaned and its text capped."""
+    cleaned = {
+        field.name: _clean(value)
+        for field in dataclasses.fields(msg)
+        if isinstance(value := getattr(msg, field.name), str | list | dict)
+    }
     address = msg.address
-    cleaned = {f.name: _clean(getattr(address, f.name)) for f in dataclasses.fields(address)}
-    msg.address = dataclasses.replace(address, **cleaned)
-    msg.text = cap_text(msg.text)
-    return msg
+    where = {f.name: _clean(getattr(address, f.name)) for f in dataclasses.fields(address)}
+    cleaned["address"] = dataclasses.replace(address, **where)
+    cleaned["text"] = cap_text(cleaned["text"])
+    return dataclasses.replace(msg, **cleaned)

@@ -35,6 +35,14 @@ class Address:
     def from_dict(cls, data: dict[str, Any]) -> Address:
         return cls(**data)
 
+    def to_json(self) -> str:
+        """The stored form."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, raw: str) -> Address:
+        return cls.from_dict(json.loads(raw))
+
 
 class MediaKind(StrEnum):
     IMAGE = "image"  # photos and image files
@@ -86,9 +94,10 @@ class Attachment:
         return cls(**{**data, "kind": MediaKind(data["kind"])})
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
-    """One message a person sent, as an adapter understood it."""
+    """One message a person sent, as an adapter understood it; a change is a new message
+    (`dataclasses.replace`), so no part of the service edits another's copy."""
 
     channel: str  # "telegram" | "slack" | "local"
     message_id: str  # platform id, unique per channel; drives dedupe

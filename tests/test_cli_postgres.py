@@ -16,9 +16,9 @@ import pytest
 from bot.config import load_config
 from bot.store.base import Pairing, PairingStatus
 from bot.store.factory import store_location
+from bot.store.migrations import LATEST
 from bot.store.postgres import PostgresStore
-from bot.store.postgres.migrations import MIGRATIONS
-from bot.types import ChatType, SessionOrigin, Usage
+from bot.types import Address, ChatType, SessionOrigin, Usage
 from tests import entries
 from tests.krill_process import run_cli, write_config
 from tests.postgres import free_port
@@ -70,7 +70,7 @@ async def test_sessions_reminders_and_pairings_read_the_shared_database(
             session.session_id, Usage(1200, 34), context_tokens=1234, cost_usd=0.5, at=None
         )
         await store.reminder_add(
-            session_key=KEY, address={"channel": "telegram", "chat_id": "42"},
+            session_key=KEY, address=Address("telegram", "42"),
             creator="telegram:42", due_at=time.time() + 3600, text="water the plants",
             created_at=time.time(),
         )  # fmt: skip
@@ -132,7 +132,7 @@ async def test_doctor_checks_the_server_and_schema_without_creating_it(
         pass
     _, out, _ = await krill(tmp_path, url, "doctor")
     assert store_line(out).startswith("[ok]"), out
-    assert f"(schema v{MIGRATIONS[-1][0]}, PostgreSQL " in store_line(out)
+    assert f"(schema v{LATEST}, PostgreSQL " in store_line(out)
 
 
 async def test_doctor_fails_on_a_server_that_does_not_answer(tmp_path: Path) -> None:

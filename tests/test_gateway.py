@@ -85,8 +85,9 @@ async def test_memory_file_only_in_direct_sessions(tmp_path: Path, fake_anthropi
     async with Harness(tmp_path, fake_anthropic.url) as h:
         (h.workspace / "MEMORY.md").write_text("Secret: the vault code is 4321\n")
         await h.send("hello")
-        group = message("hey bot", user="bob", chat_type=ChatType.GROUP, chat_id="g1")
-        group.mentioned = True
+        group = message(
+            "hey bot", user="bob", chat_type=ChatType.GROUP, chat_id="g1", mentioned=True
+        )
         await h.send(group)
     dm, grp = fake_anthropic.message_requests
     assert "vault code is 4321" in dm.system_text
@@ -420,7 +421,9 @@ async def test_status_shows_a_failing_memory_flush(tmp_path: Path, fake_anthropi
     async with Harness(tmp_path, fake_anthropic.url) as h:
         await h.send("hello")
         session = await h.app.store.current_session("agent:main:local:direct:alice")
-        await h.app.store.update_session(session.session_id, memory_flush_error="timed out")
+        await h.app.store.record_memory_flush(
+            session.session_id, error="timed out", at=time.time(), compaction_count=None
+        )
         await h.send("/status")
     assert "last error: timed out" in h.channel.finals[-1]
 
@@ -437,8 +440,9 @@ async def test_a_group_turn_that_uses_a_tool_then_stays_silent_shows_nothing(
     fake_anthropic.queue_text("NO_REPLY")
     async with Harness(tmp_path, fake_anthropic.url) as h:
         h.app.tools.register(Tool("note", "take a note", {"type": "object"}, note))
-        group = message("fyi: standup moved", user="bob", chat_type=ChatType.GROUP, chat_id="g")
-        group.mentioned = True
+        group = message(
+            "fyi: standup moved", user="bob", chat_type=ChatType.GROUP, chat_id="g", mentioned=True
+        )
         await h.send(group)
     assert len(fake_anthropic.message_requests) == 2
     assert h.channel.deliveries == [] and h.channel.typing_pulses == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.runner import TurnJob
+from bot.agent.job import TurnJob
 from bot.config import Config
 from bot.config.sections import AgentConfig
 from bot.gateway.lanes import Lanes, MessageWork

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from bot.inbound import MAX_MESSAGE_CHARS, sanitize_inbound
 from bot.types import ChatType
 from tests.app_harness import message
 
 
 def test_lone_surrogates_become_replacement_characters_everywhere() -> None:
-    msg = message("half \ud83d a pair", user_name="Ann \udc00")
-    msg.context_lines = ["Bob: \ud800 hi"]
-    msg.meta = {"team": "T\udfff"}
-    sanitize_inbound(msg)
+    raw = message("half \ud83d a pair", user_name="Ann \udc00")
+    raw = dataclasses.replace(raw, context_lines=["Bob: \ud800 hi"], meta={"team": "T\udfff"})
+    msg = sanitize_inbound(raw)
     assert msg.text == "half \ufffd a pair"
     assert msg.user_name == "Ann \ufffd"
     assert msg.context_lines == ["Bob: \ufffd hi"]

@@ -56,17 +56,11 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         "bot.types",
     ),
     "bot.sessions": ("bot.config", "bot.types"),
-    # The factory (bot/store/factory.py) reads storage.url to pick one of the two stores.
+    # The factory (bot/store/factory.py) reads storage.url to pick an adapter; the adapters
+    # wait out a locked file or a dropped connection (backoff); a migration's backfill
+    # parses session keys (bot.sessions).
     "bot.store": (
-        *("bot.config", "bot.store.postgres", "bot.store.sqlite", "bot.transcript"),
-        "bot.types",
-    ),
-    "bot.store.sqlite": (
-        *("bot.backoff", "bot.errors", "bot.store", "bot.sessions", "bot.transcript"),
-        "bot.types",
-    ),
-    "bot.store.postgres": (
-        *("bot.backoff", "bot.errors", "bot.store", "bot.sessions", "bot.transcript"),
+        *("bot.backoff", "bot.config", "bot.errors", "bot.sessions", "bot.transcript"),
         "bot.types",
     ),
     "bot.tools": (
@@ -183,9 +177,9 @@ def within(module: str, prefix: str) -> bool:
 
 
 def unit_of(module: str) -> str:
-    """A module's line in the module map: its package (compaction and the two stores
-    count as their own), or itself for a top-level module of bot/."""
-    for sub in ("bot.context.compaction", "bot.store.sqlite", "bot.store.postgres"):
+    """A module's line in the module map: its package (compaction counts as its own), or
+    itself for a top-level module of bot/."""
+    for sub in ("bot.context.compaction",):
         if within(module, sub):
             return sub
     return ".".join(module.split(".")[:2])

@@ -4,6 +4,7 @@ carries, and old images turning into placeholders only when the prompt cache is 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -112,10 +113,10 @@ async def test_old_images_turn_into_placeholders_only_once_the_cache_is_cold(
     now = [1_000_000.0]
     fake_anthropic.cache.clock = lambda: now[0]
     async with Harness(tmp_path, fake_anthropic.url, TOML, clock=lambda: now[0]) as h:
-        photo = message("what colour is this?")
-        photo.attachments = [
-            Attachment(MediaKind.IMAGE, "blue.png", "image/png", data=png(800, 400))
-        ]
+        photo = dataclasses.replace(
+            message("what colour is this?"),
+            attachments=[Attachment(MediaKind.IMAGE, "blue.png", "image/png", data=png(800, 400))],
+        )
         await h.send(photo)
         first = fake_anthropic.message_requests[-1].body["messages"]
         image = first[-1]["content"][-1]

@@ -11,6 +11,7 @@ thread's own arena would reserve 64 MB of address space it never touches.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
@@ -148,14 +149,16 @@ async def test_hostile_file_names_reach_the_model_only_inside_the_untrusted_bloc
     tiny = io.BytesIO()
     Image.new("RGB", (40, 40)).save(tiny, "PNG")
     async with Harness(tmp_path, fake_anthropic.url, toml) as h:
-        msg = message("what did I send?")
-        msg.attachments = [
-            Attachment(MediaKind.FILE, name, "text/plain", data=b"just a list"),
-            Attachment(MediaKind.FILE, name, "application/zip", data=b"PK\x03\x04 zipped"),
-            Attachment(MediaKind.AUDIO, name, "audio/ogg", data=b"OggS voice"),
-            Attachment(MediaKind.IMAGE, name, "image/png", data=tiny.getvalue()),  # too big
-            Attachment(MediaKind.FILE, "notes.txt", name, data=b"a hostile type"),
-        ]
+        msg = dataclasses.replace(
+            message("what did I send?"),
+            attachments=[
+                Attachment(MediaKind.FILE, name, "text/plain", data=b"just a list"),
+                Attachment(MediaKind.FILE, name, "application/zip", data=b"PK\x03\x04 zipped"),
+                Attachment(MediaKind.AUDIO, name, "audio/ogg", data=b"OggS voice"),
+                Attachment(MediaKind.IMAGE, name, "image/png", data=tiny.getvalue()),  # too big
+                Attachment(MediaKind.FILE, "notes.txt", name, data=b"a hostile type"),
+            ],
+        )
         await h.send(msg)
     request = fake_anthropic.message_requests[-1]
     user = request.messages[-1]["content"]

@@ -187,9 +187,7 @@ async def test_the_flush_threshold_follows_the_window_the_session_learned(
         await h.send("hello")
         row = await h.app.store.current_session(DM_KEY)
         # The provider said this model takes 50k: the flush is due at 50k - 20k - 10k.
-        await h.app.store.update_session(
-            row.session_id, context_window=50_000, context_window_model="claude-sonnet-4-6"
-        )
+        await h.app.store.learn_context_window(row.session_id, 50_000, "claude-sonnet-4-6")
         await h.send("notes: " + "lorem ipsum dolor " * 4600)  # ~21k tokens
         row = await h.app.store.current_session(DM_KEY)
     assert len(flush_requests(fake_anthropic)) == 1

@@ -23,7 +23,7 @@ from bot.memory.query import (
 )
 from bot.memory.scopes import scope_of, visible_scopes
 from bot.store.base import Store, VisiblePaths
-from bot.store.sqlite.memory_index import match_expression
+from bot.store.search import match_expression
 
 ALL = VisiblePaths(everything=True)
 GROUP = visible_scopes(scope_of(None, "agent:main:telegram:group:-100"), admin=False)

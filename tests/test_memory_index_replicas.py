@@ -1,5 +1,5 @@
 """Tests for the memory index shared by several processes (bot/memory/index.py over either
-store, bot/store/postgres/memory_index.py): what one replica indexes is current for the
+store, bot/store/memory_index.py): what one replica indexes is current for the
 others, a late write of an older version is repaired, two replicas indexing one file at
 once leave one copy of its chunks, a note appended through one replica is found by
 another, and PostgreSQL ranks like SQLite's FTS5."""

@@ -13,6 +13,7 @@ import pytest
 from bot.scheduler.when import WhenError, check_due, parse_when
 from bot.store.base import ReminderStatus
 from bot.tools.registry import ToolContext, ToolError
+from bot.types import Address
 from tests.app_harness import Harness
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -98,10 +99,4 @@ async def test_tools_keep_to_the_limit_and_to_their_own_reminders(
     assert bob_list == "No pending reminders in this conversation."
     assert cancelled.startswith("Cancelled: #1")
     assert [r.status for r in rows] == [ReminderStatus.CANCELLED, ReminderStatus.PENDING]
-    assert rows[0].address == {
-        "channel": "local",
-        "chat_id": "alice",
-        "thread_id": None,
-        "reply_to": None,
-        "private_to": None,
-    }
+    assert rows[0].address == Address("local", "alice")

@@ -68,10 +68,15 @@ async def test_two_senders_claiming_at_once_never_get_the_same_row(any_store: St
     for chat in range(20):
         await any_store.outbox_add(chunks(f"c{chat}", f"t{chat}", 3), 1.0)
     sent: list[tuple[str, str]] = []
+    # Neither sends before both have claimed once, so the second claims while the first
+    # holds its rows, however slowly its connection opens.
+    claimed = {"replica-a": asyncio.Event(), "replica-b": asyncio.Event()}
 
-    async def sender(holder: str) -> None:
+    async def sender(holder: str, other: str) -> None:
         while True:
             rows = await any_store.outbox_claim(LOCAL, holder, 2.0, 60.0, 4)
+            claimed[holder].set()
+            await claimed[other].wait()
             if not rows and not await any_store.outbox_heads(LOCAL):
                 return
             for row in rows:
@@ -80,7 +85,8 @@ async def test_two_senders_claiming_at_once_never_get_the_same_row(any_store: St
                 await any_store.outbox_mark_sent(row.id, f"m{row.id}", 2.0)
             await asyncio.sleep(0)
 
-    await asyncio.gather(sender("replica-a"), sender("replica-b"))
+    async with asyncio.timeout(60):
+        await asyncio.gather(sender("replica-a", "replica-b"), sender("replica-b", "replica-a"))
     texts = [text for _, text in sent]
     assert sorted(texts) == sorted(f"c{c} t{c} {i}" for c in range(20) for i in range(3))
     for chat in range(20):  # in order per chat

@@ -10,8 +10,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from bot.store.migrations import LATEST, MIGRATIONS
 from bot.store.postgres import PostgresStore
-from bot.store.postgres.migrations import MIGRATIONS
+from bot.store.schema import BASE_VERSION
 from tests.krill_process import run_cli, write_config
 from tests.postgres import free_port
 
@@ -22,16 +23,16 @@ async def test_replicas_starting_together_migrate_once(pg_url: str) -> None:
     stores = [PostgresStore(pg_url) for _ in range(3)]
     await asyncio.gather(*(s.open() for s in stores))
     try:
-        assert [await s.schema_version() for s in stores] == [MIGRATIONS[-1][0]] * 3
-        rows = await stores[0]._fetchall("SELECT version FROM schema_version")
-        assert sorted(r["version"] for r in rows) == [v for v, _ in MIGRATIONS]
+        assert [await s.schema_version() for s in stores] == [LATEST] * 3
+        rows = await stores[0].db.fetch("SELECT version FROM schema_version")
+        assert sorted(r[0] for r in rows) == [BASE_VERSION, *(m.version for m in MIGRATIONS)]
         assert await stores[1].integrity_check() == "ok"
     finally:
         await asyncio.gather(*(s.close() for s in stores))
 
 
 async def test_a_dropped_connection_is_replaced(pg_store: PostgresStore, pg_url: str) -> None:
-    assert await pg_store._fetchval("SELECT 1") == 1
+    assert await pg_store.db.fetchval("SELECT 1") == 1
     admin = await asyncpg.connect(pg_url)
     try:
         killed = await admin.fetchval(
@@ -41,7 +42,7 @@ async def test_a_dropped_connection_is_replaced(pg_store: PostgresStore, pg_url:
     finally:
         await admin.close()
     assert killed >= 1
-    assert await pg_store._fetchval("SELECT 2") == 2
+    assert await pg_store.db.fetchval("SELECT 2") == 2
 
 
 async def test_an_unreachable_server_at_start_up_is_one_clear_message(tmp_path: Path) -> None:

@@ -12,24 +12,15 @@ from pathlib import Path
 import pytest
 
 from bot.store.base import (
-    ContextPlanStore,
     InboundStatus,
-    JobStore,
     Pairing,
     PairingStatus,
-    PairingStore,
     ReminderStatus,
-    ReminderStore,
-    RetentionStore,
-    SessionStore,
     Store,
-    TranscriptStore,
-    TurnStore,
-    UsageStore,
 )
 from bot.store.postgres import PostgresStore
 from bot.store.sqlite import SQLiteStore
-from bot.types import ChatType, SessionOrigin, Usage
+from bot.types import Address, ChatType, SessionOrigin, Usage
 from tests import entries
 from tests.replica_storage import STORES, opened_store
 
@@ -74,7 +65,7 @@ async def test_replicas_resetting_at_once_leave_one_current_session(
     any_store: Store, twin: Store
 ) -> None:
     first = await any_store.get_or_create_session(KEY, ORIGIN)
-    await any_store.update_session(first.session_id, chosen_model="claude-haiku-4-5")
+    await any_store.choose_model(first.session_id, "claude-haiku-4-5")
     fresh = await asyncio.gather(
         any_store.start_new_session(KEY, ORIGIN, "/reset"),
         twin.start_new_session(KEY, ORIGIN, "/new"),
@@ -114,7 +105,9 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
 
     async def charge(store: Store, i: int) -> None:
         await store.add_usage(sid, usage, context_tokens=None, cost_usd=0.5, at=None)
-        await store.increment_session(sid, compaction_count=1, memory_flush_count=2)
+        await store.count_compaction(sid)
+        for _ in range(2):
+            await store.record_memory_flush(sid, error=None, at=float(i), compaction_count=None)
         await store.finish_turn(sid, [], InboundStatus.DONE, turns=1, errors=i % 2)
 
     await asyncio.gather(*(charge(s, i) for i, s in enumerate([any_store, twin] * 10)))
@@ -128,8 +121,6 @@ async def test_counters_from_two_processes_are_all_counted(any_store: Store, twi
     assert (row.turns, row.errors) == (20, 10)
     assert (row.context_tokens, row.model) == (42, "m2")
     assert row.last_model_call_at == reply.created_at
-    with pytest.raises(ValueError):
-        await any_store.increment_session(sid, input_tokens=1)
 
 
 async def test_context_state_one_process_writes_is_what_another_reads(
@@ -142,24 +133,16 @@ async def test_context_state_one_process_writes_is_what_another_reads(
     plan = '{"actions": {"toolu_1": "trim"}, "version": 1}'
     await any_store.put_context_plan(sid, plan)
     assert await twin.context_plan(sid) == plan
-    await twin.update_session(
-        sid,
-        compaction_failures=3,
-        compaction_paused_until=1_800_000_300.5,
-        context_window=90_000,
-        context_window_model="claude-haiku-4-5",
-    )
+    await twin.set_compaction_breaker(sid, failures=3, paused_until=1_800_000_300.5)
+    await twin.learn_context_window(sid, 90_000, "claude-haiku-4-5")
     row = await any_store.get_session(sid)
     assert row is not None
     assert (row.compaction_failures, row.compaction_paused_until) == (3, 1_800_000_300.5)
     assert (row.context_window, row.context_window_model) == (90_000, "claude-haiku-4-5")
-    await any_store.increment_session(sid, compaction_failures=1)
-    await twin.update_session(sid, compaction_paused_until=None)
+    await any_store.set_compaction_breaker(sid, failures=0, paused_until=None)
     row = await twin.get_session(sid)
-    assert row is not None and (row.compaction_failures, row.compaction_paused_until) == (4, None)
-    # The plan is not a field anyone updates by name: only its own methods write it.
-    with pytest.raises(ValueError):
-        await any_store.update_session(sid, context_plan="{}")
+    assert row is not None and (row.compaction_failures, row.compaction_paused_until) == (0, None)
+    assert await twin.context_plan(sid) == plan  # the breaker leaves the plan alone
     # A new session of the key starts with neither plan nor breaker.
     fresh = await twin.start_new_session(KEY, ORIGIN, "/reset")
     assert await any_store.context_plan(fresh.session_id) is None
@@ -173,10 +156,8 @@ async def test_a_turn_claims_its_messages_and_updates_its_session_at_once(
     assert inbound_id is not None
     session = await whole_store.get_or_create_session(KEY, ORIGIN)
     opening = entries.person("hello", session.session_id, turn_id="turn-1")
-    address = {"channel": "telegram", "chat_id": "42"}
-    await whole_store.begin_turn(
-        [opening], [inbound_id], "turn-1", session_fields={"address": address}
-    )
+    address = Address("telegram", "42", reply_to="7")
+    await whole_store.begin_turn([opening], [inbound_id], "turn-1", address=address)
     (row,) = await whole_store.unfinished_inbound()
     assert (row.status, row.turn_id) == (InboundStatus.PROCESSING, "turn-1")
     assert (await whole_store.session_of_turn("turn-1")).address == address  # type: ignore[union-attr]
@@ -187,7 +168,7 @@ async def test_a_turn_claims_its_messages_and_updates_its_session_at_once(
 async def test_a_reminder_fires_once_whichever_process_fires_it(
     any_store: Store, twin: Store
 ) -> None:
-    address = {"channel": "telegram", "chat_id": "42", "thread_id": None}
+    address = Address("telegram", "42")
     added = await any_store.reminder_add(
         session_key=KEY, address=address, creator="telegram:42", due_at=200.0, text="tea",
         created_at=100.0,
@@ -257,16 +238,13 @@ async def test_retention_keeps_unanswered_messages(whole_store: Store) -> None:
     assert not await whole_store.seen_inbound("telegram", "42:1")
 
 
-def test_the_postgres_store_implements_the_concerns_it_holds() -> None:
+def test_both_stores_implement_every_concern() -> None:
     import inspect
 
-    concerns = (SessionStore, ContextPlanStore, TranscriptStore, UsageStore, TurnStore)
-    concerns += (PairingStore,)
-    for concern in (*concerns, JobStore, ReminderStore, RetentionStore):
-        wanted = {
-            n for n, _ in inspect.getmembers(concern, inspect.isfunction) if not n.startswith("_")
-        }
-        assert {n for n in wanted if not callable(getattr(PostgresStore, n, None))} == set()
+    wanted = {n for n, _ in inspect.getmembers(Store, inspect.isfunction) if not n.startswith("_")}
+    assert "put_context_plan" in wanted
+    for store in (SQLiteStore, PostgresStore):
+        assert {n for n in wanted if not callable(getattr(store, n, None))} == set()
 
 
 async def test_writes_go_on_after_the_server_drops_every_connection(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from anthropic.types import MessageParam
 
 if TYPE_CHECKING:
-    from bot.agent.runner import TurnJob
+    from bot.agent.job import TurnJob
     from bot.errors import ContextOverflow
     from bot.store.base import SessionRow
     from bot.transcript import Entry

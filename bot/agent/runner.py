@@ -15,9 +15,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.agent.delivery import ReplyStream
+from bot.agent.job import TurnJob
 from bot.agent.loop import AgentLoop, Exchange, LoopOutcome, TranscriptConversation
 from bot.agent.model import PAUSE_TURN
 from bot.agent.pricing import estimate_cost
@@ -40,9 +41,8 @@ from bot.transcript import (
     Payload,
     PersonTurn,
     PromptPurpose,
-    new_id,
 )
-from bot.types import Address, InboundMessage, SessionOrigin, Source, Usage
+from bot.types import Address, SessionOrigin, Source, Usage
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -63,29 +63,6 @@ MODEL_DROPPED_NOTE = (
 
 # Sends a short notice without touching the store (which may be what is failing).
 Notify = Callable[[Address, str], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class TurnJob:
-    """Everything needed to run (or resume) one turn."""
-
-    session_key: str
-    turn_id: str
-    messages: list[InboundMessage] = field(default_factory=list)
-    inbound_ids: list[int] = field(default_factory=list)
-    resume: bool = False
-    # Silent turns (memory flush, heartbeat) carry an internal prompt and show nothing.
-    prompt: str | None = None
-    kind: str = "user"  # a PromptPurpose for internal prompts
-    history_limit: int = 0
-
-    @property
-    def first(self) -> InboundMessage | None:
-        return self.messages[0] if self.messages else None
-
-    @property
-    def address(self) -> Address | None:
-        return self.messages[-1].address if self.messages else None
 
 
 @dataclass(slots=True)
@@ -262,15 +239,14 @@ class AgentRunner:
                     else None
                 )
                 entry = await self._user_entry(job, session, recall)
-                fields: dict[str, Any] = {}
-                if job.prompt is None:
-                    # Only a person's turn is activity: a reminder or heartbeat turn must not
-                    # hold off an idle reset, nor make the session due for another flush.
-                    fields["last_activity_at"] = self.clock()
-                if job.address:
-                    fields["address"] = job.address.to_dict()
+                # Only a person's turn is activity: a reminder or heartbeat turn must not
+                # hold off an idle reset, nor make the session due for another flush.
                 await self.store.begin_turn(
-                    [entry], job.inbound_ids, job.turn_id, session_fields=fields
+                    [entry],
+                    job.inbound_ids,
+                    job.turn_id,
+                    active_at=self.clock() if job.prompt is None else None,
+                    address=job.address,
                 )
             written = await self._replay_written_reply(job, session, stream)
             if written is None:
@@ -334,7 +310,7 @@ class AgentRunner:
             choice.dropped,
             choice.model,
         )
-        await self.store.update_session(session.session_id, chosen_model="")
+        await self.store.choose_model(session.session_id, "")
         session.chosen_model = ""
         await stream.on_text(MODEL_DROPPED_NOTE.format(dropped=choice.dropped, model=choice.model))
         stream.next_iteration()
@@ -426,7 +402,3 @@ def _reply_written(history: list[Entry], turn_id: str) -> bool:
         and not last.payload.calls_tools
         and last.payload.stop_reason != PAUSE_TURN
     )
-
-
-def new_turn_id() -> str:
-    return new_id()

@@ -27,8 +27,8 @@ from bot.config import Config
 from bot.errors import KrillError
 from bot.media.files import PREPARING
 from bot.startup import PRIVATE_FILE_MODE, PRIVATE_FOLDER_MODE
+from bot.store.backup import exclusive, restore_database
 from bot.store.base import Store
-from bot.store.sqlite.backup import exclusive, restore_database
 
 DATABASE = "krill.db"
 WORKSPACE = "workspace"

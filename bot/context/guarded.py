@@ -66,9 +66,7 @@ async def guarded_compaction(
         state = CLOSED
     else:
         return result
-    await host.store.update_session(
-        fresh.session_id,
-        compaction_failures=state.failures,
-        compaction_paused_until=state.paused_until,
+    await host.store.set_compaction_breaker(
+        fresh.session_id, failures=state.failures, paused_until=state.paused_until
     )
     return result

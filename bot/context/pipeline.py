@@ -263,9 +263,7 @@ class ContextPipeline:
             error.limit,
             limits.window,
         )
-        await self.store.update_session(
-            session.session_id, context_window=error.limit, context_window_model=limits.model
-        )
+        await self.store.learn_context_window(session.session_id, error.limit, limits.model)
         return await self.store.get_session(session.session_id) or session
 
     async def _cut_after_overflow(self, session: SessionRow) -> bool:

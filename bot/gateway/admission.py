@@ -196,19 +196,20 @@ class Admission:
         # that cannot be shown is left out, as nobody asked the bot about it.
         return [a for a in await self.media.accept(photos) if a.sha256 and not a.refused]
 
-    def take_buffer(self, msg: InboundMessage, lines: list[BufferedLine]) -> None:
-        """Put the buffered group lines before `msg`'s own context, and the newest of their
-        photos (at most `media.keep_images_turns`) before its own files."""
-        msg.context_lines = [f"{line.sender}: {line.text}" for line in lines] + msg.context_lines
+    def with_buffer(self, msg: InboundMessage, lines: list[BufferedLine]) -> InboundMessage:
+        """`msg` with the buffered group lines before its own context, and the newest of
+        their photos (at most `media.keep_images_turns`) before its own files."""
         keep = self.config.media.keep_images_turns
         photos = [a for line in lines for a in line.attachments]
-        msg.attachments = (photos[-keep:] if keep > 0 else []) + msg.attachments
+        return dataclasses.replace(
+            msg,
+            context_lines=[f"{line.sender}: {line.text}" for line in lines] + msg.context_lines,
+            attachments=(photos[-keep:] if keep > 0 else []) + msg.attachments,
+        )
 
     def merge_buffer(self, payload: str, lines: list[BufferedLine]) -> str:
-        """An inbound payload with the buffered group lines taken in (see `take_buffer`)."""
-        msg = InboundMessage.from_json(payload)
-        self.take_buffer(msg, lines)
-        return msg.to_json()
+        """An inbound payload with the buffered group lines taken in (see `with_buffer`)."""
+        return self.with_buffer(InboundMessage.from_json(payload), lines).to_json()
 
     async def buffer_key(self, msg: InboundMessage, key: str) -> str:
         """Whose buffered chatter a message takes: its own session's, except that a new

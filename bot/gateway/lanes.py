@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot.agent.runner import TurnJob, new_turn_id
+from bot.agent.job import TurnJob, new_turn_id
 from bot.gateway.budgets import TURN_WINDOW_SECONDS
 from bot.sessions.limits import history_limit_for
 from bot.sessions.queue import SessionQueue

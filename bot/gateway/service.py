@@ -127,7 +127,7 @@ class GatewayService:
         if inbound_id is None:
             return AcceptResult.DUPLICATE
         if lines:
-            self.admission.take_buffer(msg, lines)
+            msg = self.admission.with_buffer(msg, lines)
         self.metrics.messages_in.labels(msg.channel).inc()
         self.lanes.submit(key, MessageWork(inbound_id, msg))
         self.activity.note_activity(key)

@@ -108,7 +108,7 @@ class SessionCommands:
     async def choose_model(self, key: str, origin: SessionOrigin, model: str) -> SessionRow:
         """Persist `model` as the session's choice; its next request uses it."""
         session = await self.store.get_or_create_session(key, origin)
-        await self.store.update_session(session.session_id, chosen_model=model)
+        await self.store.choose_model(session.session_id, model)
         return session
 
     async def previous_session(self, session: SessionRow) -> SessionRow | None:

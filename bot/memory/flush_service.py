@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from bot.agent.loop import EphemeralConversation, Exchange
@@ -42,9 +42,9 @@ from bot.transcript import Entry, MemoryFlushRecord, new_id
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
+    from bot.agent.job import TurnJob
     from bot.agent.loop import AgentLoop
     from bot.agent.prefix import RequestPrefixes
-    from bot.agent.runner import TurnJob
     from bot.agent.workspace import Workspace
     from bot.config import Config
     from bot.store.base import Store
@@ -218,18 +218,13 @@ class FlushService:
     async def _record(
         self, session: SessionRow, reason: Reason, outcome: FlushOutcome, started: float
     ) -> None:
-        fields: dict[str, Any] = {}
-        if outcome.ok:
-            fields["memory_flush_at"] = self.clock()
-            fields["memory_flush_error"] = None
-        else:
-            fields["memory_flush_error"] = (outcome.error or "failed")[:MAX_ERROR_CHARS]
-        if reason in CYCLE_REASONS:
-            # Failed attempts close the cycle too: retrying before every turn would make
-            # each reply wait for a flush that keeps failing.
-            fields["memory_flush_compaction_count"] = session.compaction_count
-        await self.store.update_session(session.session_id, **fields)
-        await self.store.increment_session(session.session_id, memory_flush_count=1)
+        error = None if outcome.ok else (outcome.error or "failed")[:MAX_ERROR_CHARS]
+        # Failed attempts close the cycle too: retrying before every turn would make each
+        # reply wait for a flush that keeps failing.
+        cycle = session.compaction_count if reason in CYCLE_REASONS else None
+        await self.store.record_memory_flush(
+            session.session_id, error=error, at=self.clock(), compaction_count=cycle
+        )
         record = MemoryFlushRecord(
             reason=str(reason),
             ok=outcome.ok,

@@ -25,7 +25,7 @@ from bot.types import SessionOrigin
 from bot.untrusted import marker_id_for
 
 if TYPE_CHECKING:
-    from bot.agent.runner import TurnJob
+    from bot.agent.job import TurnJob
     from bot.config import Config
     from bot.context.host import SummaryModel, UsageCharger
     from bot.memory.flush_service import FlushService

@@ -17,7 +17,7 @@ from bot.memory.tools import format_hits
 from bot.sessions.access import all_admins
 
 if TYPE_CHECKING:
-    from bot.agent.runner import TurnJob
+    from bot.agent.job import TurnJob
     from bot.store.base import SessionRow
 
 log = logging.getLogger(__name__)

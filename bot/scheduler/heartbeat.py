@@ -9,11 +9,10 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from bot.agent.runner import TurnJob, new_turn_id
+from bot.agent.job import TurnJob, new_turn_id
 from bot.scheduler.jobs import claim_run
 from bot.sessions.limits import history_limit_for
 from bot.transcript import PromptPurpose
-from bot.types import Address
 
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner
@@ -89,7 +88,7 @@ class Heartbeat:
         if self.lanes.busy(key):
             log.info("heartbeat skipped: %s is busy", key)
             return
-        address = Address.from_dict(session.address)
+        address = session.address
         job = TurnJob(
             key,
             new_turn_id(),

@@ -165,7 +165,7 @@ class ReminderTools:
 
 def same_chat(reminder: Reminder, address: Address) -> bool:
     """Whether `reminder` fires in the chat, thread or topic `address` is in."""
-    target = Address.from_dict(reminder.address)
+    target = reminder.address
     return (target.channel, target.chat_id, target.thread_id) == (
         address.channel,
         address.chat_id,

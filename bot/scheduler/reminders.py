@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bot.agent.runner import TurnJob, new_turn_id
+from bot.agent.job import TurnJob, new_turn_id
 from bot.scheduler.jobs import STARTUP_DELAY_SECONDS
 from bot.scheduler.when import check_due, describe_time, parse_when
 from bot.sessions.limits import history_limit_for
@@ -114,7 +114,7 @@ class Reminders:
         target = Address(address.channel, address.chat_id, address.thread_id, None, None)
         reminder = await self.store.reminder_add(
             session_key=session_key,
-            address=target.to_dict(),
+            address=target,
             creator=creator,
             due_at=due_at,
             text=text,
@@ -127,9 +127,7 @@ class Reminders:
     async def address_of(self, session_id: str) -> Address | None:
         """Where the session's current turn replies (its row's address)."""
         session = await self.store.get_session(session_id)
-        if session is None or session.address is None:
-            return None
-        return Address.from_dict(session.address)
+        return None if session is None else session.address
 
     async def pending_of(self, creator: str | None) -> list[Reminder]:
         """`creator`'s pending reminders (everyone's for None)."""
@@ -188,7 +186,7 @@ class Reminders:
         """Run the reminder's turn (the caller holds its lane) and send what it wrote."""
         key = reminder.session_key
         session = await self.store.current_session(key)
-        address = Address.from_dict(reminder.address)
+        address = reminder.address
         lateness = self.jobs.clock() - reminder.due_at
         late = lateness > LATE_AFTER_SECONDS
         due = self.when(reminder)

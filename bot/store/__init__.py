@@ -1,6 +1,2 @@
-"""Persistence: the store interface and its SQLite implementation."""
-
-from bot.store.base import InboundStatus, SessionRow, Store
-from bot.store.sqlite import SQLiteStore
-
-__all__ = ["InboundStatus", "SQLiteStore", "SessionRow", "Store"]
+"""Persistence: the store interface (`base.py`), each concern written once over a thin
+driver seam (`db.py`), and the SQLite and PostgreSQL adapters under it."""

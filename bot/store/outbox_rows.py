@@ -1,6 +1,6 @@
 """The outbox's typed rows: a chunk to write, a row as stored, its status, and the summary
 `krill status` and `/status` show (dead and maybe-sent chunks included); and their mapping to
-and from the columns both stores keep."""
+and from the outbox table's columns (bot/store/outbox.py runs the SQL)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.store.stored_row import StoredRow
+from bot.store.db import Row
 from bot.types import Address, OutboundFile, Source
 
 # The columns `outbox_row` reads, in its order.
@@ -123,7 +123,7 @@ def _payload(chunk: OutboxChunk) -> str:
     return ""
 
 
-def outbox_row(r: StoredRow) -> OutboxRow:
+def outbox_row(r: Row) -> OutboxRow:
     """An OutboxRow from the OUTBOX_COLUMNS of a stored row."""
     kind = OutboxKind(r[4])
     payload = json.loads(r[12]) if r[12] else {}
@@ -134,7 +134,7 @@ def outbox_row(r: StoredRow) -> OutboxRow:
         chunk_index=int(r[2]),
         chunk_count=int(r[3]),
         kind=kind,
-        address=Address.from_dict(json.loads(r[5])),
+        address=Address.from_json(r[5]),
         text=str(r[6]),
         notice=str(r[7]),
         edit_of=r[8],
@@ -162,7 +162,7 @@ def chunk_values(chunk: OutboxChunk, now: float) -> tuple[Any, ...]:
         str(chunk.kind),
         chunk.address.channel,
         outbox_chat_key(chunk.address),
-        json.dumps(chunk.address.to_dict()),
+        chunk.address.to_json(),
         chunk.text,
         chunk.edit_of,
         _payload(chunk),
@@ -189,7 +189,7 @@ def preview_values(turn_id: str, address: Address, platform_id: str, now: float)
         str(OutboxKind.PREVIEW),
         address.channel,
         outbox_chat_key(address),
-        json.dumps(address.to_dict()),
+        address.to_json(),
         "",
         str(OutboxStatus.SENT),
         now,
@@ -199,12 +199,12 @@ def preview_values(turn_id: str, address: Address, platform_id: str, now: float)
     )
 
 
-def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[StoredRow]) -> OutboxSummary:
+def outbox_summary_of(counts: Mapping[str, int], dead: Iterable[Row]) -> OutboxSummary:
     """The summary from row counts by status and the DEAD_COLUMNS of the latest dead and
     maybe-sent rows."""
     chunks: dict[str, list[DeadChunk]] = {str(status): [] for status in SET_ASIDE_OUTBOX}
     for row_id, turn_id, index, count, address, reason, at, status in dead:
-        where = Address.from_dict(json.loads(address))
+        where = Address.from_json(address)
         chunks[str(status)].append(
             DeadChunk(
                 id=int(row_id),

@@ -1,14 +1,22 @@
-"""What replicas share beyond sessions, as every store offers it: small values kept per
-scope until they expire, and per-sender budget counters (`SharedStateStore`), with the
-typed budget row both implementations map their rows to."""
+"""What replicas share beyond sessions: small values kept per scope until they expire (what
+a channel adapter must find again on any replica) and per-sender budget counters. Each
+write is atomic: a budget use is one conditional upsert, so concurrent takes of one
+sender's budget queue on its row and never hand out more than the limit."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from bot.store.db import Db, Row
 
 # `budget_take` without a limit: count the use whatever the count already is.
 NO_LIMIT = 2**62
+# A budget row is kept this long after its window ended (at most one row per sender and
+# budget).
+BUDGET_KEPT_SECONDS = 86_400.0
+# Expired rows dropped per write: a bounded amount of work that keeps up with the writes.
+PURGE_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +27,7 @@ class BudgetUse:
     resets_at: float
 
 
-def budget_use_of(row: Any) -> BudgetUse | None:
-    """A `(used, resets_at)` row of either store as a `BudgetUse` (None: no row)."""
+def _budget_use(row: Row | None) -> BudgetUse | None:
     return BudgetUse(int(row[0]), float(row[1])) if row else None
 
 
@@ -37,3 +44,72 @@ class SharedStateStore(Protocol):
         self, budget: str, sender: str, *, limit: int | None, window: float, now: float
     ) -> BudgetUse | None: ...
     async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None: ...
+
+
+# A window that has ended starts afresh at this use; an open one counts up unless full (then
+# the WHERE makes the update a no-op and nothing is returned).
+_TAKE_BUDGET = (
+    "INSERT INTO budgets(budget, sender, used, resets_at) VALUES (?, ?, 1, ?)"
+    " ON CONFLICT(budget, sender) DO UPDATE SET"
+    " used = CASE WHEN budgets.resets_at <= ? THEN 1 ELSE budgets.used + 1 END,"
+    " resets_at = CASE WHEN budgets.resets_at <= ? THEN excluded.resets_at"
+    " ELSE budgets.resets_at END"
+    " WHERE budgets.resets_at <= ? OR budgets.used < ?"
+    " RETURNING used, resets_at"
+)
+
+
+class SharedStateTables:
+    db: Db
+
+    async def state_put(
+        self, scope: str, key: str, value: str, expires_at: float, now: float
+    ) -> None:
+        skip = self.db.dialect.skip_locked
+        async with self.db.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO shared_state(scope, key, value, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(scope, key) DO UPDATE SET value = excluded.value,"
+                " expires_at = excluded.expires_at",
+                scope,
+                key,
+                value,
+                expires_at,
+            )
+            # What has expired is never read again: dropped here, so it cannot pile up. Rows
+            # another replica is dropping (or writing) are skipped, so replicas never wait.
+            await tx.execute(
+                "DELETE FROM shared_state WHERE (scope, key) IN (SELECT scope, key FROM"
+                f" shared_state WHERE expires_at <= ? LIMIT {PURGE_BATCH} {skip})",
+                now,
+            )
+            await tx.execute(
+                "DELETE FROM budgets WHERE (budget, sender) IN (SELECT budget, sender FROM"
+                f" budgets WHERE resets_at <= ? LIMIT {PURGE_BATCH} {skip})",
+                now - BUDGET_KEPT_SECONDS,
+            )
+
+    async def state_get(self, scope: str, key: str, now: float) -> str | None:
+        value = await self.db.fetchval(
+            "SELECT value FROM shared_state WHERE scope = ? AND key = ? AND expires_at > ?",
+            scope,
+            key,
+            now,
+        )
+        return None if value is None else str(value)
+
+    async def budget_take(
+        self, budget: str, sender: str, *, limit: int | None, window: float, now: float
+    ) -> BudgetUse | None:
+        cap = NO_LIMIT if limit is None else limit
+        row = await self.db.fetchrow(_TAKE_BUDGET, budget, sender, now + window, now, now, now, cap)
+        return _budget_use(row)
+
+    async def budget_use(self, budget: str, sender: str, now: float) -> BudgetUse | None:
+        row = await self.db.fetchrow(
+            "SELECT used, resets_at FROM budgets WHERE budget = ? AND sender = ? AND resets_at > ?",
+            budget,
+            sender,
+            now,
+        )
+        return _budget_use(row)

@@ -10,6 +10,7 @@ such a thread needs no mention whichever replica receives it."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -127,7 +128,7 @@ class Inbound:
                 log.debug("slack: %s is chatter in a thread Krill is not in", post.message_id)
                 return
             # A reply in a thread Krill takes part in is addressed to it.
-            msg.mentioned = post.mentioned or joined
+            msg = dataclasses.replace(msg, mentioned=post.mentioned or joined)
             fetch_history = not joined
             if joined and post.mentioned:
                 # Called again: people may have talked in the thread without the bot seeing
@@ -138,10 +139,12 @@ class Inbound:
             self.people.name_of(post),
             self.history.context_lines(post, since) if fetch_history else _nothing(),
         )
-        msg.user_name = user_name
-        msg.context_lines = context
+        files = msg.attachments
         if self.files is not None and post.files:
-            msg.attachments = await self.files.download(post.files)
+            files = await self.files.download(post.files)
+        msg = dataclasses.replace(
+            msg, user_name=user_name, context_lines=context, attachments=files
+        )
         thread = msg.address.thread_id
         if thread and post.chat_type == ChatType.CHANNEL:
             # Native streams in channels must name who they are for.

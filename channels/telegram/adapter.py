@@ -244,7 +244,7 @@ class TelegramChannel:
             log.debug("ignoring Telegram update %d (not a new message)", update.update_id)
             return None
         if self._media_max_bytes is not None and update.message is not None:
-            await media.attach(self.bot, update.message, msg, self._media_max_bytes)
+            msg = await media.attach(self.bot, update.message, msg, self._media_max_bytes)
         message = update.message
         if message is not None and message.media_group_id:
             # One album, one turn: this returns once the whole album is recorded.

@@ -9,6 +9,7 @@ the bot token into a model request; Krill never lets it."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from urllib.parse import quote
 
@@ -82,10 +83,12 @@ async def download(bot: Bot, message: Message, max_bytes: int) -> list[Attachmen
     return [att]
 
 
-async def attach(bot: Bot, message: Message, msg: InboundMessage, max_bytes: int) -> None:
-    """Give `msg` the files of `message`; its text becomes the caption alone, since the
+async def attach(bot: Bot, message: Message, msg: InboundMessage, max_bytes: int) -> InboundMessage:
+    """`msg` with the files of `message`; its text becomes the caption alone, since the
     model now gets the file itself instead of a `[photo]` stand-in."""
-    msg.attachments = await download(bot, message, max_bytes)
+    files = await download(bot, message, max_bytes)
     stand_in = placeholder(message)
-    if msg.attachments and stand_in and msg.text.startswith(stand_in):
-        msg.text = msg.text[len(stand_in) :].lstrip("\n")
+    text = msg.text
+    if files and stand_in and text.startswith(stand_in):
+        text = text[len(stand_in) :].lstrip("\n")
+    return dataclasses.replace(msg, attachments=files, text=text)

@@ -246,7 +246,7 @@ async def compact_session(
     after = messages_tokens(after_messages, overhead)
     compaction.tokens_after = after
     await host.store.append_entries([entry])
-    await host.store.increment_session(session.session_id, compaction_count=1)
+    await host.store.count_compaction(session.session_id)
     # The time of the last model call tracks the conversation's own prompt cache: only an
     # in-place summary read (and so refreshed) it; the transcript summarizer's do not.
     await host.accountant.charge(

@@ -1,0 +1,58 @@
+"""Retention: pruning finished inbound rows, delivered outbox rows, stale group buffers and
+old sessions' transcripts once they are older than `storage.retention_days`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.store.db import Db
+from bot.store.inbound import InboundStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What one retention pass removed."""
+
+    inbound: int = 0  # finished inbound rows and dedupe-only rows
+    outbox: int = 0  # delivered reply chunks
+    buffered: int = 0  # unaddressed group lines never picked up
+    sessions: int = 0  # old (non-current) sessions...
+    entries: int = 0  # ...and their transcript entries
+
+    @property
+    def total(self) -> int:
+        return self.inbound + self.outbox + self.buffered + self.sessions + self.entries
+
+
+class RetentionStore(Protocol):
+    async def prune_before(self, cutoff: float) -> Pruned:
+        """Remove what `storage.retention_days` lets go that was last touched before
+        `cutoff` (unix seconds); unfinished work and current sessions always stay."""
+        ...
+
+
+# Each step with the cutoff as its one argument and named for the Pruned field it counts;
+# entries go before the sessions they belong to. Inbound rows still needed to answer
+# someone stay: recovery after a restart reads them.
+_OLD_SESSIONS = "FROM sessions WHERE NOT is_current AND updated_at < ?"
+_STEPS = (
+    (
+        "inbound",
+        "DELETE FROM inbound WHERE updated_at < ?"
+        f" AND status NOT IN ('{InboundStatus.PENDING}', '{InboundStatus.PROCESSING}')",
+    ),
+    ("outbox", "DELETE FROM outbox WHERE status = 'sent' AND updated_at < ?"),
+    ("buffered", "DELETE FROM group_buffer WHERE created_at < ?"),
+    ("entries", f"DELETE FROM entries WHERE session_id IN (SELECT session_id {_OLD_SESSIONS})"),
+    ("sessions", f"DELETE {_OLD_SESSIONS}"),
+)
+
+
+class RetentionTables:
+    db: Db
+
+    async def prune_before(self, cutoff: float) -> Pruned:
+        async with self.db.transaction() as tx:
+            removed = {name: await tx.execute(sql, cutoff) for name, sql in _STEPS}
+        return Pruned(**removed)
