@@ -23,7 +23,14 @@ Chinese (the fake's tokenizer charges a token per CJK character, as real ones do
 
 Prices: Sonnet, $3/M input, cache write x1.25 (5m) or x2 (1h), read x0.1, $15/M output.
 
+`--provider openai` replays (a)-(c) against the fake OpenAI-compatible server instead, through
+Krill's Chat Completions adapter, with its automatic prefix caching (prompts of 1,024 tokens
+or more, a repeated prefix read in steps of 128 tokens, kept 10 minutes after its last use,
+no write premium) and a 128k window; priced like gpt-4.1 ($2/M input, $0.50/M cached, $8/M
+output). `--provider both` (the default) prints both tables.
+
 Run: python bench/cost.py [--turns 320] [--seed 7] [--cache-ttl 5m|1h] [--cjk]
+     [--provider anthropic|openai|both]
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -59,6 +66,7 @@ from tests.fakes.anthropic import (
     Reply,
     estimate_tokens,
 )
+from tests.fakes.openai import ChatReply, FakeOpenAI, ModelSpec, PrefixCache
 
 # Prices in dollars per token (Sonnet) and the cache multipliers on input.
 INPUT_PRICE = 3.0 / 1_000_000
@@ -68,6 +76,10 @@ WRITE_1H = 2.0
 READ = 0.1
 
 WINDOW = 200_000
+# The OpenAI-compatible run: a 128k model priced like gpt-4.1, per token.
+OPENAI_WINDOW = 128_000
+OPENAI_MODEL = "gpt-bench"
+OPENAI_PRICES = (2.0 / 1_000_000, 0.5 / 1_000_000, 8.0 / 1_000_000)  # input, cached, output
 TARGET_SHARE_OF_NAIVE = 0.016
 TARGET_OVER_LOWER_BOUND = 2.0
 # The pre-expiry moment of `krill run`'s scheduler: memory.flush.idle_lead_seconds before
@@ -489,7 +501,7 @@ class PassThrough(ContextPipeline):
     """Run (a) and (b): requests go out as the history renders, with no pruning, no
     compaction and no overflow recovery."""
 
-    async def prepare(self, session: Any, history: Any, messages: Any) -> Any:
+    async def prepare(self, session: Any, history: Any, messages: Any, model: Any = None) -> Any:
         return messages
 
     async def recover_overflow(self, session: Any, error: Any, attempt: int) -> bool:
@@ -500,6 +512,7 @@ BENCH_TOML = """
 [agent]
 context_window = {window}
 sender_turns_per_minute = 0
+{agent}
 [memory]
 enabled = false
 [scheduler]
@@ -526,6 +539,57 @@ def message(turn: Turn, now: float) -> InboundMessage:
     )
 
 
+def report_tool(turns: list[Turn], seed: int) -> Tool:
+    """The tool the scripted assistant calls for a turn's report."""
+    by_index = {t.index: t for t in turns}
+
+    async def fetch_report(args: dict[str, Any], ctx: Any) -> str:
+        turn = by_index[int(args["turn"])]
+        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
+        return tool_output(seed * 100_000 + turn.index, turn.tool_bytes, plant)
+
+    schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
+    return Tool("fetch_report", "Fetch a report", schema, fetch_report)
+
+
+async def play(
+    harness: Harness,
+    turns: list[Turn],
+    model: Model,
+    clock: list[float],
+    result: RunResult,
+    *,
+    pipeline: bool,
+    seed: int,
+    ttl: str,
+    count: Callable[[Turn], None],
+) -> None:
+    """Send the script's turns through `krill`'s gateway one by one on the simulated clock
+    (with the pre-expiry work of the idle gaps when the pipeline is on); `count` reads each
+    turn's requests off the fake."""
+    start = clock[0]
+    wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
+    with wiring:
+        async with harness as h:
+            app = h.app
+            assert app is not None
+            app.tools.register(report_tool(turns, seed))
+            key = f"agent:main:local:direct:{KEY_USER}"
+            for turn in turns:
+                if pipeline:
+                    result.warm_compactions += await before_expiry(
+                        h, key, clock, start + turn.at, TTL_SECONDS[ttl]
+                    )
+                clock[0] = max(clock[0], start + turn.at)
+                model.turn = turn
+                msg = message(turn, clock[0])
+                await app.gateway.accept(msg)
+                await app.gateway.wait_idle(msg)
+                count(turn)
+            session = await app.store.current_session(key)
+            result.compactions = session.compaction_count if session else 0
+
+
 async def replay(
     turns: list[Turn],
     *,
@@ -543,56 +607,45 @@ async def replay(
     fake.context_window = WINDOW if pipeline else None
     result = RunResult(Tally(), model.answered, 0, 0)
     lower = LowerBound(ttl) if pipeline else None  # only (c)'s requests need a bound
-    by_index = {t.index: t for t in turns}
-
-    async def fetch_report(args: dict[str, Any], ctx: Any) -> str:
-        turn = by_index[int(args["turn"])]
-        plant = turn.plant if turn.plant is not None and turn.plant.via == "tool" else None
-        return tool_output(seed * 100_000 + turn.index, turn.tool_bytes, plant)
-
-    schema = {"type": "object", "properties": {"turn": {"type": "integer"}}}
     async with fake:
         with tempfile.TemporaryDirectory() as tmp:
-            toml = BENCH_TOML.format(window=WINDOW) + ("" if pipeline else WHOLE_RESULTS_TOML)
+            toml = BENCH_TOML.format(window=WINDOW, agent="") + (
+                "" if pipeline else WHOLE_RESULTS_TOML
+            )
             harness = Harness(Path(tmp), fake.url, toml, clock=lambda: clock[0])
             harness.env["KRILL_ANTHROPIC__CACHE_TTL"] = ttl
             harness.env.update(overrides or {})
-            wiring = contextlib.nullcontext() if pipeline else patch(PIPELINE, PassThrough)
-            with wiring:
-                async with harness as h:
-                    app = h.app
-                    assert app is not None
-                    app.tools.register(Tool("fetch_report", "Fetch a report", schema, fetch_report))
-                    key = f"agent:main:local:direct:{KEY_USER}"
-                    for turn in turns:
-                        if pipeline:
-                            result.warm_compactions += await before_expiry(
-                                h, key, clock, start + turn.at, TTL_SECONDS[ttl]
-                            )
-                        clock[0] = max(clock[0], start + turn.at)
-                        model.turn = turn
-                        msg = message(turn, clock[0])
-                        await app.gateway.accept(msg)
-                        await app.gateway.wait_idle(msg)
-                        result.overflows += sum(1 for r in fake.message_requests if r.usage is None)
-                        answered = [r for r in fake.message_requests if r.usage is not None]
-                        for position, request in enumerate(answered):
-                            assert request.usage is not None
-                            result.tally.add(request.usage)
-                            if _pages_back(request.reply):
-                                alone = Tally()
-                                alone.add(request.usage)
-                                result.page_back_cost += alone.cost
-                            if lower is None:
-                                continue
-                            ideal = lower.usage(request.body, request.usage["output_tokens"])
-                            result.lower.add(ideal)
-                            if turn.opens_burst and position == 0:
-                                result.openers.add(request.usage)
-                                result.lower_openers.add(ideal)
-                        fake.requests.clear()
-                    session = await app.store.current_session(key)
-                    result.compactions = session.compaction_count if session else 0
+
+            def count(turn: Turn) -> None:
+                result.overflows += sum(1 for r in fake.message_requests if r.usage is None)
+                answered = [r for r in fake.message_requests if r.usage is not None]
+                for position, request in enumerate(answered):
+                    assert request.usage is not None
+                    result.tally.add(request.usage)
+                    if _pages_back(request.reply):
+                        alone = Tally()
+                        alone.add(request.usage)
+                        result.page_back_cost += alone.cost
+                    if lower is None:
+                        continue
+                    ideal = lower.usage(request.body, request.usage["output_tokens"])
+                    result.lower.add(ideal)
+                    if turn.opens_burst and position == 0:
+                        result.openers.add(request.usage)
+                        result.lower_openers.add(ideal)
+                fake.requests.clear()
+
+            await play(
+                harness,
+                turns,
+                model,
+                clock,
+                result,
+                pipeline=pipeline,
+                seed=seed,
+                ttl=ttl,
+                count=count,
+            )
     result.summarizer_calls = model.summaries
     result.page_backs = model.page_backs
     return result
@@ -730,6 +783,139 @@ def report(
     )
 
 
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+def anthropic_view(body: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions request read back as the Anthropic request it was translated from
+    (system, text and tool blocks), so the same scripted model answers both fakes."""
+    system = ""
+    messages: list[dict[str, Any]] = []
+    for message in body.get("messages") or []:
+        role, content = message["role"], message.get("content") or ""
+        text = content if isinstance(content, str) else _text(content)
+        if role == "system":
+            system = text
+        elif role == "tool":
+            result = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
+            result["content"] = text
+            if messages and messages[-1]["role"] == "user":
+                messages[-1]["content"].append(result)
+            else:
+                messages.append({"role": "user", "content": [result]})
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            for call in message.get("tool_calls") or []:
+                function = call["function"]
+                block = {"type": "tool_use", "id": call["id"], "name": function["name"]}
+                blocks.append(block | {"input": json.loads(function["arguments"])})
+            messages.append({"role": "assistant", "content": blocks})
+        else:
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+    return {"system": system, "messages": messages}
+
+
+def chat_reply(reply: Any) -> Any:
+    """The scripted model's answer as the OpenAI fake sends it."""
+    if isinstance(reply, Reply):
+        calls = [(b["name"], b["input"], b["id"]) for b in reply.content if "input" in b]
+        text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+        return ChatReply(text=text, tool_calls=calls)
+    return reply
+
+
+def openai_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage in the shape `Tally` counts: cached prompt tokens are cache reads."""
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    return {
+        "input_tokens": usage["prompt_tokens"] - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": usage["completion_tokens"],
+    }
+
+
+def openai_cost(tally: Tally, *, cached: bool = True) -> float:
+    price_in, price_cached, price_out = OPENAI_PRICES
+    if not cached:
+        return tally.prompt_tokens * price_in + tally.output * price_out
+    return tally.input * price_in + tally.read * price_cached + tally.output * price_out
+
+
+async def replay_openai(turns: list[Turn], *, pipeline: bool, seed: int) -> RunResult:
+    """(b) or (c) against the fake OpenAI-compatible server."""
+    start = 1_790_000_000.0
+    clock = [start]
+    model = Model(clock, random.Random(seed))
+    fake = FakeOpenAI(
+        models={OPENAI_MODEL: ModelSpec(context_window=OPENAI_WINDOW if pipeline else 10**9)},
+        cache=PrefixCache(clock=lambda: clock[0]),
+    )
+    fake.default_handler = lambda body: chat_reply(model(anthropic_view(body)))
+    result = RunResult(Tally(), model.answered, 0, 0)
+    async with fake:
+        with tempfile.TemporaryDirectory() as tmp:
+            toml = (
+                BENCH_TOML.format(window=OPENAI_WINDOW, agent=f'model = "bench:{OPENAI_MODEL}"')
+                + f'[providers.bench]\nkind = "openai"\nbase_url = "{fake.url}"\n'
+                + 'api_key = "sk-test"\nmax_retries = 0\n'
+                + ("" if pipeline else WHOLE_RESULTS_TOML)
+            )
+            harness = Harness(Path(tmp), "http://127.0.0.1:9", toml, clock=lambda: clock[0])
+
+            def count(turn: Turn) -> None:
+                result.overflows += sum(1 for r in fake.chat_requests if r.usage is None)
+                for request in fake.chat_requests:
+                    if request.usage is not None:
+                        result.tally.add(openai_usage(request.usage))
+                fake.requests.clear()
+
+            # The same idle-gap work as against Anthropic, at its default 5-minute TTL.
+            await play(
+                harness,
+                turns,
+                model,
+                clock,
+                result,
+                pipeline=pipeline,
+                seed=seed,
+                ttl="5m",
+                count=count,
+            )
+    result.summarizer_calls = model.summaries
+    return result
+
+
+def report_openai(turns: list[Turn], base: RunResult, krill: RunResult) -> bool:
+    total = len(PLANTS)
+    naive = openai_cost(base.tally, cached=False)
+    print(
+        f"\nThe same script against the OpenAI-compatible fake ({OPENAI_WINDOW // 1000}k window, "
+        "automatic prefix caching, gpt-4.1 prices):\n"
+    )
+    print("| run | cost | vs (a) | prompt tokens | cached | requests | ids answerable |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    runs = (
+        ("(a) naive: full history, no caching", base, naive, False),
+        ("(b) prefix caching, no pruning/compaction", base, openai_cost(base.tally), True),
+        ("(c) Krill pipeline", krill, openai_cost(krill.tally), True),
+    )
+    for name, run, cost, cached in runs:
+        hit = f"{run.tally.hit_ratio:.1%}" if cached else "-"
+        print(
+            f"| {name} | ${cost:,.2f} | {cost / naive:.1%} | "
+            f"{run.tally.prompt_tokens / 1e6:,.2f}M | {hit} | {run.tally.requests} | "
+            f"{sum(run.answered.values())}/{total} |"
+        )
+    print(
+        f"\n(c): {krill.compactions} compaction(s) ({krill.warm_compactions} warm), "
+        f"{krill.summarizer_calls} summarizer "
+        f"call(s), {krill.overflows} overflow error(s), largest prompt "
+        f"{krill.tally.max_prompt:,} tokens."
+    )
+    return sum(krill.answered.values()) == total and krill.overflows == 0
+
+
 def setting_env(setting: str) -> tuple[str, str]:
     """`tools.results.threshold_bytes=16000` as the KRILL_* variable that sets it."""
     key, _, value = setting.partition("=")
@@ -743,6 +929,13 @@ async def main_async(args: argparse.Namespace) -> int:
     turns = script(args.turns, args.seed)
     started = time.monotonic()
     overrides = dict(setting_env(s) for s in args.set)
+    ok = True
+    if args.provider in ("openai", "both"):
+        open_base = await replay_openai(turns, pipeline=False, seed=args.seed)
+        open_krill = await replay_openai(turns, pipeline=True, seed=args.seed)
+        ok = report_openai(turns, open_base, open_krill)
+    if args.provider == "openai":
+        return 0 if ok else 1
     base = await replay(turns, pipeline=False, seed=args.seed, ttl=args.cache_ttl)
     krill = await replay(
         turns, pipeline=True, seed=args.seed, ttl=args.cache_ttl, overrides=overrides
@@ -755,7 +948,7 @@ async def main_async(args: argparse.Namespace) -> int:
         forgetful=True,
         overrides=overrides,
     )
-    ok = report(turns, base, krill, forgetful, args.cache_ttl, time.monotonic() - started)
+    ok = report(turns, base, krill, forgetful, args.cache_ttl, time.monotonic() - started) and ok
     return 0 if ok else 1
 
 
@@ -765,6 +958,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache-ttl", choices=("5m", "1h"), default="5m")
     parser.add_argument("--cjk", action="store_true", help="replay the script in Chinese")
+    parser.add_argument("--provider", choices=("anthropic", "openai", "both"), default="both")
     parser.add_argument(
         "--set",
         action="append",

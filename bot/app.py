@@ -1,10 +1,12 @@
 """The composition root: builds every collaborator through its constructor, in dependency
 order, and starts and stops them.
 
-`App.start()` brings everything up and `App.stop()` takes it down in reverse. Background
-work (the scheduler, the MCP servers and the platform channels) starts only when
-`background` is set, which `krill run` does and `krill chat` and the other CLI commands do
-not; `run_service` adds signal handling.
+`async with App(config) as app:` starts the components one by one through a `Lifespan`, each
+registering its stop as it starts, so they stop in reverse order by construction, and a
+start that fails halfway stops what had started. Background work (the scheduler, the
+MCP servers and the platform channels) starts only when `background` is set, which `krill
+run` does and `krill chat` and the other CLI commands do not; `run_service` adds signal
+handling.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 from aiohttp import web
 
@@ -23,9 +27,10 @@ from bot.agent.cache_breaks import CacheWatch
 from bot.agent.loop import AgentLoop
 from bot.agent.model import ModelClient
 from bot.agent.prefix import RequestPrefixes
+from bot.agent.pricing import PriceList
 from bot.agent.runner import AgentRunner
 from bot.agent.workspace import Workspace
-from bot.channel_contract import STANDBY, Channel, ChannelHealth
+from bot.channel_contract import Channel, ChannelHealth, ChannelSpec, channel_health
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
@@ -37,6 +42,7 @@ from bot.gateway.recovery import Unattended
 from bot.gateway.replies import Replies
 from bot.gateway.service import GatewayService
 from bot.gateway.session_commands import SessionCommands
+from bot.lifespan import Lifespan
 from bot.media.files import MediaFiles
 from bot.media.prepare import MediaPreparer
 from bot.media.transcribe import Transcriber
@@ -56,7 +62,7 @@ from bot.scheduler.reminder_tools import ReminderTools
 from bot.scheduler.reminders import Reminders
 from bot.scheduler.retention import Retention
 from bot.scheduler.service import Scheduler
-from bot.server import build_server
+from bot.server import build_server, listen
 from bot.sessions.slots import TurnSlots
 from bot.skills.catalog import SkillCatalog
 from bot.skills.tool import SkillReadTool
@@ -83,14 +89,17 @@ class App:
         recover: bool = True,
         background: bool = False,
         clock: Callable[[], float] = time.time,
+        channels: Sequence[ChannelSpec[Any]] = CHANNELS,
     ):
         self.config = config
+        # The channels it may run: the registry (tests add one of their own).
+        self.channel_specs = channels
         self.with_server = with_server
         self.recover = recover
         self.background = background
         self.metrics = Metrics()
         self.store: Store = store_for(config)
-        self.model = ModelClient(config)
+        self.model = ModelClient(config, state=self.store, metrics=self.metrics, clock=clock)
         # Skills are read from the workspace on every turn, like its other files.
         self.skills = SkillCatalog(config.workspace_dir)
         self.workspace = Workspace(
@@ -141,7 +150,7 @@ class App:
         self.accountant = UsageAccountant(
             store=self.store,
             metrics=self.metrics,
-            cache_ttl=config.anthropic.cache_ttl,
+            prices=PriceList.of(config),
             clock=clock,
             cache_watch=cache_watch,
         )
@@ -311,27 +320,33 @@ class App:
         )
         self._ready: dict[str, bool] = {}
         self._runner: web.AppRunner | None = None
+        self.lifespan = Lifespan()
         self.server_url = ""
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
         self._ready[channel.name] = False
 
-    def _enabled_channels(self) -> list[Channel]:
-        found = []
-        for spec in CHANNELS:
-            wanted = (self.with_server or not spec.needs_server) and (
-                self.background or not spec.background
-            )
-            if wanted and spec.settings(self.config).enabled:
-                channel = spec.create(self.config, self.gateway)
-                if channel is not None:
-                    found.append(channel)
-        return found
+    async def __aenter__(self) -> App:
+        """Start every component in order. A start that fails stops what had started, in
+        reverse, before the error goes on."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.lifespan.close()
+            raise
+        return self
 
-    async def start(self) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Stop every started component, the last started first."""
+        await self.lifespan.close()
+
+    async def _start(self) -> None:
         prepare_workspace(self.config)
-        await open_store(self.store, self.config)
+        await self.lifespan.start(
+            "store", partial(open_store, self.store, self.config), self.store.close
+        )
+        await self.lifespan.start("model client", None, self.model.close)
         if not self.model.configured:
             log.warning(
                 "ANTHROPIC_API_KEY is not set: Krill will run, but every reply will ask the "
@@ -341,36 +356,47 @@ class App:
         for adjustment in self.config.adjustments():
             log.warning("%s", adjustment)
         await self.leases.release_dead()  # before any work can wait for those leases
-        for channel in self._enabled_channels():
-            self.add_channel(channel)
+        for spec in self.channel_specs:
+            wanted = (self.with_server or not spec.needs_server) and (
+                self.background or not spec.background
+            )
+            channel = spec.create_enabled(self.config, self.gateway) if wanted else None
+            if channel is not None:
+                self.add_channel(channel)
         warn_if_closed(self.config, self.channels)
         if self.background:
-            self.mcp.start()  # connects in the background; never holds up start-up
-            await self.scheduler.start()
+            await self.lifespan.start("MCP servers", self._start_mcp, self.mcp.stop)
+            await self.lifespan.start("scheduler", self.scheduler.start, self.scheduler.stop)
+        await self.lifespan.start("gateway", self._recover, self.gateway.close)
+        if self.with_server:
+            await self.lifespan.start("server", self._start_server, self._stop_server)
+        for name, channel in self.channels.items():
+            await self.lifespan.start(
+                f"channel {name}", partial(self._start_channel, name), channel.stop
+            )
+        await self.lifespan.start("outbox sender", self.sender.start, self.sender.stop)
+
+    async def _start_mcp(self) -> None:
+        self.mcp.start()  # connects in the background; never holds up start-up
+
+    async def _recover(self) -> None:
+        if not self.recover:
+            return
         # Read before any channel can accept a message: one accepted during start-up is
         # queued by `accept` already and must not be queued a second time as "unanswered".
-        unanswered = await self.store.unfinished_inbound() if self.recover else []
         # Queued before any channel can queue a newer message of the same chat behind which
         # they would otherwise be answered, out of order.
-        recovered = await self.gateway.recover(unanswered) if self.recover else 0
+        recovered = await self.gateway.recover(await self.store.unfinished_inbound())
         if recovered:
             log.info("answering %d message(s) accepted before the last shutdown", recovered)
-        if self.with_server:
-            await self._start_server()
-        for name, channel in self.channels.items():
-            await channel.start()
-            self._ready[name] = True
-            log.info("channel %s is up", name)
-        await self.sender.start()
+
+    async def _start_channel(self, name: str) -> None:
+        await self.channels[name].start()
+        self._ready[name] = True
+        log.info("channel %s is up", name)
 
     def _health(self) -> dict[str, ChannelHealth]:
-        return {name: self._channel_health(name, up) for name, up in self._ready.items()}
-
-    def _channel_health(self, name: str, up: bool) -> ChannelHealth:
-        channel = self.channels[name]
-        if up and getattr(channel, "standby", False):
-            return STANDBY
-        return up and getattr(channel, "healthy", True)
+        return {name: channel_health(self.channels[name], up) for name, up in self._ready.items()}
 
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]
@@ -383,6 +409,7 @@ class App:
             health=self._health,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
+            models=self.model.health,
         )
         app = build_server(
             metrics=self.metrics,
@@ -391,35 +418,16 @@ class App:
             max_body_bytes=self.config.server.max_body_bytes,
             allowed_hosts=self.config.server.allowed_hosts,
         )
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
         try:
-            await site.start()
+            self._runner, port = await listen(app, self.config.server.host, self.config.server.port)
         except OSError as exc:
             raise listen_failed(self.config, exc) from None
-        sockets = getattr(site._server, "sockets", None) or []
-        port = sockets[0].getsockname()[1] if sockets else self.config.server.port
         self.server_url = f"http://{self.config.server.host}:{port}"
         log.info("listening on %s", self.server_url)
 
-    async def stop(self) -> None:
-        await self.sender.stop()  # before the channels it sends through
-        for name, channel in reversed(list(self.channels.items())):
-            try:
-                await channel.stop()
-            except Exception:
-                log.exception("channel %s did not stop cleanly", name)
-        await self.gateway.close()
-        for what, stop in (("scheduler", self.scheduler.stop), ("MCP servers", self.mcp.stop)):
-            try:
-                await stop()
-            except Exception:
-                log.exception("the %s did not stop cleanly", what)
+    async def _stop_server(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        await self.model.close()
-        await self.store.close()
 
 
 def service_clock(config: Config) -> Callable[[], float]:
@@ -429,15 +437,11 @@ def service_clock(config: Config) -> Callable[[], float]:
 
 
 async def run_service(config: Config) -> None:
-    app = App(config, background=True, clock=service_clock(config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
             loop.add_signal_handler(sig, stop.set)
-    try:
-        await app.start()
+    async with App(config, background=True, clock=service_clock(config)):
         await stop.wait()
         log.info("shutting down")
-    finally:
-        await app.stop()

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from bot.config import ChannelSection
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
     from bot.checks import Check
     from bot.config import Config
     from bot.types import Address, HistoryLine, InboundMessage, OutboundFile, OutboundMessage
+
+# A channel's config section (`ChannelSpec.config`).
+S = TypeVar("S", bound=ChannelSection)
 
 
 class AcceptResult(StrEnum):
@@ -145,11 +150,8 @@ class Channel(Protocol):
     async def start(self) -> None:
         """Connect to the platform. Returns once the adapter is up (for /healthz)."""
 
-    async def stop(self) -> None: ...
-
-    # An adapter may also offer `healthy: bool` (e.g. "the poller is still running");
-    # /healthz reports 503 while it is False. And `standby: bool`: True while it waits for
-    # its leader lock (another replica does its work); /healthz reports it as STANDBY, 200.
+    async def stop(self) -> None:
+        """Disconnect. Also called after a `start` that failed halfway: undo what it did."""
 
     def routes(self) -> list[web.RouteDef]:
         """aiohttp routes this adapter serves on the shared server (webhooks, web chat)."""
@@ -170,19 +172,54 @@ class Channel(Protocol):
         as transient). Tries once: the outbox schedules retries."""
         ...
 
-    # An adapter whose platform can carry `out.chunk_id` on a message may also offer
-    # `async find_sent(out) -> str | None`: the id of a message already sent for that chunk
-    # (a send whose outcome a crash or a timeout left unknown), so it is not sent twice.
-    # One that cannot look sends up may set `resend_after_timeout: bool`: False (the
-    # default where absent is True) marks a send that timed out "maybe sent" instead of
-    # sending it again.
-
     async def typing(self, address: Address) -> None:
         """Show one pulse of the typing indicator; the core repeats it every typing_interval."""
 
     async def done_typing(self, address: Address) -> None:
         """The turn answering `address` is over (replied, silent or failed): clear any
         indicator that does not expire by itself (e.g. a reaction)."""
+
+
+# Abilities a channel may have beside the `Channel` contract; the core asks with isinstance.
+
+
+@runtime_checkable
+class HealthChannel(Protocol):
+    """A channel that can tell it stopped working (e.g. its poller died): /healthz reports
+    503 while `healthy` is False."""
+
+    @property
+    def healthy(self) -> bool: ...
+
+
+@runtime_checkable
+class StandbyChannel(Protocol):
+    """A channel that waits for its leader lock while another replica does its work:
+    /healthz reports it as STANDBY (up, 200) while `standby` is True."""
+
+    @property
+    def standby(self) -> bool: ...
+
+
+@runtime_checkable
+class SentLookupChannel(Protocol):
+    """A channel whose platform carries `out.chunk_id` on a message, so the outbox can ask
+    whether a send whose outcome a crash or a timeout left unknown went out, and not send
+    it twice."""
+
+    async def find_sent(self, out: OutboundMessage) -> str | None:
+        """The id of the message already sent for `out.chunk_id`; None when there is none."""
+        ...
+
+
+@runtime_checkable
+class MaybeSentChannel(Protocol):
+    """A channel that cannot look sends up (no `find_sent`) and says what becomes of a send
+    whose answer timed out: `resend_after_timeout` False marks it "maybe sent" instead of
+    sending it again. A channel without this ability has such a send repeated."""
+
+    @property
+    def resend_after_timeout(self) -> bool: ...
 
 
 @runtime_checkable
@@ -196,26 +233,56 @@ class FileChannel(Protocol):
         ...
 
 
-class ChannelSettings(Protocol):
-    """What every channel's config section has in common."""
-
-    enabled: bool
+# The replica that holds the leader lock `name` now; None when no replica does.
+LeaderLookup = Callable[[str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True, slots=True)
-class ChannelSpec:
-    """One channel package's entry in `channels.registry`: everything the composition root
-    and `krill doctor` need to know about it, without importing its platform library."""
+class ChannelStatus:
+    """What `krill status` says of a channel beside the store's counters."""
+
+    line: str  # the line it prints
+    fields: dict[str, Any]  # the same for `krill status --json`, under the channel's name
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec(Generic[S]):
+    """One channel package's entry in `channels.registry`: everything the core needs to know
+    about the channel, without importing its platform library. Adding a channel is adding
+    its package and its entry; nothing under bot/ names a channel."""
 
     name: str
-    # Its section of the typed config (e.g. `config.telegram`).
-    settings: Callable[[Config], ChannelSettings]
-    # The adapter for `config`, handing messages to the gateway; None when it must stay off
-    # (the reason is logged). Raises ConfigError for settings the platform would refuse.
-    create: Callable[[Config, Gateway], Channel | None]
+    # Its `[name]` section of krill.toml: the keys and their defaults, the conventional
+    # variables that fill its secrets (`secret_env`), its checks across keys (`problems`)
+    # and the values the logs redact (`secrets`). A chat platform's section extends
+    # `ChannelPolicyConfig`, which also makes "pairing" a DM policy operators can decide.
+    config: type[S]
+    # The adapter for its settings, handing messages to the gateway; None when it must stay
+    # off (the reason is logged). Raises ConfigError for settings the platform would refuse.
+    create: Callable[[S, Config, Gateway], Channel | None]
     # `krill doctor`'s check of its tokens and reachability.
-    check: Callable[[Config], Awaitable[list[Check]]] | None = None
+    check: Callable[[S, Config], Awaitable[list[Check]]] | None = None
+    # Its part of `krill status` (e.g. which replica polls), None when it has nothing to say.
+    status: Callable[[S, LeaderLookup], Awaitable[ChannelStatus | None]] | None = None
     # Whether it only works beside Krill's HTTP server (`krill chat` runs without one).
     needs_server: bool = False
     # Whether it is background work (polling, a socket): started only by `krill run`.
     background: bool = True
+
+    def settings(self, config: Config) -> S:
+        """Its section of `config`; the defaults when `config` was built without it."""
+        section = config.channel(self.name)
+        return section if isinstance(section, self.config) else self.config()
+
+    def create_enabled(self, config: Config, gateway: Gateway) -> Channel | None:
+        """Its adapter when its section enables it (and it need not stay off)."""
+        settings = self.settings(config)
+        return self.create(settings, config, gateway) if settings.enabled else None
+
+
+def channel_health(channel: Channel, up: bool) -> ChannelHealth:
+    """What /healthz says of `channel`, started (`up`) or not: STANDBY while it waits for its
+    leader lock, else whether it is up and, if it can tell, still working."""
+    if up and isinstance(channel, StandbyChannel) and channel.standby:
+        return STANDBY
+    return up and (channel.healthy if isinstance(channel, HealthChannel) else True)

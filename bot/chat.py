@@ -27,39 +27,39 @@ async def run_chat(config: Config, name: str) -> int:
     app.add_channel(TerminalChannel())
     interactive = sys.stdin.isatty()
     key = session_key(local_message(name, ""), config.session)
-    answering = False
     try:
-        await app.start()  # inside the try: a failed start still closes what it opened
-        if interactive:
-            print(
-                f"Krill chat as {name} (session {key}). /help lists commands; "
-                "Ctrl-D or Ctrl-C quits."
-            )
-        if not app.model.configured:
-            print("warning: ANTHROPIC_API_KEY is not set; replies will say so.", file=sys.stderr)
-        lines = _stdin_lines()
-        while True:
+        async with app:  # a failed start still closes what it opened
             if interactive:
-                print("\nyou> ", end="", flush=True)
-            line = await lines.get()
-            if line is None:
-                break
-            text = line.rstrip("\n")
-            if not text.strip():
-                continue
-            msg = local_message(name, text)
-            answering = True
-            await app.gateway.accept(msg)
-            await app.gateway.wait_idle(msg)
-            answering = False
+                print(
+                    f"Krill chat as {name} (session {key}). /help lists commands; "
+                    "Ctrl-D or Ctrl-C quits."
+                )
+            if not app.model.configured:
+                print(
+                    "warning: ANTHROPIC_API_KEY is not set; replies will say so.", file=sys.stderr
+                )
+            lines = _stdin_lines()
+            while True:
+                if interactive:
+                    print("\nyou> ", end="", flush=True)
+                line = await lines.get()
+                if line is None:
+                    break
+                text = line.rstrip("\n")
+                if not text.strip():
+                    continue
+                msg = local_message(name, text)
+                try:
+                    await app.gateway.accept(msg)
+                    await app.gateway.wait_idle(msg)
+                except asyncio.CancelledError:
+                    # Left unanswered, the next chat (or `krill run`) would answer it.
+                    await app.gateway.commands.stop(key)
+                    raise
     except asyncio.CancelledError:  # Ctrl-C: end the prompt's line before the shell's
         if interactive:
             print()
-        if answering:  # left unanswered, the next chat (or `krill run`) would answer it
-            await app.gateway.commands.stop(key)
         raise
-    finally:
-        await app.stop()
     return 0
 
 

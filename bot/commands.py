@@ -179,7 +179,11 @@ def _compaction_line(session: SessionRow) -> str | None:
 async def reply_status(host: CommandHost, command: Command, msg: InboundMessage, key: str) -> str:
     session = await host.current_session(key)
     cfg = host.config
-    lines = [f"🦐 Krill {__version__}", f"Model: {current_model(cfg, session)}"]
+    model = current_model(cfg, session)
+    lines = [f"🦐 Krill {__version__}", f"Model: {model}"]
+    if session is not None and session.model and session.model != model:
+        # A fallback model stood in (agent.fallback_models), or the choice changed since.
+        lines[-1] += f" · last turn answered by {session.model}"
     lines.append(f"Session: {key}")
     if session is None:
         lines.append("Session id: (none yet - send a message to start one)")

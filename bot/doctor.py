@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
-from anthropic.types import MessageCountTokensToolParam
-
+from bot.agent.pricing import DEFAULT_PRICE, PriceList
 from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir, is_template
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
-from bot.config import Config, load_config
+from bot.config import DEFAULT_PROVIDER, Config, load_config, split_model_id
 from bot.config.origins import origin
 from bot.errors import ConfigError
+from bot.providers.checks import check_providers, count_tokens
 from bot.sessions import access
 from bot.skills.catalog import SkillCatalog
 from bot.startup import creates_missing_workspace, nearest_existing, probe_folder
@@ -214,58 +215,22 @@ def _schema_check(store: str, version: int, latest: int, note: str) -> Check:
     return Check("store", OK, f"{store} (schema v{version}{pending}, {note})")
 
 
-async def _count_tokens(
-    config: Config, tools: list[MessageCountTokensToolParam] | None = None
-) -> None:
-    """One token count against the model API: checks the key, the model and `tools`
-    without running or billing anything. Raises what the SDK raises."""
-    import anthropic
-
-    client = anthropic.AsyncAnthropic(
-        api_key=config.anthropic.api_key,
-        base_url=config.anthropic.base_url or None,
-        max_retries=0,
-        timeout=NETWORK_TIMEOUT,
-    )
-    try:
-        await client.messages.count_tokens(
-            model=config.agent.model,
-            messages=[{"role": "user", "content": "ping"}],
-            tools=tools or anthropic.omit,
+async def check_prices(config: Config) -> list[Check]:
+    """Costs (and so /status and the console) need a price for every model requests use."""
+    prices = PriceList.of(config)
+    unpriced = [m for m in config.listed_models() if not prices.price(m).known]
+    if not unpriced:
+        return []
+    tables = ", ".join(f'[models."{m}"]' for m in unpriced)
+    return [
+        Check(
+            "prices",
+            WARN,
+            f"no price known for {', '.join(unpriced)}: their costs are estimated at "
+            f"${DEFAULT_PRICE[0]:g}/${DEFAULT_PRICE[1]:g} per million input/output tokens until "
+            f"{tables} set input_usd_per_mtok and output_usd_per_mtok (0 on your own hardware)",
         )
-    finally:
-        await client.close()
-
-
-async def check_anthropic(config: Config) -> list[Check]:
-    if not config.anthropic.api_key:
-        return [Check("anthropic", FAIL, "no API key: set ANTHROPIC_API_KEY or anthropic.api_key")]
-    import anthropic
-
-    key = origin(config, "anthropic", "api_key")
-    url = config.anthropic.base_url or "https://api.anthropic.com"
-    try:
-        await _count_tokens(config)
-    except anthropic.AuthenticationError:
-        return [Check("anthropic", FAIL, f"the API key was rejected (401); check {key}")]
-    except anthropic.NotFoundError:
-        where = origin(config, "agent", "model")
-        return [
-            Check("anthropic", FAIL, f"model {config.agent.model!r} was not found; fix {where}")
-        ]
-    except anthropic.APIStatusError as exc:
-        return [Check("anthropic", FAIL, f"{url} answered {exc.status_code}: {exc.message}")]
-    except Exception as exc:
-        where = origin(config, "anthropic", "base_url")
-        return [
-            Check(
-                "anthropic",
-                FAIL,
-                f"cannot reach the model API at {url} ({type(exc).__name__}: {exc}); "
-                f"check the network, or {where}",
-            )
-        ]
-    return [Check("anthropic", OK, f"key accepted; model {config.agent.model}")]
+    ]
 
 
 async def check_web_search(config: Config) -> list[Check]:
@@ -279,10 +244,22 @@ async def check_web_search(config: Config) -> list[Check]:
         return [await check_backend(search, backend)]
     if not config.anthropic.api_key:
         return [Check("web_search", WARN, "anthropic: not checked without an API key")]
+    claude = [m for m in config.listed_models() if split_model_id(m).provider == DEFAULT_PROVIDER]
+    if not claude:
+        return [
+            Check(
+                "web_search",
+                FAIL,
+                "the anthropic backend searches only for Anthropic models, and no listed model "
+                'is one; set tools.web_search.backend = "searxng" or "brave"',
+            )
+        ]
     import anthropic
 
     try:
-        await _count_tokens(config, [server_definition(search)])
+        await count_tokens(
+            config.provider(DEFAULT_PROVIDER), claude[0], [server_definition(search)]
+        )
     except anthropic.APIStatusError as exc:
         return [
             Check(
@@ -304,10 +281,13 @@ async def _run_checks(config: Config) -> list[Check]:
     checks += check_skills(config)
     checks += check_access(config)
     checks += check_port(config)
-    channel_checks = [spec.check for spec in CHANNELS if spec.check is not None]
+    channel_checks = [
+        partial(spec.check, spec.settings(config)) for spec in CHANNELS if spec.check is not None
+    ]
     remote: list[Callable[[Config], Awaitable[list[Check]]]] = [
         check_store,
-        check_anthropic,
+        check_providers,
+        check_prices,
         check_web_search,
         *channel_checks,
         check_servers,
@@ -319,7 +299,7 @@ async def _run_checks(config: Config) -> list[Check]:
 
 def run_doctor(config_path: str | None) -> int:
     try:
-        config = load_config(config_path)
+        config = load_config(config_path, channels=CHANNELS)
     except ConfigError as exc:
         print(f"[FAIL] config: {exc}")
         return 1

@@ -35,12 +35,22 @@ class StoreUnavailable(KrillError):
 
 
 class ModelError(KrillError):
-    """The model call failed after the SDK's own retries."""
+    """The model call failed after its retries."""
 
     user_message = "Sorry, I couldn't reach the model just now. Please try again in a moment."
-    # True when the reply stream broke after it had begun: the SDK retries only failures
+    # True when the reply stream broke after it had begun: retries cover only failures
     # before the first byte, so one more attempt by the caller may still succeed.
     retryable = False
+    # True for failures another model may not share (overload, a long rate limit, a server
+    # error, an unreachable provider): agent.fallback_models are tried. A request's own
+    # fault (400, a refusal) or a bad key is not one.
+    falls_back = False
+    # What the provider's answer said, when there was one: its HTTP status, how long it
+    # asked to wait (retry-after), and its x-should-retry header.
+    status: int | None = None
+    retry_after: float | None = None
+    should_retry: bool | None = None
+    model: str = ""  # the model id (as the config names it) that failed
 
 
 class ModelNotConfigured(ModelError):
@@ -58,6 +68,13 @@ class ModelAuthError(ModelError):
 
 class ModelRateLimited(ModelError):
     user_message = "The model is rate-limiting us right now. Please try again in a minute."
+    falls_back = True
+
+
+class ModelUnavailable(ModelError):
+    """A server error (5xx) or no connection at all, after the retries."""
+
+    falls_back = True
 
 
 class ModelStreamInterrupted(ModelError):
@@ -68,10 +85,12 @@ class ModelStreamInterrupted(ModelError):
         "Please send your message again."
     )
     retryable = True
+    falls_back = True
 
 
 class ModelOverloaded(ModelError):
     user_message = "The model is overloaded right now. Please try again in a minute."
+    falls_back = True
 
 
 class ContextOverflow(ModelError):

@@ -23,6 +23,23 @@ class Metrics:
             registry=r,
         )
         self.tokens = Counter("krill_tokens", "Model tokens by kind", ["kind"], registry=r)
+        # Per provider and model id (as the config names it): every request sent, every one
+        # that failed (by kind), and every move to the next of agent.fallback_models.
+        self.model_calls = Counter(
+            "krill_model_calls", "Model requests sent", ["provider", "model"], registry=r
+        )
+        self.model_failures = Counter(
+            "krill_model_failures",
+            "Model requests that failed, by kind",
+            ["provider", "model", "kind"],
+            registry=r,
+        )
+        self.model_fallbacks = Counter(
+            "krill_model_fallbacks",
+            "Calls that moved from this model to the next fallback model",
+            ["provider", "model", "to"],
+            registry=r,
+        )
         self.errors = Counter("krill_errors", "Errors by type", ["type"], registry=r)
         self.cache_breaks = Counter(
             "krill_cache_breaks",

@@ -8,9 +8,6 @@ from collections.abc import Iterable
 from bot.sessions.access import PAIRING_TTL_SECONDS, normalize_code
 from bot.store.base import Pairing, PairingStatus, PairingStore
 
-# The channels whose DM policy may be "pairing".
-PAIRING_CHANNELS = ("telegram", "slack")
-
 
 def minutes_left(pairing: Pairing, now: float) -> int:
     return max(1, int(PAIRING_TTL_SECONDS - (now - pairing.created_at)) // 60)

@@ -42,3 +42,18 @@ def build_server(
 
     app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics_view), *routes])
     return app
+
+
+async def listen(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve `app` on `host:port` (0: any free port); returns the runner, whose `cleanup`
+    stops it, and the port bound. Raises OSError when the port cannot be bound."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    sockets = getattr(site._server, "sockets", None) or []
+    return runner, sockets[0].getsockname()[1] if sockets else port

@@ -16,6 +16,7 @@ from aiohttp import web
 from bot.app import App
 from bot.config import load_config
 from bot.types import Address, ChatType, InboundMessage, OutboundMessage, Source
+from channels.registry import CHANNELS
 
 
 @dataclass
@@ -139,15 +140,15 @@ class Harness:
         self.app: App | None = None
 
     async def __aenter__(self) -> Harness:
-        config = load_config(str(self.config_path), env=self.env)
+        config = load_config(str(self.config_path), env=self.env, channels=CHANNELS)
         self.app = App(config, with_server=False, background=True, clock=self.clock)
         self.app.add_channel(self.channel)
-        await self.app.start()
+        await self.app.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.app is not None
-        await self.app.stop()
+        await self.app.__aexit__(*exc)
 
     async def send(self, msg: InboundMessage | str, *, wait: bool = True, **kw: Any) -> str:
         assert self.app is not None

@@ -45,8 +45,13 @@ def descendants(root: int) -> list[int]:
 
 
 def is_krill(command: list[str]) -> bool:
-    """`python -m bot.cli …` (how the tests start Krill) or a `krill` console script."""
-    return "bot.cli" in command or any(Path(part).name == "krill" for part in command[:2])
+    """`python -m bot.cli …` or `tests.pigeon` (how the tests start Krill) or a `krill`
+    console script."""
+    return (
+        "bot.cli" in command
+        or "tests.pigeon" in command
+        or any(Path(part).name == "krill" for part in command[:2])
+    )
 
 
 def krill_children() -> dict[int, str]:

@@ -1,6 +1,6 @@
-"""Shared fixtures: the loopback fakes of the Anthropic, Telegram, Slack, embeddings and web
-search servers, the throwaway PostgreSQL server, and the check that no test leaves a Krill
-process running."""
+"""Shared fixtures: the loopback fakes of the Anthropic, OpenAI-compatible, Telegram, Slack,
+embeddings and web search servers, the throwaway PostgreSQL server, and the check that no
+test leaves a Krill process running."""
 
 from collections.abc import Iterator
 
@@ -10,6 +10,7 @@ from tests.children import kill_tree, krill_children
 
 pytest_plugins = [
     "tests.fakes.anthropic",
+    "tests.fakes.openai",
     "tests.fakes.telegram",
     "tests.fakes.slack",
     "tests.fakes.embeddings",

@@ -50,6 +50,7 @@ class KrillProcess:
         wait_healthy: bool = True,
         log_name: str | None = None,
         bare: bool = False,
+        module: str = "bot.cli",
     ):
         self.directory = directory
         self.config_path = write_config(directory, config or {})
@@ -67,6 +68,7 @@ class KrillProcess:
             self.env = {"KRILL_SERVER__PORT": str(self.port)} | self.env
         self.args = args or ["run"]
         self.wait_healthy = wait_healthy
+        self.module = module  # what `python -m` runs: the `krill` command line
         # Processes sharing a folder (replicas) name their logs; otherwise one per start.
         log_name = log_name or f"krill-{len(list(directory.glob('krill-*.log')))}"
         self.log_path = directory / f"{log_name}.log"
@@ -83,7 +85,7 @@ class KrillProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bot.cli",
+            self.module,
             *self.args,
             *([] if self.bare else ["--config", str(self.config_path)]),
             cwd=self.directory,
@@ -163,13 +165,15 @@ async def run_cli(
     env: dict[str, str] | None = None,
     stdin: bytes | None = None,
     timeout: float = 60.0,
+    module: str = "bot.cli",
 ) -> tuple[int, str, str]:
-    """Run `krill ARGS` to completion; returns (exit code, stdout, stderr)."""
+    """Run `krill ARGS` (`python -m module ARGS`) to completion; returns (exit code, stdout,
+    stderr)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KRILL_", "ANTHROPIC_"))}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        module,
         *args,
         cwd=directory,
         env=base | (env or {}),

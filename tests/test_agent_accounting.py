@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot.agent.accounting import UsageAccountant
 from bot.agent.cache_breaks import CacheWatch
+from bot.agent.pricing import PriceList
 from bot.metrics import Metrics
 from bot.sessions.keys import conversation_of_key
 from bot.store.base import Store
@@ -32,7 +33,11 @@ async def test_concurrent_charges_are_all_counted(any_store: Store) -> None:
     metrics = Metrics()
     watch = CacheWatch(metrics=metrics, ttl_seconds=300, clock=lambda: 1000.0)
     accountant = UsageAccountant(
-        store=store, metrics=metrics, cache_ttl="5m", clock=lambda: 1000.0, cache_watch=watch
+        store=store,
+        metrics=metrics,
+        prices=PriceList({}, "5m"),
+        clock=lambda: 1000.0,
+        cache_watch=watch,
     )
     usage = Usage(input_tokens=3, output_tokens=5, cache_read_tokens=7, cache_write_tokens=11)
     await asyncio.gather(

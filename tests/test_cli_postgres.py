@@ -19,6 +19,7 @@ from bot.store.factory import store_location
 from bot.store.migrations import LATEST
 from bot.store.postgres import PostgresStore
 from bot.types import Address, ChatType, SessionOrigin, Usage
+from channels.registry import CHANNELS
 from tests import entries
 from tests.krill_process import run_cli, write_config
 from tests.postgres import free_port
@@ -110,7 +111,9 @@ async def test_status_names_the_database_with_its_password_masked(
 
 def test_the_database_is_named_without_its_password(tmp_path: Path) -> None:
     url = f"postgresql://krill:{PASSWORD}@db.internal:5432/krill"
-    config = load_config(str(write_config(tmp_path, {"storage": {"url": url}})), env={})
+    config = load_config(
+        str(write_config(tmp_path, {"storage": {"url": url}})), env={}, channels=CHANNELS
+    )
     assert store_location(config) == "postgresql://krill:***@db.internal:5432/krill"
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from bot.config import env_overrides, load_config
 from bot.errors import ConfigError
+from channels.registry import CHANNELS
 
 
 def write(tmp_path: Path, text: str) -> str:
@@ -18,7 +19,7 @@ def write(tmp_path: Path, text: str) -> str:
 
 def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    config = load_config(None, env={})
+    config = load_config(None, env={}, channels=CHANNELS)
     assert config.source is None
     assert config.agent.model == "claude-sonnet-4-6"
     assert config.anthropic.cache_ttl == "5m" and config.cache_ttl_seconds == 300
@@ -35,7 +36,7 @@ def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
     sub = tmp_path / "site"
     sub.mkdir()
-    config = load_config(write(sub, '[workspace]\npath = "ws"\n'), env={})
+    config = load_config(write(sub, '[workspace]\npath = "ws"\n'), env={}, channels=CHANNELS)
     assert config.workspace_dir == sub.resolve() / "ws"
     assert config.sqlite_path == sub.resolve() / "data" / "krill.db"
 
@@ -85,7 +86,7 @@ max_chars = 1000
 [mcp.servers.example]
 command = "some-mcp-server"
 """
-    config = load_config(write(tmp_path, text), env={})
+    config = load_config(write(tmp_path, text), env={}, channels=CHANNELS)
     assert config.telegram.dms["12345"].history_limit == 10
     assert config.telegram.groups["-100123"].require_mention is False
     assert config.slack.channels["C123"].require_mention is False
@@ -112,7 +113,7 @@ command = "some-mcp-server"
 def test_errors_name_the_key_and_the_file(tmp_path: Path, text: str, needle: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_config(path, env={}, channels=CHANNELS)
     assert needle in str(err.value)
     assert path in str(err.value)
 
@@ -132,19 +133,19 @@ def test_a_wrongly_typed_secret_is_named_but_never_echoed(
 ) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_config(path, env={}, channels=CHANNELS)
     assert key in str(err.value)
     assert ("5550123456789" in str(err.value)) is echoed
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
-        load_config(str(tmp_path / "nope.toml"), env={})
+        load_config(str(tmp_path / "nope.toml"), env={}, channels=CHANNELS)
 
 
 def test_krill_config_variable_is_used(tmp_path: Path) -> None:
     path = write(tmp_path, "[agent]\nmax_tokens = 123\n")
-    config = load_config(None, env={"KRILL_CONFIG": path})
+    config = load_config(None, env={"KRILL_CONFIG": path}, channels=CHANNELS)
     assert config.agent.max_tokens == 123
 
 
@@ -157,7 +158,7 @@ def test_env_overrides_win_and_are_typed(tmp_path: Path) -> None:
         "KRILL_TELEGRAM__ALLOW_FROM": '["1", "2"]',
         "KRILL_TOOLS__WEB_FETCH__ALLOW_PRIVATE": "true",
     }
-    config = load_config(path, env=env)
+    config = load_config(path, env=env, channels=CHANNELS)
     assert config.telegram.mode == "webhook"
     assert config.server.port == 9999
     assert config.telegram.allow_from == ["1", "2"]
@@ -166,7 +167,7 @@ def test_env_overrides_win_and_are_typed(tmp_path: Path) -> None:
 
 def test_env_override_with_unknown_key_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"agent\.modle: unknown key"):
-        load_config(None, env={"KRILL_AGENT__MODLE": "x"})
+        load_config(None, env={"KRILL_AGENT__MODLE": "x"}, channels=CHANNELS)
 
 
 def test_env_overrides_parse_literals() -> None:
@@ -185,7 +186,7 @@ def test_conventional_secret_variables(tmp_path: Path) -> None:
         "SLACK_SIGNING_SECRET": "sig",
     }
     path = write(tmp_path, "[telegram]\nenabled = true\n[slack]\nenabled = true\n")
-    config = load_config(path, env=env)
+    config = load_config(path, env=env, channels=CHANNELS)
     assert config.anthropic.api_key == "sk-ant-test"
     assert config.anthropic.base_url == "http://127.0.0.1:5"
     assert config.telegram.token == "123:tok"
@@ -194,7 +195,10 @@ def test_conventional_secret_variables(tmp_path: Path) -> None:
 
 def test_file_values_beat_conventional_variables(tmp_path: Path) -> None:
     path = write(tmp_path, "[anthropic]\napi_key = 'from-file'\n")
-    assert load_config(path, env={"ANTHROPIC_API_KEY": "env"}).anthropic.api_key == "from-file"
+    assert (
+        load_config(path, env={"ANTHROPIC_API_KEY": "env"}, channels=CHANNELS).anthropic.api_key
+        == "from-file"
+    )
 
 
 def test_models_tables_set_each_models_window_and_output_limit(tmp_path: Path) -> None:
@@ -208,7 +212,7 @@ context_window = 900000
 [models."my-local-model"]
 context_window = 32000
 """
-    config = load_config(write(tmp_path, text), env={})
+    config = load_config(write(tmp_path, text), env={}, channels=CHANNELS)
     # Known: Haiku 4.5 takes 200k, below the 300k Krill would use; its output is configured.
     haiku = config.model_limits("claude-haiku-4-5")
     assert (haiku.context_window, haiku.window_source, haiku.max_output_tokens) == (
@@ -229,19 +233,30 @@ context_window = 32000
 
 def test_a_models_table_rejects_unknown_keys_and_tiny_windows(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"models\.claude-haiku-4-5\.context_windw"):
-        load_config(write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_windw = 1\n'), env={})
+        load_config(
+            write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_windw = 1\n'),
+            env={},
+            channels=CHANNELS,
+        )
     with pytest.raises(ConfigError, match="context_window"):
-        load_config(write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_window = 10\n'), env={})
+        load_config(
+            write(tmp_path, '[models."claude-haiku-4-5"]\ncontext_window = 10\n'),
+            env={},
+            channels=CHANNELS,
+        )
 
 
 def test_a_reserve_below_the_floor_is_raised_and_said(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, "[context]\nreserve_tokens = 4000\n"), env={})
+    config = load_config(
+        write(tmp_path, "[context]\nreserve_tokens = 4000\n"), env={}, channels=CHANNELS
+    )
     assert config.context.reserve == 20_000
     (line,) = config.adjustments()
     assert "context.reserve_tokens = 4,000" in line and "using 20,000" in line
     lowered = load_config(
         write(tmp_path, "[context]\nreserve_tokens = 4000\nreserve_tokens_floor = 2000\n"),
         env={},
+        channels=CHANNELS,
     )
     assert lowered.context.reserve == 4000 and lowered.adjustments() == []
-    assert load_config(write(tmp_path, ""), env={}).adjustments() == []
+    assert load_config(write(tmp_path, ""), env={}, channels=CHANNELS).adjustments() == []

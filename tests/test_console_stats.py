@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from zoneinfo import ZoneInfo
 
-from bot.agent.pricing import estimate_cost
+from bot.agent.pricing import PriceList, estimate_cost
 from bot.console import charts, stats
 from bot.store.base import Store, UsagePoint
 from bot.transcript import AssistantReply, Entry, PersonTurn
@@ -29,7 +29,7 @@ def test_calls_land_on_their_local_day_and_split_by_channel() -> None:
         UsagePoint("s1", "telegram", "claude-sonnet-4-6", at(3, 9), USAGE),  # before the week
         UsagePoint("s1", "telegram", "claude-sonnet-4-6", at(1, 9), USAGE),  # not shown at all
     ]
-    days = stats.daily(points, now=NOW, zone=ZONE, cache_ttl="5m", days=8)
+    days = stats.daily(points, now=NOW, zone=ZONE, prices=PriceList({}, "5m"), days=8)
     assert [d.day.day for d in days] == [3, 4, 5, 6, 7, 8, 9, 10]
     today = days[-1]
     assert today.calls == 2
@@ -50,7 +50,7 @@ def test_session_calls_price_each_reply_with_its_model() -> None:
         Entry("s", AssistantReply(content=[], model="claude-haiku-4-5"), usage=USAGE),
         Entry("s", AssistantReply(content=[]), usage=Usage(input_tokens=10)),
     ]
-    calls = stats.session_calls(entries, model="claude-opus-4-1", cache_ttl="5m")
+    calls = stats.session_calls(entries, model="claude-opus-4-1", prices=PriceList({}, "5m"))
     assert [c.cost for c in calls] == [
         estimate_cost("claude-haiku-4-5", USAGE),
         estimate_cost("claude-opus-4-1", Usage(input_tokens=10)),

@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from bot.config import load_config
-from bot.config.loading import SECRET_ENV
+from bot.config.loading import secret_variables
+from bot.config.root import config_model
 from bot.sessions import access
+from channels.registry import CHANNELS
 from tests.krill_process import KrillProcess, free_port, run_cli
 from tests.replica_storage import STORES, storage_url
 
@@ -140,7 +142,7 @@ def test_compose_environment_is_a_valid_krill_config_on_postgres(tmp_path: Path)
     }
     # The image's config file with the replica's environment on top, as `krill run` reads it.
     shutil.copyfile(DEPLOY_CONFIG, tmp_path / "krill.toml")
-    config = load_config(str(tmp_path / "krill.toml"), replica_env)
+    config = load_config(str(tmp_path / "krill.toml"), replica_env, channels=CHANNELS)
     assert config.storage.url == "postgresql://krill:s3cret@postgres:5432/krill"
     assert config.telegram.enabled and config.telegram.mode == "webhook"
     assert config.telegram.webhook_secret == "hook-secret"
@@ -195,7 +197,10 @@ def test_every_secret_reaches_the_replicas_from_the_env_file() -> None:
     # .env.example names exactly what compose.yaml reads: nothing missing, nothing unused.
     assert set(example) == used_names
     passed = replica_environment({"POSTGRES_PASSWORD": "s3cret"})
-    secrets = set(SECRET_ENV.values()) | {"KRILL_TELEGRAM__WEBHOOK_SECRET", "KRILL_LOCAL__TOKEN"}
+    secrets = set(secret_variables(config_model(CHANNELS)).values()) | {
+        "KRILL_TELEGRAM__WEBHOOK_SECRET",
+        "KRILL_LOCAL__TOKEN",
+    }
     assert secrets <= set(passed), secrets - set(passed)
     assert "KRILL_ADMIN__USERS" in passed
     # Placeholders are empty: nothing secret, and no made-up owner, ships in the example.
@@ -221,11 +226,13 @@ async def test_the_compose_flow_opens_the_console_and_admits_the_owner(tmp_path:
         filled = re.sub(rf"^{name}=.*$", f"{name}={value}", filled, flags=re.M)
     environment = replica_environment(dotenv(filled))
     shutil.copyfile(DEPLOY_CONFIG, tmp_path / "krill.toml")
-    config = load_config(str(tmp_path / "krill.toml"), environment)
+    config = load_config(str(tmp_path / "krill.toml"), environment, channels=CHANNELS)
     assert config.admin.users == ["telegram:12345"]
     assert config.admin.console_token == CONSOLE_TOKEN
     assert config.telegram.dm_policy == "pairing"
-    assert access.reach(config.telegram, "telegram", config.admin) is access.Reach.DIRECT
+    policy = config.channel_policy("telegram")
+    assert policy is not None
+    assert access.reach(policy, "telegram", config.admin) is access.Reach.DIRECT
 
     port = free_port()
     env = {

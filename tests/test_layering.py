@@ -19,16 +19,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bot", "channels")
 MAX_LINES = 450
 PLATFORM_LIBRARIES = ("telegram", "slack_sdk", "slack_bolt")
-# The composition roots: they build the channels from channels/registry.py and hand them
-# to the core (`krill run`, `krill doctor`, and `krill chat` with its terminal channel).
-CHANNEL_ROOTS = ("bot/app.py", "bot/doctor.py", "bot/chat.py")
+# The composition roots: they hand the registry in channels/registry.py to the core (the
+# `krill` entry point: the config's channel sections and `krill status`; `krill run`,
+# `krill doctor`, and `krill chat` with its terminal channel).
+CHANNEL_ROOTS = ("bot/cli/__init__.py", "bot/app.py", "bot/doctor.py", "bot/chat.py")
 # Above everything, so free to import anything: the composition roots and the command line.
 TOP = frozenset({"bot.app", "bot.doctor", "bot.chat", "bot.cli"})
 # What a channel package sees of the core: the adapter contract and the small shared pieces.
 CHANNEL_SIDE = (
     *("bot.backoff", "bot.channel_contract", "bot.checks", "bot.commands", "bot.config"),
     *("bot.errors", "bot.http_guard", "bot.log_context", "bot.types", "channels.chunking"),
-    *("bot.forwarded", "channels.pacing", "channels.sources"),
+    *("bot.forwarded", "channels.pacing", "channels.sources", "channels.timeouts"),
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
 # the `bot` package's version; README's module map says the same, one line a unit.
@@ -44,6 +45,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.forwarded": (),
     "bot.wrong_tokens": ("bot.store",),
     "bot.log_context": (),
+    "bot.lifespan": (),
     "bot.logs": ("bot.config", "bot.errors", "bot.log_context"),
     "bot.transcript": ("bot.types",),
     "bot.inbound": ("bot.types",),
@@ -78,10 +80,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
-        *("bot.log_context", "bot.media", "bot.outbox", "bot.sessions", "bot.skills"),
-        *("bot.store", "bot.tools", "bot.transcript", "bot.types"),
+        *("bot.log_context", "bot.media", "bot.outbox", "bot.providers", "bot.sessions"),
+        *("bot.skills", "bot.store", "bot.tools", "bot.transcript", "bot.types"),
     ),
     "bot.skills": ("bot.tools", "bot.types"),
+    "bot.providers": (
+        *("bot.backoff", "bot.checks", "bot.config", "bot.errors", "bot.types"),
+        "bot.untrusted",
+    ),
     "bot.outbox": (
         *("bot.backoff", "bot.channel_contract", "bot.metrics", "bot.store", "bot.types"),
     ),
@@ -113,6 +119,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "channels.chunking": (),
     "channels.pacing": ("bot.errors",),
     "channels.sources": ("bot.types",),
+    "channels.timeouts": ("bot.config",),
     "channels.local": CHANNEL_SIDE,
     "channels.slack": CHANNEL_SIDE,
     "channels.telegram": CHANNEL_SIDE,

@@ -29,6 +29,7 @@ from bot.errors import ConfigError
 from bot.media.files import MediaFiles
 from bot.transcript import MediaForm, MediaRef
 from bot.types import Attachment, MediaKind
+from channels.registry import CHANNELS
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 from tests.hostile_names import HOSTILE_NAMES, assert_contained, names_in
@@ -134,7 +135,7 @@ def test_max_pixels_may_not_exceed_what_pillow_is_allowed_to_open(tmp_path: Path
     config = tmp_path / "krill.toml"
     config.write_text("[media]\nmax_pixels = 200_000_000\n")
     with pytest.raises(ConfigError, match=r"media\.max_pixels"):
-        load_config(str(config), env={"ANTHROPIC_API_KEY": "test"})
+        load_config(str(config), env={"ANTHROPIC_API_KEY": "test"}, channels=CHANNELS)
 
 
 # ---- names from outside ------------------------------------------------------------------

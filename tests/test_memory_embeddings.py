@@ -10,6 +10,7 @@ import pytest
 from bot.config import MemoryConfig, MemoryEmbeddingsConfig, load_config
 from bot.memory.index import MemoryIndex
 from bot.store.base import Store, VisiblePaths
+from channels.registry import CHANNELS
 from tests.fakes.embeddings import FakeEmbeddings
 
 ALL = VisiblePaths(everything=True)
@@ -81,5 +82,5 @@ async def test_a_failing_or_refusing_endpoint_falls_back_to_keywords(
 def test_the_key_may_come_from_embeddings_api_key(tmp_path: Path) -> None:
     toml = tmp_path / "krill.toml"
     toml.write_text('[memory.embeddings]\nbase_url = "http://127.0.0.1:1/v1"\n')
-    config = load_config(str(toml), env={"EMBEDDINGS_API_KEY": "from-env"})
+    config = load_config(str(toml), env={"EMBEDDINGS_API_KEY": "from-env"}, channels=CHANNELS)
     assert config.memory.embeddings.api_key == "from-env"

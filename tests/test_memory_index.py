@@ -24,6 +24,7 @@ from bot.memory.query import (
 from bot.memory.scopes import scope_of, visible_scopes
 from bot.store.base import Store, VisiblePaths
 from bot.store.search import match_expression
+from channels.registry import CHANNELS
 
 ALL = VisiblePaths(everything=True)
 GROUP = visible_scopes(scope_of(None, "agent:main:telegram:group:-100"), admin=False)
@@ -234,7 +235,7 @@ def test_cli_reindex_and_search(
     (workspace / "memory" / "2025-03-14.md").write_text(DAILY, encoding="utf-8")
     storage = {"url": request.getfixturevalue("pg_url")} if kind == "postgres" else {}
     path = str(write_config(tmp_path, {"storage": storage}))
-    config = load_config(path, env={})
+    config = load_config(path, env={}, channels=CHANNELS)
 
     def krill(*argv: str) -> int:
         # The CLI's own parser and handler, without main()'s process-wide logging set-up.

@@ -76,7 +76,7 @@ async def test_two_replicas_indexing_one_file_at_once_leave_one_copy(pg_url: str
         return state, [IndexedChunk(k, k, f"{word} {n}") for k in range(1, chunks + 1)]
 
     try:
-        for n in range(10):
+        for n in range(40):
             await asyncio.gather(
                 one.memory_put_file(*version(n, "alpha", 3)),
                 other.memory_put_file(*version(n, "beta", 2)),

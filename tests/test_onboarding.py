@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 from bot.config import load_config
+from channels.registry import CHANNELS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli, write_config
@@ -136,7 +137,8 @@ async def test_init_asks_for_the_owner_on_a_terminal(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert load_config(str(tmp_path / "krill.toml"), {}).admin.users == ["telegram:555"]
+    loaded = load_config(str(tmp_path / "krill.toml"), {}, channels=CHANNELS)
+    assert loaded.admin.users == ["telegram:555"]
 
 
 async def test_a_bad_owner_is_refused(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from bot.app import App
 from bot.config import load_config
 from bot.store.sqlite import SQLiteStore
+from channels.registry import CHANNELS
 from tests.app_harness import Harness, RecordingChannel, message
 from tests.fakes.anthropic import FakeAnthropic
 from tests.krill_process import KrillProcess
@@ -30,7 +31,7 @@ async def test_unanswered_and_start_up_messages_are_each_answered_once(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:
     harness = Harness(tmp_path, fake_anthropic.url)
-    config = load_config(str(harness.config_path), env=harness.env)
+    config = load_config(str(harness.config_path), env=harness.env, channels=CHANNELS)
     # A message accepted by a process that then died before answering it.
     store = SQLiteStore(config.sqlite_path)
     await store.open()
@@ -44,11 +45,8 @@ async def test_unanswered_and_start_up_messages_are_each_answered_once(
     channel = AcceptsWhileStarting()
     channel.app = app
     app.add_channel(channel)
-    await app.start()
-    try:
+    async with app:
         await app.gateway.lanes.wait_idle()
-    finally:
-        await app.stop()
     answered = "\n".join(channel.finals)
     assert answered.count("left unanswered") == 1
     assert answered.count("arrived during start-up") == 1

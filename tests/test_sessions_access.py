@@ -12,8 +12,6 @@ from bot.config import (
     DmPolicy,
     GroupOverride,
     GroupPolicy,
-    SlackConfig,
-    TelegramConfig,
 )
 from bot.sessions.access import (
     PAIRING_ALPHABET,
@@ -25,6 +23,8 @@ from bot.sessions.access import (
     normalize_code,
 )
 from bot.types import Address, ChatType, InboundMessage
+from channels.slack.config import SlackConfig
+from channels.telegram.config import TelegramConfig
 
 
 def dm(user_id: str = "111", channel: str = "telegram") -> InboundMessage:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.config import Config, GroupOverride, PeerOverride, SlackConfig, TelegramConfig
+from bot.config import GroupOverride, PeerOverride, config_model
 from bot.sessions.limits import (
     apply_turn_limit,
     history_limit_for,
@@ -14,6 +14,9 @@ from bot.sessions.limits import (
     resolve_history_limit,
 )
 from bot.types import ChatType, SessionOrigin
+from channels.registry import CHANNELS
+from channels.slack.config import SlackConfig
+from channels.telegram.config import TelegramConfig
 
 
 def telegram(**kwargs: object) -> TelegramConfig:
@@ -65,7 +68,7 @@ def test_group_override_zero_means_unlimited_not_unset() -> None:
 
 
 def test_a_sessions_recorded_origin_picks_its_limit() -> None:
-    config = Config(telegram=telegram())
+    config = config_model(CHANNELS)(telegram=telegram())
     dm = SessionOrigin("telegram", ChatType.DIRECT, "111", peer_id="111")
     topic = SessionOrigin("telegram", ChatType.GROUP, "-100", thread_id="9")
     assert history_limit_for(config, dm) == 5

@@ -13,9 +13,9 @@ import pytest
 from aiohttp import web
 
 from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
-from bot.config import SlackConfig
 from bot.types import Address, InboundMessage, OutboundMessage, Source
 from channels.slack.adapter import SlackChannel
+from channels.slack.config import SlackConfig
 from channels.slack.indicators import THINKING_STATUS
 from channels.slack.transport import SlackSetupError
 from tests.fakes.slack import FakeSlack, post_event

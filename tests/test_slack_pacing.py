@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.config import SlackConfig, SlackPacing
 from bot.errors import PreviewSkipped
 from bot.types import Address, OutboundMessage
 from channels.slack.adapter import SlackChannel
+from channels.slack.config import SlackConfig, SlackPacing
 from tests.fakes.flood import SlidingLimit
 from tests.fakes.slack import FakeSlack
 from tests.stub_gateway import StubGateway

@@ -6,6 +6,7 @@ Slack delivers to both counts once; a sender's budget is one budget across repli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +20,7 @@ from bot.app import App
 from bot.config import load_config
 from bot.gateway.budgets import COMMAND_REPLIES
 from bot.types import Address, OutboundMessage
+from channels.registry import CHANNELS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
 from tests.log_sentinel import log_sentinel
@@ -68,6 +70,7 @@ async def replicas(
     tmp_path: Path, fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, storage: str
 ) -> AsyncIterator[Start]:
     started: list[App] = []
+    running = contextlib.AsyncExitStack()
     (tmp_path / "workspace").mkdir()
 
     async def start(
@@ -90,16 +93,14 @@ async def replicas(
                 encoding="utf-8",
             )
             env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
-            config = load_config(str(folder / "krill.toml"), env=env)
+            config = load_config(str(folder / "krill.toml"), env=env, channels=CHANNELS)
             app = App(config, with_server=False, background=True)
-            started.append(app)
-            await app.start()
+            started.append(await running.enter_async_context(app))
             await fake_slack.wait_for_socket(i + 1)
         return started
 
-    yield start
-    for app in reversed(started):
-        await app.stop()
+    async with running:
+        yield start
 
 
 async def test_a_thread_joined_through_one_replica_needs_no_mention_on_another(

@@ -13,6 +13,7 @@ import pytest
 from bot.store.migrations import LATEST, MIGRATIONS
 from bot.store.postgres import PostgresStore
 from bot.store.schema import BASE_VERSION
+from channels.registry import CHANNELS
 from tests.krill_process import run_cli, write_config
 from tests.postgres import free_port
 
@@ -64,5 +65,5 @@ def test_an_unknown_storage_scheme_is_a_config_error(tmp_path: Path) -> None:
 
     path = write_config(tmp_path, {"storage": {"url": "mysql://u:pw@h/db"}})
     with pytest.raises(ConfigError) as caught:
-        load_config(str(path), env={})
+        load_config(str(path), env={}, channels=CHANNELS)
     assert "storage.url" in str(caught.value) and "pw" not in str(caught.value)

@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 
 from bot.channel_contract import SendFailure, SendFailureKind
-from bot.config import Config, PlatformTimeouts, TelegramConfig
+from bot.config import Config
 from bot.errors import ConfigError
 from bot.types import Address, OutboundMessage, Source
 from channels import telegram as telegram_channel
 from channels.telegram import polling
 from channels.telegram.adapter import WEBHOOK_PATH, TelegramChannel
+from channels.telegram.config import TelegramConfig
 from channels.telegram.format import MAX_MESSAGE_UNITS, rendered_units, with_fitting_sources
+from channels.timeouts import PlatformTimeouts
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway
 
@@ -289,34 +291,31 @@ async def test_webhook_mode_registers_the_webhook(
 
 
 def test_create_refuses_a_secret_telegram_would_refuse(tmp_path: Path) -> None:
-    config = Config(
-        telegram=TelegramConfig(
-            enabled=True, token="1:x", mode="webhook", webhook_secret="has spaces!"
-        ),
-        base_dir=tmp_path,
+    settings = TelegramConfig(
+        enabled=True, token="1:x", mode="webhook", webhook_secret="has spaces!"
     )
     with pytest.raises(ConfigError, match=r"telegram\.webhook_secret"):
-        telegram_channel.create(config, StubGateway())
+        telegram_channel.create(settings, Config(base_dir=tmp_path), StubGateway())
 
 
 def test_create_reads_the_name_from_identity_md(tmp_path: Path) -> None:
-    config = Config(telegram=TelegramConfig(enabled=True, token="1:x"), base_dir=tmp_path)
+    config = Config(base_dir=tmp_path)
     config.workspace_dir.mkdir(parents=True)
     (config.workspace_dir / "IDENTITY.md").write_text("- Name: Shrimpy\n")
-    channel = telegram_channel.create(config, StubGateway())
+    settings = TelegramConfig(enabled=True, token="1:x")
+    channel = telegram_channel.create(settings, config, StubGateway())
     assert channel._names == ("Shrimpy",)
 
 
 @pytest.mark.parametrize("key", ["ack_reaction", "done_reaction"])
 def test_create_refuses_a_reaction_telegram_would_refuse(tmp_path: Path, key: str) -> None:
-    config = Config(
-        telegram=TelegramConfig(enabled=True, token="1:x", **{key: "✅"}), base_dir=tmp_path
-    )
+    config = Config(base_dir=tmp_path)
+    refused = TelegramConfig(enabled=True, token="1:x", **{key: "✅"})
     with pytest.raises(ConfigError, match=rf"telegram\.{key}: .*'✅' is not one of them"):
-        telegram_channel.create(config, StubGateway())
+        telegram_channel.create(refused, config, StubGateway())
     # "" turns the reaction off and is fine.
-    off = Config(telegram=TelegramConfig(enabled=True, token="1:x", **{key: ""}), base_dir=tmp_path)
-    assert telegram_channel.create(off, StubGateway()) is not None
+    off = TelegramConfig(enabled=True, token="1:x", **{key: ""})
+    assert telegram_channel.create(off, config, StubGateway()) is not None
 
 
 async def test_group_turn_clears_only_the_messages_it_answered(

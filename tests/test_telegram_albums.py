@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from bot.config import TelegramConfig
 from channels.telegram import polling
 from channels.telegram.adapter import WEBHOOK_PATH, TelegramChannel
+from channels.telegram.config import TelegramConfig
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import TelegramConfig
 from bot.gateway.leader import Leader
 from bot.store.base import Store
 from channels.telegram import polling
 from channels.telegram.adapter import TelegramChannel
+from channels.telegram.config import TelegramConfig
 from tests.fakes.telegram import FakeTelegram
 from tests.replica_storage import STORES, opened_store
 from tests.stub_gateway import StubGateway

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.config import TelegramConfig, TelegramPacing
 from bot.errors import PreviewSkipped
 from bot.types import Address, OutboundMessage
 from channels.telegram.adapter import TelegramChannel
+from channels.telegram.config import TelegramConfig, TelegramPacing
 from tests.fakes.flood import SlidingLimit
 from tests.fakes.telegram import FakeTelegram
 from tests.stub_gateway import StubGateway

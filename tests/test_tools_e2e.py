@@ -19,6 +19,7 @@ from bot.app import App
 from bot.config import load_config
 from channels.local.terminal import TerminalChannel
 from channels.local.web import local_message
+from channels.registry import CHANNELS
 from tests.fakes.anthropic import FakeAnthropic, Reply
 from tests.fakes.mcp_server import stdio_command
 
@@ -66,16 +67,17 @@ timeout = 10
         encoding="utf-8",
     )
     env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
-    app = App(load_config(str(config_path), env=env), with_server=False, background=True)
+    app = App(
+        load_config(str(config_path), env=env, channels=CHANNELS),
+        with_server=False,
+        background=True,
+    )
     app.add_channel(TerminalChannel(out=io.StringIO()))
-    await app.start()
-    try:
+    async with app:
         async with asyncio.timeout(READY_SECONDS):
             while "fake__echo" not in app.tools.names():  # noqa: ASYNC110 - MCP starts in the background
                 await asyncio.sleep(0.05)
         yield app
-    finally:
-        await app.stop()
 
 
 async def say(app: App, text: str) -> str:

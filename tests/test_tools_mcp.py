@@ -28,6 +28,7 @@ from bot.tools.mcp import (
 )
 from bot.tools.registry import ToolContext, ToolRegistry
 from bot.tools.results import ResultProcessor, ResultStore
+from channels.registry import CHANNELS
 from tests.fakes.mcp_server import stdio_command
 
 FAKE_TOOLS = ["fake__big", "fake__crash", "fake__echo", "fake__fail", "fake__slow"]
@@ -111,7 +112,7 @@ def test_config_rejects_bad_servers(tmp_path: Path, toml: str, error: str) -> No
     path = tmp_path / "krill.toml"
     path.write_text(toml)
     with pytest.raises(ConfigError, match=re.escape(error)):
-        load_config(str(path), env={})
+        load_config(str(path), env={}, channels=CHANNELS)
 
 
 async def test_tools_are_listed_and_called(started, tmp_path: Path) -> None:

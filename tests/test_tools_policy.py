@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.config import Config
+from bot.config import Config, config_model
 from bot.tools.policy import describe_tools, policy_for_messages, resolve_policy
 from bot.types import Address, ChatType, InboundMessage
+from channels.registry import CHANNELS
 
 TOOLS = [
     "memory_search",
@@ -19,7 +20,7 @@ TOOLS = [
 
 
 def config(**data: Any) -> Config:
-    return Config.model_validate({"admin": {"users": ["telegram:1"]}, **data})
+    return config_model(CHANNELS).model_validate({"admin": {"users": ["telegram:1"]}, **data})
 
 
 def usable(cfg: Config, *, channel: str = "telegram", user: str = "2", group: str = "") -> list:

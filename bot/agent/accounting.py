@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bot.agent.pricing import estimate_cost
+from bot.agent.pricing import PriceList
 from bot.types import Usage
 
 if TYPE_CHECKING:
@@ -25,13 +25,13 @@ class UsageAccountant:
         *,
         store: Store,
         metrics: Metrics,
-        cache_ttl: str,
+        prices: PriceList,
         clock: Callable[[], float],
         cache_watch: CacheWatch,
     ) -> None:
         self.store = store
         self.metrics = metrics
-        self.cache_ttl = cache_ttl
+        self.prices = prices
         self.clock = clock
         self.cache_watch = cache_watch
 
@@ -51,7 +51,7 @@ class UsageAccountant:
             entry,
             usage,
             context_tokens=usage.prompt_tokens + usage.output_tokens,
-            cost_usd=estimate_cost(model, usage, self.cache_ttl),
+            cost_usd=self.prices.cost(model, usage),
             model=model,
         )
 
@@ -77,6 +77,6 @@ class UsageAccountant:
             session_id,
             usage,
             context_tokens=context_tokens,
-            cost_usd=estimate_cost(model, usage, self.cache_ttl),
+            cost_usd=self.prices.cost(model, usage),
             at=self.clock() if read_cache else None,
         )

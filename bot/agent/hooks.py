@@ -41,7 +41,11 @@ class ContextManager(Protocol):
     """Shapes the messages of every model call and makes room after an overflow."""
 
     async def prepare(
-        self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
+        self,
+        session: SessionRow,
+        history: list[Entry],
+        messages: list[MessageParam],
+        model: str | None = None,
     ) -> list[MessageParam]: ...
 
     async def recover_overflow(

@@ -25,11 +25,12 @@ from anthropic.types import (
 )
 
 from bot.agent.cache_breaks import CacheWatch
-from bot.agent.model import PAUSE_TURN, ModelClient, ModelReply
+from bot.agent.model import WHY, ModelClient, failure_kind
 from bot.agent.sources import cited_sources
 from bot.context.messages import build_messages, clean_block
 from bot.context.overflow import MAX_OVERFLOW_RECOVERIES
 from bot.errors import ContextOverflow, ModelError
+from bot.providers.base import PAUSE_TURN, ModelReply
 from bot.sessions.slots import TurnSlots
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 
 TOOL_LIMIT_NOTE = "(I stopped after {n} tool calls in one turn; ask me to continue if needed.)"
 LIMIT_RESULT = "Not run: the tool-call limit for this turn was reached."
-# A model reply that broke off mid-stream (which the SDK does not retry) is asked for again
+FALLBACK_NOTE = "ℹ️ {model} wrote this answer: {primary} is {why} right now."
+# A model reply that broke off mid-stream (which no retry covers) is asked for again
 # this often per run, after a short pause, but only while none of its text was shown.
 STREAM_RETRIES = 1
 STREAM_RETRY_DELAY = 1.0
@@ -58,9 +60,10 @@ ToolGate = Callable[[str], str | None]
 
 
 class Conversation(Protocol):
-    """Where an exchange's messages come from and where its steps are kept."""
+    """Where an exchange's messages come from (shaped for the window of the model they go
+    to) and where its steps are kept."""
 
-    async def messages(self) -> Messages: ...
+    async def messages(self, model: str) -> Messages: ...
     async def add_reply(self, reply: ModelReply) -> None: ...
     async def add_results(self, blocks: list[ToolResultBlockParam]) -> None: ...
 
@@ -79,6 +82,7 @@ class Exchange:
     recover: Recover | None = None  # None: an overflow reaches the caller
     model: str | None = None  # the session's /model choice; None: agent.model
     watch_cache: bool = False  # report prompt-cache breaks of the context's session
+    notice: bool = False  # say under the reply when a fallback model wrote it
 
 
 @dataclass(slots=True)
@@ -89,7 +93,7 @@ class LoopOutcome:
     hit_limit: bool = False
     sources: list[Source] = field(default_factory=list)  # pages the replies cited, in order
     usage: Usage = field(default_factory=Usage)  # every call's, added up
-    model: str = ""  # the model that answered last
+    answered_by: str = ""  # the model of the last reply
 
 
 class AgentLoop:
@@ -112,17 +116,22 @@ class AgentLoop:
         rounds = 0
         overflows = 0  # bounded by MAX_OVERFLOW_RECOVERIES, so the model calls are too
         stream_retries = 0  # bounded by STREAM_RETRIES
+        primary = exchange.model or self.model.config.agent.model
+        model = await self.model.serving(primary)
+        why = WHY["unavailable"] if model == primary else await self.model.cooling(primary)
+        failed: list[str] = []  # models of the current call that failed and fell back
         while True:
-            messages = await conversation.messages()
+            messages = await conversation.messages(model)
             mark = stream.mark() if stream else None
             try:
-                reply = await self.model.complete(
+                reply = await self.model.call(
+                    model=model,
                     system=exchange.system,
                     messages=messages,
                     tools=exchange.tools,
                     on_text=stream.on_text if stream else None,
                     on_tool_start=stream.on_tool_start if stream else None,
-                    model=exchange.model,
+                    fallback_left=self.model.has_next(primary, [*failed, model]),
                 )
             except ContextOverflow as exc:
                 overflows += 1
@@ -135,18 +144,33 @@ class AgentLoop:
                 continue
             except ModelError as exc:
                 shown = stream is not None and mark is not None and stream.shown_since(mark)
-                if not exc.retryable or shown or stream_retries >= STREAM_RETRIES:
+                if shown:
                     raise
-                stream_retries += 1
+                if exc.retryable and stream_retries < STREAM_RETRIES:
+                    stream_retries += 1
+                    if stream is not None and mark is not None:
+                        stream.rewind(mark)  # nothing of it was shown: the retry starts clean
+                    log.warning("model reply broke off (%s); asking again", exc)
+                    await asyncio.sleep(STREAM_RETRY_DELAY)
+                    continue
+                if not exc.falls_back:
+                    raise
+                failed.append(model)
+                following = await self.model.next_model(primary, failed)
+                await self.model.failed(model, exc, following)
+                if following is None:
+                    raise
                 if stream is not None and mark is not None:
-                    stream.rewind(mark)  # nothing of it was shown, so the retry starts clean
-                log.warning("model reply broke off (%s); asking again", exc)
-                await asyncio.sleep(STREAM_RETRY_DELAY)
+                    stream.rewind(mark)
+                if model == primary:
+                    why = WHY[failure_kind(exc)]
+                model = following
                 continue
             outcome.model_calls += 1
             outcome.usage += reply.usage
-            outcome.model = reply.model
-            if exchange.watch_cache:
+            outcome.answered_by = reply.model
+            failed = []
+            if exchange.watch_cache and model == primary:  # another model has its own cache
                 self.cache_watch.observe(
                     exchange.context.session_id,
                     exchange.context.session_key,
@@ -161,12 +185,14 @@ class AgentLoop:
             outcome.sources += cited_sources(reply.content)
             if not reply.tool_uses:
                 if reply.stop_reason != PAUSE_TURN or rounds >= exchange.max_tool_rounds:
+                    await self._notice(outcome, exchange, primary, why)
                     return outcome
                 # The provider paused a long run of its own tools (web search) half-way;
                 # the reply, sent back as the last message, lets it go on where it stopped.
                 rounds += 1
                 if stream is not None:
                     stream.next_iteration()
+                model = await self.model.serving(primary)
                 continue
             if rounds >= exchange.max_tool_rounds:
                 log.warning("tool-call limit (%d) reached", exchange.max_tool_rounds)
@@ -174,6 +200,7 @@ class AgentLoop:
                 if stream is not None:
                     await stream.on_text(TOOL_LIMIT_NOTE.format(n=exchange.max_tool_rounds))
                 await conversation.add_results([_not_run(call) for call in reply.tool_uses])
+                await self._notice(outcome, exchange, primary, why)
                 return outcome
             # Tools wait on the outside world: the turn's slot serves other sessions meanwhile.
             async with self.slots.away():
@@ -183,6 +210,23 @@ class AgentLoop:
             rounds += 1
             if stream is not None:
                 stream.next_iteration()
+            model = await self.model.serving(primary)
+
+    async def _notice(
+        self, outcome: LoopOutcome, exchange: Exchange, primary: str, why: str | None
+    ) -> None:
+        """A line under a reply that a fallback model wrote, saying so (not under a silent
+        one: there is nothing to say it of)."""
+        stream = exchange.stream
+        if not exchange.notice or stream is None or not stream.text.strip():
+            return
+        if outcome.answered_by in ("", primary):
+            return
+        note = FALLBACK_NOTE.format(
+            model=outcome.answered_by, primary=primary, why=why or WHY["unavailable"]
+        )
+        stream.next_iteration()
+        await stream.on_text(note)
 
     async def _tool(self, call: ToolUseBlockParam, exchange: Exchange) -> ToolResult:
         refusal = exchange.gate(call["name"]) if exchange.gate else None
@@ -204,7 +248,8 @@ def _not_run(call: ToolUseBlockParam) -> ToolResultBlockParam:
 # --------------------------------------------------------------------------- conversations
 
 # Rewrites the request messages (pruning, compaction) before each model call.
-Prepare = Callable[["SessionRow", list[Entry], Messages], Awaitable[Messages]]
+# The model the messages go to is named: its window is the one they must fit.
+Prepare = Callable[["SessionRow", list[Entry], Messages, str], Awaitable[Messages]]
 
 
 @dataclass(slots=True)
@@ -221,13 +266,13 @@ class TranscriptConversation:
     history_limit: int = 0
     prepare: Prepare | None = None
 
-    async def messages(self) -> Messages:
+    async def messages(self, model: str) -> Messages:
         history = await self.store.load_history(
             self.session.session_id, max_user_turns=self.history_limit
         )
         messages = build_messages(history, self.timezone)
         if self.prepare is not None:
-            messages = await self.prepare(self.session, history, messages)
+            messages = await self.prepare(self.session, history, messages, model)
         return messages
 
     async def add_reply(self, reply: ModelReply) -> None:
@@ -255,7 +300,7 @@ class EphemeralConversation:
     session_id: str
     history: Messages
 
-    async def messages(self) -> Messages:
+    async def messages(self, model: str) -> Messages:
         return self.history
 
     async def add_reply(self, reply: ModelReply) -> None:

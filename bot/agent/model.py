@@ -1,37 +1,33 @@
-"""The model client: one streaming call to the Anthropic Messages API with prompt caching,
-mapping the SDK's exceptions to Krill's own so callers can build user-facing messages.
+"""The model client: every model call of the service goes through here. It sends the request
+to the provider its model id names (`bot.providers`), with the prompt cache's breakpoints,
+retries failures worth retrying, and moves to the next of `agent.fallback_models` when a
+model is overloaded, rate-limited for long, failing or unreachable.
 
-Retries (429, 5xx, 529, connection errors) come from the SDK; what reaches us has exhausted them.
-The SDK does not retry a stream that breaks after it began (a dropped connection surfaces as a
-raw transport error, an error event as a bare APIStatusError); those are marked `retryable` so
-the runner can try once more when nothing was shown yet. A stream that ends cleanly without
-`message_stop` is no answer either: the SDK would hand over the part that arrived as if it
-were whole, so it is the same interruption.
+A model that failed that way cools down for `agent.fallback_cooldown_seconds`: until then
+calls start at the next model of the chain, then the model is tried first again. The
+cool-down is kept in the store's shared state, so every replica skips a model one of them
+found overloaded instead of each paying a failed request to learn it.
+
+The agent loop drives the fallback of a turn itself (`serving`, `call`, `next_model`), so
+it can re-shape the request for the next model's window; summaries and the fresh-session
+note call `complete`, which does all of it at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import re
+import random
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, cast
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import anthropic
-import httpx2
-from anthropic.types import (
-    ContentBlockParam,
-    MessageParam,
-    TextBlockParam,
-    ToolUnionParam,
-    ToolUseBlockParam,
-)
+from anthropic.types import MessageParam, TextBlockParam, ToolUnionParam
 
 from bot.agent.caching import apply_breakpoints
-from bot.config import Config
+from bot.config import Config, ProviderKind, split_model_id
 from bot.errors import (
-    ContextOverflow,
     ModelAuthError,
     ModelError,
     ModelNotConfigured,
@@ -39,121 +35,240 @@ from bot.errors import (
     ModelRateLimited,
     ModelStreamInterrupted,
 )
-from bot.types import Usage
+from bot.providers.anthropic import AnthropicProvider
+from bot.providers.base import (
+    ModelReply,
+    ModelRequest,
+    Provider,
+    TextCallback,
+    ToolStartCallback,
+)
+from bot.providers.failures import retry_delay
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
+    from bot.store.shared_state import SharedStateStore
 
 log = logging.getLogger(__name__)
 
-OVERFLOW_RE = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
-
-# What a failed call raises: the API's answers and the network under it. Anything else (a
-# TypeError in Krill's own callbacks, say) is a bug and reaches the caller as it is.
-MODEL_FAILURES = (anthropic.APIError, httpx2.HTTPError, OSError)
-
-# The stop reason of a reply the provider paused during its own (server-side) tool use.
-PAUSE_TURN = "pause_turn"
-
-TextCallback = Callable[[str], Awaitable[None]]
-ToolStartCallback = Callable[[str], Awaitable[None]]
+COOLDOWN_SCOPE = "model-cooldown"
 
 
-@dataclass(slots=True)
-class ModelReply:
-    content: list[ContentBlockParam]
-    stop_reason: str
-    usage: Usage
+@dataclass(frozen=True, slots=True)
+class ModelHealth:
+    """One model's figures since this process started, for the console's health page."""
+
+    provider: str
     model: str
-    latency: float = 0.0
-    request_id: str = ""
-    tool_uses: list[ToolUseBlockParam] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        return "".join(b["text"] for b in self.content if b["type"] == "text")
+    calls: int
+    failures: int
+    fallbacks: int  # moves from this model to the next of its chain
+    cooling: str | None  # why it is being skipped now, or None
 
 
-def _usage_from(raw: Any) -> Usage:
-    server = getattr(raw, "server_tool_use", None)
-    return Usage(
-        input_tokens=getattr(raw, "input_tokens", 0) or 0,
-        output_tokens=getattr(raw, "output_tokens", 0) or 0,
-        cache_read_tokens=getattr(raw, "cache_read_input_tokens", 0) or 0,
-        cache_write_tokens=getattr(raw, "cache_creation_input_tokens", 0) or 0,
-        web_search_requests=getattr(server, "web_search_requests", 0) or 0,
-    )
+def failure_kind(error: ModelError) -> str:
+    """A short word for metrics and notices."""
+    if isinstance(error, ModelOverloaded):
+        return "overloaded"
+    if isinstance(error, ModelRateLimited):
+        return "rate_limited"
+    if isinstance(error, ModelAuthError | ModelNotConfigured):
+        return "auth"
+    if isinstance(error, ModelStreamInterrupted):
+        return "interrupted"
+    if error.falls_back:
+        return "unavailable"
+    return "rejected"
 
 
-def map_error(exc: BaseException) -> ModelError:
-    """Translate an SDK exception into the matching Krill exception."""
-    if isinstance(exc, ModelError):
-        return exc
-    if isinstance(exc, anthropic.BadRequestError | anthropic.ContentTooLargeError):
-        message = str(exc)
-        match = OVERFLOW_RE.search(message)
-        if match or "prompt is too long" in message:
-            tokens, limit = (int(match[1]), int(match[2])) if match else (None, None)
-            return ContextOverflow(message, tokens, limit)
-        return ModelError(f"model rejected the request: {message}")
-    if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
-        return ModelAuthError(str(exc))
-    # An SSE `error` event arrives on a 200 response, so its kind is only in the body.
-    kind = _error_type(exc.body) if isinstance(exc, anthropic.APIStatusError) else ""
-    if isinstance(exc, anthropic.RateLimitError) or kind == "rate_limit_error":
-        return ModelRateLimited(str(exc))
-    if (
-        isinstance(exc, anthropic.OverloadedError)
-        or kind == "overloaded_error"
-        or (isinstance(exc, anthropic.APIStatusError) and exc.status_code == 529)
-    ):
-        return ModelOverloaded(str(exc))
-    if isinstance(exc, anthropic.APIError):
-        return ModelError(f"{type(exc).__name__}: {exc}")
-    return ModelError(f"model call failed: {type(exc).__name__}: {exc}")
+WHY = {
+    "overloaded": "overloaded",
+    "rate_limited": "rate-limited",
+    "interrupted": "breaking off mid-reply",
+    "unavailable": "unavailable",
+}
 
 
-def _error_type(body: object) -> str:
-    error = body.get("error") if isinstance(body, dict) else None
-    return str(error.get("type", "")) if isinstance(error, dict) else ""
+def build_provider(config: Config, name: str) -> Provider:
+    settings = config.provider(name)
+    if settings.kind == ProviderKind.ANTHROPIC:
+        return AnthropicProvider(name, settings)
+    # Imported only when configured: the SDK adds most of a second to every CLI command.
+    from bot.providers.openai import OpenAIProvider
 
-
-def interrupted(mapped: ModelError) -> ModelError:
-    """The same failure seen after the reply had begun streaming: worth one more attempt,
-    unless no attempt can fix it (bad key, prompt too long)."""
-    if isinstance(mapped, ContextOverflow | ModelAuthError | ModelNotConfigured):
-        return mapped
-    if type(mapped) is ModelError:  # a transport failure, not an answer from the API
-        mapped = ModelStreamInterrupted(str(mapped))
-    mapped.retryable = True
-    return mapped
+    return OpenAIProvider(name, settings, text_max_chars=config.media.text_max_chars)
 
 
 class ModelClient:
-    """Owns the AsyncAnthropic client; one instance per running service."""
+    """The service's model calls; one instance per running service."""
 
-    def __init__(self, config: Config):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        state: SharedStateStore | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
-        self._client: anthropic.AsyncAnthropic | None = None
+        self.state = state
+        self.metrics = metrics
+        self.clock = clock
+        self.providers = {name: build_provider(config, name) for name in config.provider_names()}
+
+    def provider_of(self, model: str) -> tuple[str, Provider]:
+        name = split_model_id(model).provider
+        return name, self.providers[name]
 
     @property
     def configured(self) -> bool:
-        return bool(self.config.anthropic.api_key)
-
-    def _get_client(self) -> anthropic.AsyncAnthropic:
-        if not self.configured:
-            raise ModelNotConfigured("ANTHROPIC_API_KEY is not set")
-        if self._client is None:
-            cfg = self.config.anthropic
-            self._client = anthropic.AsyncAnthropic(
-                api_key=cfg.api_key,
-                base_url=cfg.base_url or None,
-                max_retries=cfg.max_retries,
-                timeout=cfg.timeout,
-            )
-        return self._client
+        """Whether the default model's provider has what a call needs."""
+        return self.provider_of(self.config.agent.model)[1].configured
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        for provider in self.providers.values():
+            await provider.close()
+
+    # --- which model --------------------------------------------------------------------
+
+    def chain(self, model: str) -> list[str]:
+        """`model`, then agent.fallback_models, each once."""
+        return list(dict.fromkeys([model, *self.config.agent.fallback_models]))
+
+    def has_next(self, model: str, tried: Collection[str]) -> bool:
+        return any(m not in tried for m in self.chain(model))
+
+    async def cooling(self, model: str) -> str | None:
+        """Why `model` is being skipped for now, or None when it is not."""
+        if self.state is None:
+            return None
+        return await self.state.state_get(COOLDOWN_SCOPE, model, self.clock())
+
+    async def next_model(self, model: str, tried: Collection[str] = ()) -> str | None:
+        """The first model of `model`'s chain not tried yet and not cooling down (or, when
+        all of them are cooling down, the first not tried): None when none is left."""
+        chain = self.chain(model)
+        left = [m for m in chain if m not in tried]
+        if len(chain) > 1:  # without fallback models nothing cools down
+            for candidate in left:
+                if await self.cooling(candidate) is None:
+                    return candidate
+        return left[0] if left else None
+
+    async def serving(self, model: str) -> str:
+        """The model a call meant for `model` goes to now."""
+        return await self.next_model(model) or model
+
+    async def failed(self, model: str, error: ModelError, next_model: str | None) -> None:
+        """`model` failed in a way another model may not: it cools down, and the move to
+        `next_model` is counted and logged."""
+        error.model = model
+        kind = failure_kind(error)
+        cooldown = self.config.agent.fallback_cooldown_seconds
+        if self.state is not None and cooldown > 0 and len(self.chain(model)) > 1:
+            now = self.clock()
+            await self.state.state_put(COOLDOWN_SCOPE, model, WHY[kind], now + cooldown, now)
+        if next_model is None:
+            return
+        provider = split_model_id(model).provider
+        if self.metrics is not None:
+            self.metrics.model_fallbacks.labels(provider, model, next_model).inc()
+        log.warning(
+            "%s is %s (%s); falling back to %s (and skipping it for %.0f s)",
+            model,
+            WHY[kind],
+            error,
+            next_model,
+            cooldown,
+        )
+
+    async def health(self) -> list[ModelHealth]:
+        """Every model the config lists, with its calls, failures and fallbacks."""
+        rows = []
+        for model in self.config.listed_models():
+            provider = split_model_id(model).provider
+            labels = {"provider": provider, "model": model}
+            rows.append(
+                ModelHealth(
+                    provider,
+                    model,
+                    int(self._total("krill_model_calls_total", labels)),
+                    int(self._total("krill_model_failures_total", labels)),
+                    int(self._total("krill_model_fallbacks_total", labels)),
+                    await self.cooling(model),
+                )
+            )
+        return rows
+
+    def _total(self, name: str, labels: dict[str, str]) -> float:
+        """The sum of a counter's samples whose labels include `labels`."""
+        if self.metrics is None:
+            return 0.0
+        return sum(
+            sample.value
+            for family in self.metrics.registry.collect()
+            for sample in family.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
+        )
+
+    # --- calls ----------------------------------------------------------------------------
+
+    async def call(
+        self,
+        *,
+        model: str,
+        system: list[TextBlockParam],
+        messages: list[MessageParam],
+        tools: list[ToolUnionParam] | None = None,
+        on_text: TextCallback | None = None,
+        on_tool_start: ToolStartCallback | None = None,
+        max_tokens: int | None = None,
+        fallback_left: bool = False,
+    ) -> ModelReply:
+        """One model, with its provider's retries; `fallback_left` says whether an overload
+        or a long rate limit should end the retries at once (another model can answer)."""
+        name, provider = self.provider_of(model)
+        settings = self.config.provider(name)
+        system, tool_defs, messages = apply_breakpoints(
+            system=system, tools=tools or [], messages=messages, ttl=self.config.anthropic.cache_ttl
+        )
+        wanted = max_tokens or self.config.agent.max_tokens
+        # Asking for more than the model can write is refused with a 400, not trimmed.
+        output_limit = self.config.model_limits(model).max_output_tokens
+        request = ModelRequest(
+            model=split_model_id(model).name,
+            system=system,
+            messages=messages,
+            tools=tool_defs,
+            max_tokens=min(wanted, output_limit) if output_limit else wanted,
+            images=self.config.model_settings(model).images,
+        )
+        retries = 0
+        while True:
+            if self.metrics is not None:
+                self.metrics.model_calls.labels(name, model).inc()
+            try:
+                reply = await provider.stream(request, on_text, on_tool_start)
+            except ModelError as exc:
+                exc.model = model
+                if self.metrics is not None:
+                    self.metrics.model_failures.labels(name, model, failure_kind(exc)).inc()
+                wait = retry_delay(
+                    exc,
+                    retries_done=retries,
+                    max_retries=settings.max_retries,
+                    longest_wait=self.config.agent.fallback_after_seconds,
+                    fallback_left=fallback_left,
+                    jitter=random.random(),
+                )
+                log.warning("model call to %s failed: %s", model, exc)
+                if wait is None:
+                    raise
+                retries += 1
+                await asyncio.sleep(wait)
+                continue
+            reply.model = model
+            return reply
 
     async def complete(
         self,
@@ -166,54 +281,28 @@ class ModelClient:
         max_tokens: int | None = None,
         model: str | None = None,
     ) -> ModelReply:
-        """Stream one model response, calling `on_text` with each text delta."""
-        client = self._get_client()
-        system, tool_defs, messages = apply_breakpoints(
-            system=system, tools=tools or [], messages=messages, ttl=self.config.anthropic.cache_ttl
-        )
-        model = model or self.config.agent.model
-        max_tokens = max_tokens or self.config.agent.max_tokens
-        # Asking for more than the model can write is refused with a 400, not trimmed.
-        output_limit = self.config.model_limits(model).max_output_tokens
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "max_tokens": min(max_tokens, output_limit) if output_limit else max_tokens,
-            "system": system,
-            "messages": messages,
-        }
-        if tool_defs:
-            kwargs["tools"] = tool_defs
-        started = time.monotonic()
-        began = False  # whether any event arrived, i.e. the SDK will not retry a failure
-        stopped = False  # whether `message_stop` arrived: the reply is whole
-        try:
-            async with client.messages.stream(**kwargs) as stream:
-                async for event in stream:
-                    began = True
-                    stopped = event.type == "message_stop"
-                    if event.type == "text" and on_text is not None:
-                        await on_text(event.text)
-                    elif event.type == "content_block_start" and on_tool_start is not None:
-                        block = event.content_block
-                        if block.type == "tool_use":
-                            await on_tool_start(block.name)
-                if not stopped:
-                    raise ModelStreamInterrupted("the reply stream ended before message_stop")
-                final = await stream.get_final_message()
-        except MODEL_FAILURES as exc:  # only these mean "the model could not be reached"
-            mapped = interrupted(map_error(exc)) if began else map_error(exc)
-            log.warning("model call failed: %s", mapped)
-            raise mapped from exc
-        # The JSON boundary: the response's blocks, dumped, are what the next request sends.
-        content = [
-            cast(ContentBlockParam, block.model_dump(exclude_none=True)) for block in final.content
-        ]
-        return ModelReply(
-            content=content,
-            stop_reason=final.stop_reason or "end_turn",
-            usage=_usage_from(final.usage),
-            model=final.model,
-            latency=time.monotonic() - started,
-            request_id=getattr(final, "_request_id", "") or "",
-            tool_uses=[b for b in content if b["type"] == "tool_use"],
-        )
+        """One call for `model` (default agent.model), falling back through its chain with
+        the same request."""
+        wanted = model or self.config.agent.model
+        tried: list[str] = []
+        current = await self.serving(wanted)
+        while True:
+            tried.append(current)
+            try:
+                return await self.call(
+                    model=current,
+                    system=system,
+                    messages=messages,
+                    tools=tools,
+                    on_text=on_text,
+                    on_tool_start=on_tool_start,
+                    max_tokens=max_tokens,
+                    fallback_left=self.has_next(wanted, tried),
+                )
+            except ModelError as exc:
+                following = await self.next_model(wanted, tried) if exc.falls_back else None
+                if exc.falls_back:
+                    await self.failed(current, exc, following)
+                if following is None:
+                    raise
+                current = following

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 from bot.agent.delivery import ReplyStream
 from bot.agent.job import TurnJob
 from bot.agent.loop import AgentLoop, Exchange, LoopOutcome, TranscriptConversation
-from bot.agent.model import PAUSE_TURN
-from bot.agent.pricing import estimate_cost
+from bot.agent.pricing import PriceList
 from bot.agent.silent import is_silent
 from bot.agent.sources import cited_sources, reply_sources
 from bot.agent.workspace import Workspace
 from bot.config import Config
 from bot.errors import ContextOverflow, ModelError, StoreUnavailable
 from bot.log_context import Content, turn_context
+from bot.providers.base import PAUSE_TURN
 from bot.sessions.access import all_admins
 from bot.sessions.models import session_model
 from bot.store.base import InboundStatus, SessionRow
@@ -174,7 +174,7 @@ class AgentRunner:
         """One line per turn for operators: what it cost and how long it took, never what
         was said."""
         usage = outcome.usage
-        cost = estimate_cost(outcome.model, usage, self.config.anthropic.cache_ttl)
+        cost = PriceList.of(self.config).cost(outcome.model, usage)
         log.info(
             "turn %s (%s) %s in %.1fs: session %s, model %s, %d call(s), tokens %d in "
             "(cache read %d, write %d), %d out, cost $%.4f",
@@ -252,7 +252,7 @@ class AgentRunner:
             if written is None:
                 loop_outcome = await self._converse(job, session, stream)
                 outcome.model_calls = loop_outcome.model_calls
-                outcome.usage, outcome.model = loop_outcome.usage, loop_outcome.model
+                outcome.usage, outcome.model = loop_outcome.usage, loop_outcome.answered_by
                 written = loop_outcome.sources
             outcome.sources = reply_sources(written)
             text = stream.finish_text()
@@ -379,6 +379,7 @@ class AgentRunner:
             recover=recover if context_manager is not None else None,
             model=session_model(self.config, session.chosen_model).model,
             watch_cache=True,
+            notice=self.config.agent.fallback_notice and job.prompt is None,
         )
         return await self.loop.run(conversation, exchange)
 

@@ -1,7 +1,9 @@
 """The `krill` command line: run the service, chat from a terminal, and inspect or fix state.
 
-One module per group of subcommands; this one parses arguments and dispatches. Only
-`krill run` starts background work (scheduler, MCP servers, platform channels).
+One module per group of subcommands; this one parses arguments and dispatches. It is the
+entry point, so it hands the channel registry to what needs it (the config's sections,
+`krill status`). Only `krill run` starts background work (scheduler, MCP servers, platform
+channels).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from functools import partial
 
 from bot import __version__
 from bot.cli.admin import doctor_command, memory_command, pairing_command
@@ -17,26 +20,17 @@ from bot.cli.init import init_command
 from bot.cli.reminders import reminders_command
 from bot.cli.service import chat_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
-from bot.config import Config, load_config
+from bot.config import Config, config_model, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
 from bot.logs import log_level, redact, setup_logging
-from bot.pairings import PAIRING_CHANNELS
 from bot.store.open_errors import url_passwords
+from channels.registry import CHANNELS
 
 
 def _secrets(config: Config) -> list[str]:
-    return [
-        config.anthropic.api_key,
-        config.telegram.token,
-        config.telegram.webhook_secret,
-        config.slack.bot_token,
-        config.slack.app_token,
-        config.slack.signing_secret,
-        config.admin.console_token,
-        config.local.token,
-        config.tools.web_search.api_key,
-        *url_passwords(config.storage.url),
-    ]
+    """What the logs and error messages must never show: every configured secret and the
+    store URL's password."""
+    return [*config.secrets(), *url_passwords(config.storage.url)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     pairing = add("pairing", "list, approve or deny pairing requests from unknown users")
     pairing.add_argument("action", choices=["list", "approve", "deny"])
     pairing.add_argument(
-        "channel", nargs="?", choices=PAIRING_CHANNELS, help="list: every channel if left out"
+        "channel",
+        nargs="?",
+        choices=config_model(CHANNELS).pairing_channels(),
+        help="list: every channel if left out",
     )
     pairing.add_argument("code", nargs="?", metavar="CODE")
     memory = add("memory", "search the memory index, or rebuild it from the workspace files")
@@ -113,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 SUBCOMMANDS: dict[str, Callable[[Config, argparse.Namespace], int]] = {
     "run": run_command,
     "chat": chat_command,
-    "status": status_command,
+    "status": partial(status_command, channels=CHANNELS),
     "reset": reset_command,
     "sessions": sessions_command,
     "pairing": pairing_command,
@@ -131,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         return doctor_command(args)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, channels=CHANNELS)
     except ConfigError as exc:
         print(f"krill: configuration error:\n{exc}", file=sys.stderr)
         return EXIT_FIXABLE

@@ -14,13 +14,13 @@ from bot.store.base import Store
 
 
 def pairing_command(config: Config, args: argparse.Namespace) -> int:
-    from bot.pairings import PAIRING_CHANNELS, decide_pairing, minutes_left, pending_pairings
+    from bot.pairings import decide_pairing, minutes_left, pending_pairings
     from bot.sessions.access import normalize_code
 
     async def run(store: Store) -> int:
         now = time.time()
         if args.action == "list":
-            channels = [args.channel] if args.channel else PAIRING_CHANNELS
+            channels = [args.channel] if args.channel else config.pairing_channels()
             pending = await pending_pairings(store, channels, now)
             for p in pending:
                 left = minutes_left(p, now)

@@ -8,10 +8,12 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from bot import __version__
+from bot.channel_contract import ChannelSpec, ChannelStatus
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.gateway.leader import leader_key
@@ -61,38 +63,31 @@ def session_dict(config: Config, s: SessionRow) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class TelegramPoller:
-    """Which replica polls Telegram: the holder of the polling lock, the others stand by."""
+async def channel_statuses(
+    config: Config, store: Store, channels: Sequence[ChannelSpec[Any]]
+) -> dict[str, ChannelStatus]:
+    """What each channel has to say beyond the store's counters (e.g. which replica polls)."""
 
-    leader: str | None
+    async def leader(name: str) -> str | None:
+        return await store.lease_holder(leader_key(name), time.time())
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"mode": "polling", "leader": self.leader}
-
-    def line(self) -> str:
-        if self.leader is None:
-            return "telegram: no replica polls right now (none runs, or the lock changes hands)"
-        return f"telegram: polled by replica {self.leader}; any other replica stands by"
-
-
-async def telegram_poller(config: Config, store: Store) -> TelegramPoller | None:
-    """Who holds the Telegram polling lock, when Telegram is polled at all."""
-    telegram = config.telegram
-    if not (telegram.enabled and telegram.mode == "polling"):
-        return None
-    key = leader_key(telegram.polling_lock)
-    return TelegramPoller(await store.lease_holder(key, time.time()))
+    found = {}
+    for spec in channels:
+        if spec.status is not None and (said := await spec.status(spec.settings(config), leader)):
+            found[spec.name] = said
+    return found
 
 
-def status_command(config: Config, args: argparse.Namespace) -> int:
+def status_command(
+    config: Config, args: argparse.Namespace, *, channels: Sequence[ChannelSpec[Any]]
+) -> int:
     async def run(store: Store) -> int:
         sessions = await store.list_sessions(current_only=True)
         pending = await store.count_inbound(InboundStatus.PENDING) + await store.count_inbound(
             InboundStatus.PROCESSING
         )
         outbox = await store.outbox_summary()
-        poller = await telegram_poller(config, store)
+        statuses = await channel_statuses(config, store, channels)
         if args.json:
             print(
                 json.dumps(
@@ -111,7 +106,7 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
                             ],
                         },
                         "sessions": [session_dict(config, s) for s in sessions],
-                        **({"telegram": poller.as_dict()} if poller else {}),
+                        **{name: status.fields for name, status in statuses.items()},
                     },
                     indent=2,
                 )
@@ -123,8 +118,8 @@ def status_command(config: Config, args: argparse.Namespace) -> int:
             f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good, "
             f"{outbox.maybe_sent} maybe sent (never confirmed, not sent again)"
         )
-        if poller:
-            print(poller.line())
+        for status in statuses.values():
+            print(status.line)
         for state, chunks in (
             ("dead", outbox.dead_chunks),
             ("maybe sent", outbox.maybe_sent_chunks),
@@ -171,17 +166,13 @@ async def _reset(config: Config, key: str) -> int:
     from bot.app import App
     from bot.sessions.keys import conversation_of_key
 
-    app = App(config, with_server=False, recover=False)
-    try:
-        await app.start()
+    async with App(config, with_server=False, recover=False) as app:
         current = await app.store.current_session(key)
         if current is None:
             print(f"krill reset: no session with key {key}", file=sys.stderr)
             return 1
         origin = current.origin or conversation_of_key(key, current.channel)
         session = await app.gateway.commands.reset(key, origin, reason="krill reset")
-    finally:
-        await app.stop()
     print(f"reset {key}: new session {session.session_id} (old {current.session_id} kept)")
     return 0
 

@@ -8,18 +8,21 @@ from bot.config.loading import env_overrides, load_config
 from bot.config.models import ModelConfig, ModelLimits, WindowSource
 from bot.config.platforms import (
     ChannelPolicyConfig,
+    ChannelSection,
     DmPolicy,
     GroupOverride,
     GroupPolicy,
     PeerOverride,
-    PlatformTimeouts,
-    SlackConfig,
-    SlackPacing,
-    TelegramConfig,
-    TelegramPacing,
     ToolFilterConfig,
 )
-from bot.config.root import Config
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ModelRef,
+    ProviderConfig,
+    ProviderKind,
+    split_model_id,
+)
+from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import (
     MAX_PIXELS_CEILING,
     AdminConfig,
@@ -29,6 +32,7 @@ from bot.config.sections import (
     MemoryConfig,
     MemoryEmbeddingsConfig,
     MemorySearchConfig,
+    Section,
     SessionConfig,
     SessionResetConfig,
     TranscriptionConfig,
@@ -42,9 +46,12 @@ from bot.config.tools import (
 )
 
 __all__ = [
+    "DEFAULT_PROVIDER",
     "MAX_PIXELS_CEILING",
     "AdminConfig",
+    "ChannelEntry",
     "ChannelPolicyConfig",
+    "ChannelSection",
     "Config",
     "ContextConfig",
     "DmPolicy",
@@ -59,20 +66,21 @@ __all__ = [
     "MemorySearchConfig",
     "ModelConfig",
     "ModelLimits",
+    "ModelRef",
     "PeerOverride",
-    "PlatformTimeouts",
+    "ProviderConfig",
+    "ProviderKind",
+    "Section",
     "SessionConfig",
     "SessionResetConfig",
-    "SlackConfig",
-    "SlackPacing",
-    "TelegramConfig",
-    "TelegramPacing",
     "ToolFilterConfig",
     "ToolResultsConfig",
     "TranscriptionConfig",
     "WebFetchConfig",
     "WebSearchConfig",
     "WindowSource",
+    "config_model",
     "env_overrides",
     "load_config",
+    "split_model_id",
 ]

@@ -1,5 +1,8 @@
 """Reading the configuration: one TOML file, `KRILL_<SECTION>__<KEY>` overrides and the
 conventional secret variables; errors name the key and the file and never echo a secret.
+
+The channels' sections come from the registry a composition root hands in (`channels`):
+their keys, secret variables and checks are the channels' own.
 """
 
 from __future__ import annotations
@@ -8,13 +11,14 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from bot.config.root import Config
+from bot.config.providers import DEFAULT_PROVIDER, split_model_id
+from bot.config.root import ChannelEntry, Config, config_model
 from bot.config.sections import CONSOLE_TOKEN_MIN_CHARS
 from bot.errors import ConfigError
 
@@ -23,19 +27,24 @@ CONFIG_ENV = "KRILL_CONFIG"
 DEFAULT_CONFIG_NAME = "krill.toml"
 
 
-# Conventional variables that fill secrets (and the model base URL) left empty in the config.
+# Conventional variables that fill secrets (and the model base URL) left empty in the config;
+# each channel's section names its own (`ChannelSection.secret_env`).
 SECRET_ENV: dict[tuple[str, str], str] = {
     ("anthropic", "api_key"): "ANTHROPIC_API_KEY",
     ("anthropic", "base_url"): "ANTHROPIC_BASE_URL",
-    ("telegram", "token"): "TELEGRAM_BOT_TOKEN",
-    ("slack", "bot_token"): "SLACK_BOT_TOKEN",
-    ("slack", "app_token"): "SLACK_APP_TOKEN",
-    ("slack", "signing_secret"): "SLACK_SIGNING_SECRET",
     ("admin", "console_token"): "KRILL_ADMIN_TOKEN",
     ("transcription", "api_key"): "TRANSCRIPTION_API_KEY",
     ("memory.embeddings", "api_key"): "EMBEDDINGS_API_KEY",
     ("tools.web_search", "api_key"): "BRAVE_API_KEY",
 }
+
+
+def secret_variables(model: type[Config]) -> dict[tuple[str, str], str]:
+    """Every conventional secret variable of `model`: the core's, then each channel's."""
+    found = dict(SECRET_ENV)
+    for name, section in model.channel_sections.items():
+        found |= {(name, key): var for key, var in section.secret_env.items()}
+    return found
 
 
 def find_config_path(explicit: str | None, env: Mapping[str, str] | None = None) -> Path | None:
@@ -115,8 +124,14 @@ def _format_validation(err: ValidationError, where: str) -> str:
     return "\n".join(lines)
 
 
-def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Load, merge and validate. Raises ConfigError with a message meant for a person."""
+def load_config(
+    path: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    channels: Iterable[ChannelEntry],
+) -> Config:
+    """Load, merge and validate, with a section for each of `channels` (the registry).
+    Raises ConfigError with a message meant for a person."""
     env = dict(os.environ if env is None else env)
     source = find_config_path(path, env)
     data: dict[str, Any] = {}
@@ -132,38 +147,52 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None) -
     where = str(source) if source else "defaults"
     if overrides:
         where += " + KRILL_* environment"
+    model = config_model(channels)
     try:
-        config = Config.model_validate(merged)
+        config = model.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc, where)) from None
     config.source = source
     config.base_dir = source.parent.resolve() if source else Path.cwd()
-    for (section, key), var in SECRET_ENV.items():
+    for (section, key), var in secret_variables(model).items():
         sect: Any = config
         for part in section.split("."):  # nested tables: "memory.embeddings"
             sect = getattr(sect, part)
         if not getattr(sect, key) and env.get(var):
             setattr(sect, key, env[var])
+    for provider in config.providers.values():
+        if not provider.api_key and provider.api_key_env:
+            provider.api_key = env.get(provider.api_key_env, "")
     _check_consistency(config, where)
     return config
 
 
-def _check_consistency(config: Config, where: str) -> None:
+def _provider_problems(config: Config) -> list[str]:
+    """Every model id must name a configured provider; `anthropic` is the [anthropic] section."""
     problems = []
-    tg = config.telegram
-    if tg.enabled and not tg.token:
+    if DEFAULT_PROVIDER in config.providers:
         problems.append(
-            "telegram.token: required when telegram.enabled (or set TELEGRAM_BOT_TOKEN)"
+            f"providers.{DEFAULT_PROVIDER}: the built-in Anthropic provider is configured in "
+            f"[{DEFAULT_PROVIDER}] (base_url, api_key, timeout, max_retries); give another "
+            "Anthropic-compatible provider a name of its own"
         )
-    if tg.enabled and tg.mode == "webhook" and not tg.webhook_secret:
-        problems.append("telegram.webhook_secret: required in webhook mode")
-    sl = config.slack
-    if sl.enabled and not sl.bot_token:
-        problems.append("slack.bot_token: required when slack.enabled (or set SLACK_BOT_TOKEN)")
-    if sl.enabled and sl.mode == "socket" and not sl.app_token:
-        problems.append("slack.app_token: required in socket mode (or set SLACK_APP_TOKEN)")
-    if sl.enabled and sl.mode == "http" and not sl.signing_secret:
-        problems.append("slack.signing_secret: required in http mode (or set SLACK_SIGNING_SECRET)")
+    agent = config.agent
+    named = {"agent.model": [agent.model], "agent.models": agent.models}
+    named["agent.fallback_models"] = agent.fallback_models
+    for key, ids in named.items():
+        for model in ids:
+            provider = split_model_id(model).provider
+            if provider != DEFAULT_PROVIDER and provider not in config.providers:
+                problems.append(
+                    f"{key}: {model!r} names provider {provider!r}, which has no "
+                    f"[providers.{provider}] table (configured: "
+                    f"{', '.join(config.provider_names())})"
+                )
+    return problems
+
+
+def _check_consistency(config: Config, where: str) -> None:
+    problems = [p for section in config.channel_settings().values() for p in section.problems()]
     token = config.admin.console_token
     if token and len(token) < CONSOLE_TOKEN_MIN_CHARS:
         problems.append(
@@ -181,6 +210,7 @@ def _check_consistency(config: Config, where: str) -> None:
         problems.append(
             "tools.web_search.api_key: required for the brave backend (or set BRAVE_API_KEY)"
         )
+    problems += _provider_problems(config)
     for user in config.admin.users:
         if ":" not in user:
             problems.append(f"admin.users: {user!r} must look like '<channel>:<user_id>'")

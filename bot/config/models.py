@@ -22,6 +22,13 @@ class ModelConfig(Section):
 
     context_window: int | None = Field(None, gt=1000)
     max_output_tokens: int | None = Field(None, gt=0)
+    # List prices in US dollars per million tokens (bot.agent.pricing knows Claude's);
+    # cached input defaults to a tenth of the input price, as Anthropic and most others bill.
+    input_usd_per_mtok: float | None = Field(None, ge=0)
+    output_usd_per_mtok: float | None = Field(None, ge=0)
+    cached_input_usd_per_mtok: float | None = Field(None, ge=0)
+    # False for a text-only model: images reach it as a note saying it cannot see them.
+    images: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from bot.config.loading import ENV_PREFIX, SECRET_ENV
+from bot.config.loading import ENV_PREFIX, secret_variables
 from bot.config.root import Config
 
 
@@ -38,7 +38,7 @@ def origin(config: Config, section: str, key: str, env: Mapping[str, str] | None
         return f"{name} (from {override})"
     if _file_value(config, section, key) not in (None, ""):
         return f"{name} in {config.source}"
-    conventional = SECRET_ENV.get((section, key))
+    conventional = secret_variables(type(config)).get((section, key))
     if conventional and env.get(conventional):
         return f"{name} (from {conventional})"
     return f"{name} (default)"

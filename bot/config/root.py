@@ -1,22 +1,33 @@
 """The whole configuration: one typed model with a field per TOML section, and the paths
 and timings derived from it.
+
+The chat channels' sections (`[telegram]`, `[slack]`, `[local]`) are not named here: each
+channel's package defines its own, and `config_model` adds one field per channel to the
+core sections, from the registry a composition root hands in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
+from typing import ClassVar, Protocol
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from bot.config.models import ModelConfig, ModelLimits, model_limits
-from bot.config.platforms import ChannelPolicyConfig, SlackConfig, TelegramConfig
+from bot.config.platforms import ChannelPolicyConfig, ChannelSection
+from bot.config.providers import (
+    DEFAULT_PROVIDER,
+    ProviderConfig,
+    ProviderKind,
+)
 from bot.config.sections import (
     POSTGRES_SCHEMES,
     AdminConfig,
     AgentConfig,
     AnthropicConfig,
     ContextConfig,
-    LocalConfig,
     LoggingConfig,
     MediaConfig,
     MemoryConfig,
@@ -42,9 +53,6 @@ class Config(Section):
     admin: AdminConfig = Field(default_factory=AdminConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     session: SessionConfig = Field(default_factory=SessionConfig)
-    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
-    slack: SlackConfig = Field(default_factory=SlackConfig)
-    local: LocalConfig = Field(default_factory=LocalConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
@@ -55,15 +63,45 @@ class Config(Section):
     reminders: RemindersConfig = Field(default_factory=RemindersConfig)
     # Per-model settings, keyed by model id (`[models."claude-haiku-4-5"]`).
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    # Further model providers (`[providers.openrouter]`); `anthropic` is built in.
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
 
     # Where the file was read from (None: defaults); relative paths resolve against base_dir.
     source: Path | None = Field(default=None, exclude=True)
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
+    # Each channel's section model, by name; `config_model` fills it.
+    channel_sections: ClassVar[Mapping[str, type[ChannelSection]]] = {}
+
+    def channel_settings(self) -> dict[str, ChannelSection]:
+        """Each channel's section, by name."""
+        return {name: getattr(self, name) for name in self.channel_sections}
+
+    def channel(self, name: str) -> ChannelSection | None:
+        """The `[name]` section of a channel; None for a channel this model has none of."""
+        return self.channel_settings().get(name)
+
     def channel_policy(self, channel: str) -> ChannelPolicyConfig | None:
         """The access/history settings of a chat platform (None for the local channel)."""
-        policy = getattr(self, channel, None)
+        policy = self.channel(channel)
         return policy if isinstance(policy, ChannelPolicyConfig) else None
+
+    @classmethod
+    def pairing_channels(cls) -> list[str]:
+        """The channels whose DM policy may be "pairing", where operators approve requests."""
+        return [
+            name
+            for name, model in cls.channel_sections.items()
+            if issubclass(model, ChannelPolicyConfig)
+        ]
+
+    def secrets(self) -> list[str]:
+        """Every configured secret, for the logs and error messages to redact."""
+        found = [self.anthropic.api_key, self.admin.console_token, self.tools.web_search.api_key]
+        found += [provider.api_key for provider in self.providers.values()]
+        for section in self.channel_settings().values():
+            found += section.secrets()
+        return found
 
     def adjustments(self) -> list[str]:
         """Settings Krill does not use as written, one line each saying what it uses
@@ -77,6 +115,31 @@ class Config(Section):
             f"{context.reserve:,}, so a reply, a tool result or a summary request still fits "
             "before the window is full"
         ]
+
+    def provider(self, name: str) -> ProviderConfig:
+        """The settings of provider `name`; the built-in `anthropic` is the [anthropic]
+        section. Raises KeyError for a provider that is not configured."""
+        if name == DEFAULT_PROVIDER:
+            cfg = self.anthropic
+            return ProviderConfig(
+                kind=ProviderKind.ANTHROPIC,
+                base_url=cfg.base_url,
+                api_key=cfg.api_key,
+                timeout=cfg.timeout,
+                max_retries=cfg.max_retries,
+            )
+        return self.providers[name]
+
+    def provider_names(self) -> list[str]:
+        return [DEFAULT_PROVIDER, *sorted(self.providers)]
+
+    def listed_models(self) -> list[str]:
+        """Every model id the config names for requests, in order, once each."""
+        agent = self.agent
+        return list(dict.fromkeys([agent.model, *agent.models, *agent.fallback_models]))
+
+    def model_settings(self, model: str) -> ModelConfig:
+        return self.models.get(model, ModelConfig())
 
     def model_limits(self, model: str) -> ModelLimits:
         """The window and output limit of `model` (an id as requests name it)."""
@@ -119,3 +182,29 @@ class Config(Section):
             )
         rest = url[len("sqlite:///") :]
         return Path(rest) if rest.startswith("/") else self.resolve(rest)
+
+
+class ChannelEntry(Protocol):
+    """What the config needs of a channel's registry entry (`ChannelSpec`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> type[ChannelSection]: ...
+
+
+def config_model(channels: Iterable[ChannelEntry]) -> type[Config]:
+    """The root model with a `[<name>]` section for each of `channels` beside the core ones."""
+    return _config_model(tuple((channel.name, channel.config) for channel in channels))
+
+
+@cache
+def _config_model(sections: tuple[tuple[str, type[ChannelSection]], ...]) -> type[Config]:
+    clash = [name for name, _ in sections if name in Config.model_fields]
+    if clash:
+        raise ValueError(f"channel names clash with config sections: {', '.join(clash)}")
+    fields = {name: (model, Field(default_factory=model)) for name, model in sections}
+    model = create_model("Config", __base__=Config, **fields)  # type: ignore[call-overload]
+    model.channel_sections = dict(sections)
+    return model

@@ -1,5 +1,5 @@
 """The general configuration sections: agent, model provider, workspace, storage, server,
-admin, logging, sessions, local chat, context management, memory and scheduler.
+admin, logging, sessions, context management, memory and scheduler.
 
 Every default lives here, beside its key.
 """
@@ -32,6 +32,14 @@ class AgentConfig(Section):
     # Model turns one sender may start per minute; beyond it their messages wait and merge
     # into the next turn. 0 = no cap.
     sender_turns_per_minute: int = Field(20, ge=0)
+    # Models tried in order, within the same turn, when the session's model is overloaded
+    # (529), rate-limited for longer than `fallback_after_seconds`, failing with 5xx after
+    # its retries, or unreachable; any provider's ids. A failed model is skipped for
+    # `fallback_cooldown_seconds`, then tried first again.
+    fallback_models: list[str] = Field(default_factory=list)
+    fallback_after_seconds: float = Field(20.0, ge=0)
+    fallback_cooldown_seconds: float = Field(60.0, ge=0)
+    fallback_notice: bool = True  # a line under a reply a fallback model wrote, saying so
 
 
 class AnthropicConfig(Section):
@@ -219,13 +227,6 @@ class SessionConfig(Section):
                         f"{name}: {entry!r} must name its channel, e.g. 'telegram:{entry}'"
                     )
         return links
-
-
-class LocalConfig(Section):
-    enabled: bool = True  # the web chat at `/`; `krill chat` works regardless
-    # Required (as ?token= or a Bearer header) when the server listens beyond loopback;
-    # without it the web chat stays off there, since its sessions see private memory.
-    token: str = ""
 
 
 class ContextConfig(Section):

@@ -1,13 +1,17 @@
-"""The console's page shell and the small formatting helpers every page uses. Pages are
-built as escaped HTML strings; only `esc` turns data into markup."""
+"""The console's page shell and the small formatting helpers every page uses.
+
+Pages are built as `Markup` (markupsafe): literal markup with data filled in through
+`Markup.format`, `+` and `join`, which escape every plain string. A page's body must be
+`Markup`, so data can only reach it escaped: no call to remember, none to forget."""
 
 from __future__ import annotations
 
 import datetime as dt
-from html import escape
+from collections.abc import Iterable
 from urllib.parse import urlencode
 
 from aiohttp import web
+from markupsafe import Markup
 
 # Only the console's own script and style; inline SVG charts need no more.
 PAGE_POLICY = (
@@ -23,8 +27,9 @@ NAV = (
 )
 
 
-def esc(value: object) -> str:
-    return escape(str(value), quote=True)
+def join(parts: Iterable[Markup | str]) -> Markup:
+    """The parts one after another (plain strings escaped)."""
+    return Markup("").join(parts)
 
 
 def url(base: str, /, **params: str) -> str:
@@ -33,37 +38,41 @@ def url(base: str, /, **params: str) -> str:
 
 
 def page(
-    title: str, body: str, *, active: str = "", status: int = 200, nav: bool = True
+    title: str, body: Markup, *, active: str = "", status: int = 200, nav: bool = True
 ) -> web.Response:
-    links = "".join(
-        f'<a href="{href}"{" class=active" if key == active else ""}>{label}</a>'
+    links = join(
+        Markup('<a href="{}"{}>{}</a>').format(
+            href, Markup(" class=active") if key == active else "", label
+        )
         for key, href, label in NAV
     )
     header = (
-        f'<header><span class="brand">Krill console</span><nav>{links}</nav>'
-        '<form method="post" action="/admin/logout"><button class="link">Log out</button>'
-        "</form></header>"
+        Markup(
+            '<header><span class="brand">Krill console</span><nav>{}</nav>'
+            '<form method="post" action="/admin/logout"><button class="link">Log out</button>'
+            "</form></header>"
+        ).format(links)
         if nav
-        else '<header><span class="brand">Krill console</span></header>'
+        else Markup('<header><span class="brand">Krill console</span></header>')
     )
-    html = (
+    html = Markup(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)} · Krill</title>"
+        "<title>{title} · Krill</title>"
         '<link rel="stylesheet" href="/admin/static/console.css">'
         '<script src="/admin/static/console.js" defer></script></head>'
-        f"<body>{header}<main><h1>{esc(title)}</h1>{body}</main></body></html>"
-    )
+        "<body>{header}<main><h1>{title}</h1>{body}</main></body></html>"
+    ).format(title=title, header=header, body=body)
     return web.Response(
-        text=html,
+        text=str(html),
         status=status,
         content_type="text/html",
         headers={"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"},
     )
 
 
-def notice(text: str, *, kind: str = "info") -> str:
-    return f'<p class="notice {kind}" role="status">{esc(text)}</p>'
+def notice(text: str, *, kind: str = "info") -> Markup:
+    return Markup('<p class="notice {}" role="status">{}</p>').format(kind, text)
 
 
 def when(timestamp: float | None, zone: dt.tzinfo) -> str:

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from aiohttp import web
+from markupsafe import Markup
 
-from bot.console.layout import count, esc, url
+from bot.console.layout import count, join, url
 from bot.store.base import TranscriptStore
 from bot.transcript import MediaForm, MediaRef, PersonTurn
 
@@ -38,26 +39,26 @@ def _thumb_size(width: int, height: int) -> tuple[int, int]:
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def _one(ref: MediaRef, session_id: str) -> str:
+def _one(ref: MediaRef, session_id: str) -> Markup:
     if ref.form is MediaForm.IMAGE and ref.sha256:
         width, height = _thumb_size(ref.width, ref.height)
-        link = esc(media_url(ref.sha256, session_id))
-        return (
-            f'<a class="media-thumb" href="{link}"><img src="{link}" alt="{esc(ref.name)}" '
-            f'width="{width}" height="{height}" loading="lazy" data-testid="media-thumb"></a>'
-        )
-    name = esc(ref.name)
+        return Markup(
+            '<a class="media-thumb" href="{link}"><img src="{link}" alt="{name}" '
+            'width="{width}" height="{height}" loading="lazy" data-testid="media-thumb"></a>'
+        ).format(link=media_url(ref.sha256, session_id), name=ref.name, width=width, height=height)
+    name: Markup | str = ref.name
     if ref.sha256:
-        name = f'<a href="{esc(media_url(ref.sha256, session_id))}">{name}</a>'
-    facts = f"{name} · {esc(ref.mime or 'unknown type')} · {count(ref.size)} bytes"
+        name = Markup('<a href="{}">{}</a>').format(media_url(ref.sha256, session_id), ref.name)
     said = ref.text if ref.form is MediaForm.TRANSCRIPT else ref.note
-    detail = f'<div class="text">{esc(said)}</div>' if said else ""
-    return f'<div class="media-file" data-testid="media-file">{facts}{detail}</div>'
+    detail = Markup('<div class="text">{}</div>').format(said) if said else ""
+    return Markup(
+        '<div class="media-file" data-testid="media-file">{} · {} · {} bytes{}</div>'
+    ).format(name, ref.mime or "unknown type", count(ref.size), detail)
 
 
-def render_media(refs: Iterable[MediaRef], session_id: str) -> str:
+def render_media(refs: Iterable[MediaRef], session_id: str) -> Markup:
     parts = [_one(ref, session_id) for ref in refs]
-    return f'<div class="media">{"".join(parts)}</div>' if parts else ""
+    return Markup('<div class="media">{}</div>').format(join(parts)) if parts else Markup("")
 
 
 class MediaRoute:

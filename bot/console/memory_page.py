@@ -8,8 +8,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from aiohttp import web
+from markupsafe import Markup
 
-from bot.console.layout import count, esc, notice, page, url
+from bot.console.layout import count, join, notice, page, url
 from bot.memory.index import MemoryIndex
 from bot.memory.paths import iter_memory_files
 from bot.memory.scopes import GROUPS_DIR, PEOPLE_DIR, SHARED_DIR, scope_of, visible_scopes
@@ -46,21 +47,24 @@ class MemoryPage:
         query = request.query.get("q", "").strip()
         as_key = request.query.get("as", EVERYTHING)
         keys = sorted(s.session_key for s in await self.sessions.list_sessions(current_only=True))
-        options = f'<option value="{EVERYTHING}">everything (an admin\'s DM)</option>' + "".join(
-            f"<option{' selected' if k == as_key else ''}>{esc(k)}</option>" for k in keys
+        options = Markup('<option value="{}">everything (an admin\'s DM)</option>').format(
+            EVERYTHING
+        ) + join(
+            Markup("<option{}>{}</option>").format(Markup(" selected") if k == as_key else "", k)
+            for k in keys
         )
-        form = (
+        form = Markup(
             '<form class="filter" method="get" action="/admin/memory">'
-            f'<input name="q" value="{esc(query)}" placeholder="search memory" '
+            '<input name="q" value="{}" placeholder="search memory" '
             'data-testid="memory-query" aria-label="search memory">'
-            f'<select name="as" aria-label="search as">{options}</select>'
+            '<select name="as" aria-label="search as">{}</select>'
             "<button>Search</button></form>"
-        )
-        results = await self._results(query, as_key) if query else ""
+        ).format(query, options)
+        results = await self._results(query, as_key) if query else Markup("")
         body = form + results + await self._scopes()
         return page("Memory", body, active="memory")
 
-    async def _results(self, query: str, as_key: str) -> str:
+    async def _results(self, query: str, as_key: str) -> Markup:
         assert self.index is not None
         visible = VisiblePaths(everything=True)
         if as_key:
@@ -74,31 +78,40 @@ class MemoryPage:
         hits = await self.index.search(query, visible)
         if not hits:
             return notice("Nothing found.")
-        items = "".join(
-            f'<li data-testid="memory-result"><div class="meta"><b>{hit.score:.2f}</b> '
-            f'<a href="{esc(url("/admin/workspace/edit", path=hit.path))}">'
-            f"{esc(hit.source)}</a> <span class=tag>{esc(scope_label(hit.path))}</span>"
-            f'</div><div class="text">{esc(hit.text)}</div></li>'
+        items = join(
+            Markup(
+                '<li data-testid="memory-result"><div class="meta"><b>{:.2f}</b> '
+                '<a href="{}">{}</a> <span class=tag>{}</span></div>'
+                '<div class="text">{}</div></li>'
+            ).format(
+                hit.score,
+                url("/admin/workspace/edit", path=hit.path),
+                hit.source,
+                scope_label(hit.path),
+                hit.text,
+            )
             for hit in hits
         )
-        return f'<ol class="hits">{items}</ol>'
+        return Markup('<ol class="hits">{}</ol>').format(items)
 
-    async def _scopes(self) -> str:
+    async def _scopes(self) -> Markup:
         by_scope: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for f in iter_memory_files(self.root):
             by_scope[scope_label(f.name)].append((f.name, f.size))
         if not by_scope:
-            return "<h2>Scopes</h2><p>No memory files yet.</p>"
+            return Markup("<h2>Scopes</h2><p>No memory files yet.</p>")
         sections = []
         for scope in sorted(by_scope):
             names = sorted(by_scope[scope])
-            links = "".join(
-                f'<li><a href="{esc(url("/admin/workspace/edit", path=name))}">{esc(name)}</a> '
-                f"{count(size)} bytes</li>"
+            links = join(
+                Markup('<li><a href="{}">{}</a> {} bytes</li>').format(
+                    url("/admin/workspace/edit", path=name), name, count(size)
+                )
                 for name, size in names
             )
             sections.append(
-                f"<details><summary>{esc(scope)} ({len(names)} files)</summary>"
-                f"<ul>{links}</ul></details>"
+                Markup("<details><summary>{} ({} files)</summary><ul>{}</ul></details>").format(
+                    scope, len(names), links
+                )
             )
-        return "<h2>Scopes</h2>" + "".join(sections)
+        return Markup("<h2>Scopes</h2>") + join(sections)

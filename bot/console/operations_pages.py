@@ -1,19 +1,25 @@
 """The pairings page (pending requests, approve or deny, through the same code as
-`krill pairing`) and the health page (each channel as /healthz sees it, the outbox's
-backlog and its dead chunks, each with a button that puts it back in line)."""
+`krill pairing`) and the health page (each channel as /healthz sees it, each model's calls,
+failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
+button that puts it back in line)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
+from markupsafe import Markup
 
-from bot.console.layout import count, esc, notice, page, url, when
-from bot.pairings import PAIRING_CHANNELS, decide_pairing, minutes_left, pending_pairings
+from bot.agent.model import ModelHealth
+from bot.console.layout import count, join, notice, page, url, when
+from bot.pairings import decide_pairing, minutes_left, pending_pairings
 from bot.store.base import OutboxStore, PairingStore
 from bot.store.outbox_rows import DeadChunk
+
+# This process's figures per model (`ModelClient.health`).
+ModelFigures = Callable[[], Awaitable[list[ModelHealth]]]
 
 
 class OperationsPages:
@@ -21,13 +27,17 @@ class OperationsPages:
         self,
         *,
         pairings: PairingStore,
+        pairing_channels: list[str],
         health: Callable[[], Mapping[str, bool | str]],
         outbox: OutboxStore,
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
+        models: ModelFigures,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.models = models
         self.pairings = pairings
+        self.pairing_channels = pairing_channels
         self.health = health
         self.outbox = outbox
         self.wake_sender = wake_sender
@@ -44,26 +54,33 @@ class OperationsPages:
 
     async def pairings_page(self, request: web.Request) -> web.Response:
         now = self.clock()
-        pending = await pending_pairings(self.pairings, PAIRING_CHANNELS, now)
+        pending = await pending_pairings(self.pairings, self.pairing_channels, now)
         said = request.query.get("said", "")
-        cards = "".join(
-            f'<li class="card" data-testid="pairing-row"><p><b>{esc(p.channel)}:'
-            f"{esc(p.user_id)}</b> {esc(p.user_name)}</p><p>code <code>{esc(p.code)}</code> · "
-            f"expires in {minutes_left(p, now)} min</p>"
-            '<form method="post" action="/admin/pairings/decide" class="inline">'
-            f'<input type="hidden" name="channel" value="{esc(p.channel)}">'
-            f'<input type="hidden" name="code" value="{esc(p.code)}">'
-            '<button name="decision" value="approve" data-testid="pairing-approve">Approve'
-            '</button><button name="decision" value="deny" class="secondary">Deny</button>'
-            "</form></li>"
+        cards = join(
+            Markup(
+                '<li class="card" data-testid="pairing-row"><p><b>{channel}:{user_id}</b> '
+                "{user_name}</p><p>code <code>{code}</code> · expires in {minutes} min</p>"
+                '<form method="post" action="/admin/pairings/decide" class="inline">'
+                '<input type="hidden" name="channel" value="{channel}">'
+                '<input type="hidden" name="code" value="{code}">'
+                '<button name="decision" value="approve" data-testid="pairing-approve">Approve'
+                '</button><button name="decision" value="deny" class="secondary">Deny</button>'
+                "</form></li>"
+            ).format(
+                channel=p.channel,
+                user_id=p.user_id,
+                user_name=p.user_name,
+                code=p.code,
+                minutes=minutes_left(p, now),
+            )
             for p in pending
         )
         table = (
-            f'<ul class="pairings">{cards}</ul>'
+            Markup('<ul class="pairings">{}</ul>').format(cards)
             if pending
-            else "<p>No pending pairing requests.</p>"
+            else Markup("<p>No pending pairing requests.</p>")
         )
-        return page("Pairings", (notice(said) if said else "") + table, active="pairings")
+        return page("Pairings", (notice(said) if said else Markup("")) + table, active="pairings")
 
     async def decide(self, request: web.Request) -> web.Response:
         form = await request.post()
@@ -81,21 +98,55 @@ class OperationsPages:
 
     async def health_page(self, request: web.Request) -> web.Response:
         channels = self.health()
-        rows = "".join(
-            f'<tr><td>{esc(name)}</td><td class="{"ok" if up else "bad"}">'
-            # A string is a state that counts as up, e.g. "standby" for another replica's work.
-            f"{esc(up) if isinstance(up, str) else 'up' if up else 'down'}</td></tr>"
+        rows = join(
+            Markup('<tr><td>{}</td><td class="{}">{}</td></tr>').format(
+                name,
+                "ok" if up else "bad",
+                # A string is a state that counts as up, e.g. "standby" for another
+                # replica's work.
+                up if isinstance(up, str) else "up" if up else "down",
+            )
             for name, up in sorted(channels.items())
         )
         overall = "ok" if all(channels.values()) else "down"
         said = request.query.get("said", "")
-        body = (
-            (notice(said) if said else "")
-            + f'<p>/healthz says <b class="{"ok" if overall == "ok" else "bad"}">{overall}</b>.</p>'
+        body = Markup(
+            '{}<p>/healthz says <b class="{}">{}</b>.</p>'
             '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
-            f"</thead><tbody>{rows}</tbody></table></div><h2>Outbox</h2>" + await self._outbox()
+            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}"
+        ).format(
+            notice(said) if said else "",
+            "ok" if overall == "ok" else "bad",
+            overall,
+            rows,
+            await self._models(),
+            await self._outbox(),
         )
         return page("Health", body, active="health")
+
+    async def _models(self) -> Markup:
+        rows = join(
+            Markup(
+                '<tr data-testid="model-row"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+                '<td>{}</td><td class="{}">{}</td></tr>'
+            ).format(
+                m.provider,
+                m.model,
+                count(m.calls),
+                count(m.failures),
+                count(m.fallbacks),
+                "bad" if m.cooling else "ok",
+                f"skipped: {m.cooling}" if m.cooling else "in use",
+            )
+            for m in await self.models()
+        )
+        return Markup(
+            "<h2>Models</h2><p>Since this process started; a model that failed is skipped "
+            "for agent.fallback_cooldown_seconds.</p>"
+            '<div class="table-wrap"><table><thead><tr><th>Provider</th><th>Model</th>'
+            "<th>Calls</th><th>Failures</th><th>Fallbacks</th><th>State</th></tr></thead>"
+            "<tbody>{}</tbody></table></div>"
+        ).format(rows)
 
     async def retry(self, request: web.Request) -> web.Response:
         form = await request.post()
@@ -110,21 +161,30 @@ class OperationsPages:
         )
         raise web.HTTPSeeOther(url("/admin/health", said=said))
 
-    async def _outbox(self) -> str:
+    async def _outbox(self) -> Markup:
         summary = await self.outbox.outbox_summary()
-        dead = "".join(self._dead_row(c) for c in summary.dead_chunks)
-        waiting = f"{count(summary.pending)} chunk(s) waiting, {count(summary.dead)} dead"
-        return f"<p>{waiting}, {count(summary.maybe_sent)} maybe sent.</p>" + (
-            f'<ul class="dead-chunks">{dead}</ul>' if dead else ""
+        dead = join(self._dead_row(c) for c in summary.dead_chunks)
+        return Markup("<p>{} chunk(s) waiting, {} dead, {} maybe sent.</p>{}").format(
+            count(summary.pending),
+            count(summary.dead),
+            count(summary.maybe_sent),
+            Markup('<ul class="dead-chunks">{}</ul>').format(dead) if dead else "",
         )
 
-    def _dead_row(self, chunk: DeadChunk) -> str:
-        return (
-            f'<li class="card" data-testid="outbox-dead"><p><b>{esc(chunk.channel)}:'
-            f"{esc(chunk.chat_id)}</b> part {chunk.chunk_index + 1} of {chunk.chunk_count}"
-            f" of {esc(chunk.turn_id)} ({when(chunk.at, self.zone)})</p>"
-            f"<p>{esc(chunk.reason)}</p>"
+    def _dead_row(self, chunk: DeadChunk) -> Markup:
+        return Markup(
+            '<li class="card" data-testid="outbox-dead"><p><b>{}:{}</b> part {} of {} of {} '
+            "({})</p><p>{}</p>"
             '<form method="post" action="/admin/outbox/retry" class="inline">'
-            f'<input type="hidden" name="row" value="{chunk.id}">'
+            '<input type="hidden" name="row" value="{}">'
             '<button data-testid="outbox-retry">Retry</button></form></li>'
+        ).format(
+            chunk.channel,
+            chunk.chat_id,
+            chunk.chunk_index + 1,
+            chunk.chunk_count,
+            chunk.turn_id,
+            when(chunk.at, self.zone),
+            chunk.reason,
+            chunk.id,
         )

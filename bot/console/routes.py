@@ -11,14 +11,15 @@ from importlib import resources
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
+from markupsafe import Markup
 
 from bot.config import Config
 from bot.console import workspace_files
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
-from bot.console.layout import esc, notice, page
+from bot.console.layout import notice, page
 from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
-from bot.console.operations_pages import OperationsPages
+from bot.console.operations_pages import ModelFigures, OperationsPages
 from bot.console.sessions_pages import SessionControl, SessionsPages
 from bot.console.workspace_pages import PromptShares, WorkspacePages
 from bot.memory.index import MemoryIndex
@@ -47,14 +48,13 @@ def _retry_after(refused: Refused) -> dict[str, str]:
 
 
 def login_page(message: str = "", *, next_path: str = "/admin", status: int = 200) -> web.Response:
-    body = (
-        (notice(message, kind="error") if message else "")
-        + f'<form class="login" method="post" action="{LOGIN_PATH}">'
-        f'<input type="hidden" name="next" value="{esc(_next_path(next_path))}">'
+    body = Markup(
+        '{}<form class="login" method="post" action="{}">'
+        '<input type="hidden" name="next" value="{}">'
         '<label>Console token <input type="password" name="token" autocomplete="current-password"'
         ' required autofocus data-testid="login-token"></label>'
         '<button data-testid="login-submit">Log in</button></form>'
-    )
+    ).format(notice(message, kind="error") if message else "", LOGIN_PATH, _next_path(next_path))
     return page("Log in", body, status=status, nav=False)
 
 
@@ -159,6 +159,7 @@ def console_routes(
     health: Callable[[], Mapping[str, bool | str]],
     wake_sender: Callable[[], None],
     media: MediaReader,
+    models: ModelFigures,
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token. The
     temporary files of saves a kill interrupted are removed first."""
@@ -175,10 +176,12 @@ def console_routes(
         *MemoryPage(index=index, sessions=store, root=root).routes(),
         *OperationsPages(
             pairings=store,
+            pairing_channels=config.pairing_channels(),
             health=health,
             outbox=store,
             wake_sender=wake_sender,
             zone=ZoneInfo(config.agent.timezone),
+            models=models,
         ).routes(),
     ]
     auth = ConsoleAuth(token, store, config.server.trusted_proxies)

@@ -12,10 +12,12 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
+from markupsafe import Markup
 
+from bot.agent.pricing import PriceList
 from bot.config import Config
 from bot.console import charts, stats
-from bot.console.layout import count, esc, money, notice, page, percent, url, when
+from bot.console.layout import count, join, money, notice, page, percent, url, when
 from bot.console.transcript_view import render_entries
 from bot.sessions.breaker import is_paused
 from bot.sessions.window import session_limits
@@ -81,7 +83,7 @@ class SessionsPages:
         self.zone = ZoneInfo(config.agent.timezone)
         self.config = config
         self.window = config.agent.context_window
-        self.cache_ttl = config.anthropic.cache_ttl
+        self.prices = PriceList.of(config)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -100,7 +102,7 @@ class SessionsPages:
             await self.store.usage_since(stats.first_day(now, self.zone)),
             now=now,
             zone=self.zone,
-            cache_ttl=self.cache_ttl,
+            prices=self.prices,
         )
         sessions = await self.store.list_sessions(current_only=True)
         channel = request.query.get("channel", "")
@@ -123,44 +125,46 @@ class SessionsPages:
         )
         return page("Sessions", body, active="sessions")
 
-    def _totals(self, days: list[stats.DayUsage]) -> str:
+    def _totals(self, days: list[stats.DayUsage]) -> Markup:
         cards = []
         for label, total in (
             ("Today", stats.totals(days, 1)),
             ("Last 7 days", stats.totals(days, stats.WEEK_DAYS)),
         ):
             cards.append(
-                f'<div class="card" data-testid="total"><h2>{label}</h2>'
-                f'<p class="big">{money(total.cost)}</p>'
-                f"<p>{count(total.calls)} model calls · "
-                f"{count(total.usage.prompt_tokens + total.usage.output_tokens)} tokens · "
-                f"cache hit {percent(stats.hit_ratio(total.usage))}</p></div>"
+                Markup(
+                    '<div class="card" data-testid="total"><h2>{}</h2><p class="big">{}</p>'
+                    "<p>{} model calls · {} tokens · cache hit {}</p></div>"
+                ).format(
+                    label,
+                    money(total.cost),
+                    count(total.calls),
+                    count(total.usage.prompt_tokens + total.usage.output_tokens),
+                    percent(stats.hit_ratio(total.usage)),
+                )
             )
-        return f'<section class="cards">{"".join(cards)}</section>'
+        return Markup('<section class="cards">{}</section>').format(join(cards))
 
-    def _charts(self, days: list[stats.DayUsage]) -> str:
+    def _charts(self, days: list[stats.DayUsage]) -> Markup:
         labels = [d.day.strftime("%m-%d") for d in days]
         ratios = [stats.hit_ratio(d.usage) if d.calls else None for d in days]
-        return (
-            '<section class="charts">'
-            + charts.stacked_bars("Cost per day by channel", labels, stats.cost_series(days), money)
-            + charts.line("Cache hit ratio per day", labels, ratios, percent)
-            + charts.stacked_bars(
-                "Tokens per day by kind", labels, stats.token_series(days), _short
-            )
-            + "</section>"
+        return Markup('<section class="charts">{}{}{}</section>').format(
+            charts.stacked_bars("Cost per day by channel", labels, stats.cost_series(days), money),
+            charts.line("Cache hit ratio per day", labels, ratios, percent),
+            charts.stacked_bars("Tokens per day by kind", labels, stats.token_series(days), _short),
         )
 
-    def _filter(self, channels: list[str], channel: str, text: str) -> str:
-        options = '<option value="">all channels</option>' + "".join(
-            f"<option{' selected' if c == channel else ''}>{esc(c)}</option>" for c in channels
+    def _filter(self, channels: list[str], channel: str, text: str) -> Markup:
+        options = Markup('<option value="">all channels</option>') + join(
+            Markup("<option{}>{}</option>").format(Markup(" selected") if c == channel else "", c)
+            for c in channels
         )
-        return (
+        return Markup(
             '<form class="filter" method="get" action="/admin">'
-            f'<select name="channel" aria-label="channel">{options}</select>'
-            f'<input name="q" value="{esc(text)}" placeholder="filter by key" '
+            '<select name="channel" aria-label="channel">{}</select>'
+            '<input name="q" value="{}" placeholder="filter by key" '
             'aria-label="filter by key"><button>Filter</button></form>'
-        )
+        ).format(options, text)
 
     def _table(
         self,
@@ -170,42 +174,45 @@ class SessionsPages:
         descending: bool,
         channel: str,
         text: str,
-    ) -> str:
+    ) -> Markup:
         heads = []
         for c in cols:
             flip = "asc" if c.key == sort and descending else "desc"
             arrow = (" ▼" if descending else " ▲") if c.key == sort else ""
             link = url("/admin", sort=c.key, dir=flip, channel=channel, q=text)
-            heads.append(f'<th><a href="{esc(link)}">{c.label}{arrow}</a></th>')
-        rows = "".join(self._row(s) for s in sessions)
+            heads.append(Markup('<th><a href="{}">{}{}</a></th>').format(link, c.label, arrow))
+        rows = join(self._row(s) for s in sessions)
         if not sessions:
-            rows = f'<tr><td colspan="{len(cols)}">No sessions match.</td></tr>'
-        return (
-            f'<div class="table-wrap"><table class="sessions"><thead><tr>{"".join(heads)}'
-            f"</tr></thead><tbody>{rows}</tbody></table></div>"
-        )
+            rows = Markup('<tr><td colspan="{}">No sessions match.</td></tr>').format(len(cols))
+        return Markup(
+            '<div class="table-wrap"><table class="sessions"><thead><tr>{}</tr></thead>'
+            "<tbody>{}</tbody></table></div>"
+        ).format(join(heads), rows)
 
-    def _row(self, s: SessionRow) -> str:
-        link = esc(url("/admin/session", key=s.session_key))
+    def _row(self, s: SessionRow) -> Markup:
         context = s.context_tokens / self.window if self.window else 0.0
         flush = when(s.memory_flush_at, self.zone)
         if s.memory_flush_error:
             flush += " (failed)"
         cells = [
-            f'<a href="{link}" data-testid="session-link">{esc(s.session_key)}</a>',
-            esc(s.channel),
-            esc(s.chat_type or "—"),
+            Markup('<a href="{}" data-testid="session-link">{}</a>').format(
+                url("/admin/session", key=s.session_key), s.session_key
+            ),
+            s.channel,
+            s.chat_type or "—",
             when(s.last_activity_at or s.updated_at, self.zone),
             count(s.turns),
             count(_tokens(s)),
-            f'<span data-testid="session-cost">{money(s.cost_usd)}</span>',
+            Markup('<span data-testid="session-cost">{}</span>').format(money(s.cost_usd)),
             percent(s.cache_hit_ratio),
             f"{_short(s.context_tokens)} / {_short(self.window)} ({percent(context)})",
             count(s.compaction_count),
             flush,
         ]
-        tds = "".join(f"<td>{cell}</td>" for cell in cells)
-        return f'<tr data-testid="session-row" data-key="{esc(s.session_key)}">{tds}</tr>'
+        tds = join(Markup("<td>{}</td>").format(cell) for cell in cells)
+        return Markup('<tr data-testid="session-row" data-key="{}">{}</tr>').format(
+            s.session_key, tds
+        )
 
     # --- one session ------------------------------------------------------------------------
 
@@ -229,54 +236,67 @@ class SessionsPages:
         current = next((s for s in sessions if s.session_id == wanted), None)
         current = current or next((s for s in sessions if s.is_current), sessions[-1])
         entries = await self.store.transcript(current.session_id)
-        calls = stats.session_calls(entries, model=current.model, cache_ttl=self.cache_ttl)
+        calls = stats.session_calls(entries, model=current.model, prices=self.prices)
         labels = [when(c.at, self.zone)[5:] for c in calls]
         said = request.query.get("said", "")
-        others = "".join(
-            f'<li><a href="{esc(url("/admin/session", key=key, id=s.session_id))}">'
-            f"{esc(s.session_id)}</a> {when(s.created_at, self.zone)}"
-            f"{' (current)' if s.is_current else ''}</li>"
+        others = join(
+            Markup('<li><a href="{}">{}</a> {}{}</li>').format(
+                url("/admin/session", key=key, id=s.session_id),
+                s.session_id,
+                when(s.created_at, self.zone),
+                " (current)" if s.is_current else "",
+            )
             for s in sessions
             if s.session_id != current.session_id
         )
-        facts = (
-            f"<dl class=facts><dt>Session</dt><dd>{esc(current.session_id)}"
-            f"{' (current)' if current.is_current else ' (old)'}</dd>"
-            f"<dt>Model</dt><dd>{esc(current.model or '—')}</dd>"
-            f"<dt>Turns</dt><dd>{count(current.turns)}</dd>"
-            f'<dt>Cost</dt><dd data-testid="session-cost">{money(current.cost_usd)}</dd>'
-            f"<dt>Cache hit</dt><dd>{percent(current.cache_hit_ratio)}</dd>"
-            f"<dt>Context</dt><dd>{count(current.context_tokens)} / "
-            f"{count(session_limits(self.config, current).window)}</dd>"
-            f"<dt>Compactions</dt><dd>{count(current.compaction_count)}</dd>"
-            f'<dt>Compaction</dt><dd data-testid="compaction-breaker">{self._breaker(current)}'
-            "</dd></dl>"
+        facts = Markup(
+            "<dl class=facts><dt>Session</dt><dd>{}{}</dd>"
+            "<dt>Model</dt><dd>{}</dd>"
+            "<dt>Turns</dt><dd>{}</dd>"
+            '<dt>Cost</dt><dd data-testid="session-cost">{}</dd>'
+            "<dt>Cache hit</dt><dd>{}</dd>"
+            "<dt>Context</dt><dd>{} / {}</dd>"
+            "<dt>Compactions</dt><dd>{}</dd>"
+            '<dt>Compaction</dt><dd data-testid="compaction-breaker">{}</dd></dl>'
+        ).format(
+            current.session_id,
+            " (current)" if current.is_current else " (old)",
+            current.model or "—",
+            count(current.turns),
+            money(current.cost_usd),
+            percent(current.cache_hit_ratio),
+            count(current.context_tokens),
+            count(session_limits(self.config, current).window),
+            count(current.compaction_count),
+            self._breaker(current),
         )
-        actions = (
-            '<div class="actions">'
-            + _action("/admin/session/compact", key, "Compact now", "Compact this session now?")
-            + _action(
+        actions = Markup(
+            '<div class="actions">{}{}<a class="button" href="{}">Export JSONL</a></div>'
+        ).format(
+            _action("/admin/session/compact", key, "Compact now", "Compact this session now?"),
+            _action(
                 "/admin/session/reset", key, "Reset", "Start a fresh session? The old one is kept."
-            )
-            + f'<a class="button" href="{esc(url("/admin/session/export", key=key))}">'
-            "Export JSONL</a></div>"
+            ),
+            url("/admin/session/export", key=key),
         )
-        body = (
-            f'<p class="key">{esc(key)}</p>'
-            + (notice(said) if said else "")
-            + facts
-            + actions
-            + '<section class="charts">'
-            + charts.stacked_bars("Cost per call", labels, {"cost": [c.cost for c in calls]}, money)
-            + charts.line("Cache hit per call", labels, [c.cache_hit for c in calls], percent)
-            + "</section>"
-            + (
-                f"<details><summary>Other sessions of this key</summary><ul>{others}</ul></details>"
-                if others
-                else ""
-            )
-            + "<h2>Transcript</h2>"
-            + render_entries(entries, self.zone)
+        body = Markup(
+            '<p class="key">{key}</p>{said}{facts}{actions}<section class="charts">{cost}{hits}'
+            "</section>{others}<h2>Transcript</h2>{transcript}"
+        ).format(
+            key=key,
+            said=notice(said) if said else "",
+            facts=facts,
+            actions=actions,
+            cost=charts.stacked_bars(
+                "Cost per call", labels, {"cost": [c.cost for c in calls]}, money
+            ),
+            hits=charts.line("Cache hit per call", labels, [c.cache_hit for c in calls], percent),
+            others=Markup(
+                "<details><summary>Other sessions of this key</summary><ul>{}</ul></details>"
+            ).format(others)
+            if others
+            else "",
+            transcript=render_entries(entries, self.zone),
         )
         return page("Session", body, active="sessions")
 
@@ -312,11 +332,11 @@ class SessionsPages:
         raise web.HTTPSeeOther(url("/admin/session", key=key, said=said))
 
 
-def _action(path: str, key: str, label: str, question: str) -> str:
-    return (
-        f'<form method="post" action="{path}" data-confirm="{esc(question)}">'
-        f'<input type="hidden" name="key" value="{esc(key)}"><button>{esc(label)}</button></form>'
-    )
+def _action(path: str, key: str, label: str, question: str) -> Markup:
+    return Markup(
+        '<form method="post" action="{}" data-confirm="{}">'
+        '<input type="hidden" name="key" value="{}"><button>{}</button></form>'
+    ).format(path, question, key, label)
 
 
 def _short(n: float) -> str:

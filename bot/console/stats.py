@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.agent.pricing import estimate_cost
+from bot.agent.pricing import PriceList
 from bot.store.base import UsagePoint
 from bot.transcript import AssistantReply, Entry
 from bot.types import Usage
@@ -62,7 +62,7 @@ def daily(
     *,
     now: float,
     zone: dt.tzinfo,
-    cache_ttl: str,
+    prices: PriceList,
     days: int = DAYS_SHOWN,
 ) -> list[DayUsage]:
     """One entry per day of the last `days` days (oldest first), empty days included."""
@@ -73,7 +73,7 @@ def daily(
         bucket = by_day.get(dt.datetime.fromtimestamp(point.created_at, zone).date())
         if bucket is None:
             continue
-        cost = estimate_cost(point.model, point.usage, cache_ttl)
+        cost = prices.cost(point.model, point.usage)
         channel = point.channel or "unknown"
         bucket.cost_by_channel[channel] = bucket.cost_by_channel.get(channel, 0.0) + cost
         bucket.usage = bucket.usage + point.usage
@@ -110,12 +110,12 @@ def token_series(days: list[DayUsage]) -> dict[str, list[float]]:
     }
 
 
-def session_calls(entries: Iterable[Entry], *, model: str, cache_ttl: str) -> list[CallPoint]:
+def session_calls(entries: Iterable[Entry], *, model: str, prices: PriceList) -> list[CallPoint]:
     """The session's model calls in order, each priced with the model that answered."""
     calls = []
     for entry in entries:
         if entry.usage is None or not isinstance(entry.payload, AssistantReply):
             continue
-        cost = estimate_cost(entry.payload.model or model, entry.usage, cache_ttl)
+        cost = prices.cost(entry.payload.model or model, entry.usage)
         calls.append(CallPoint(entry.created_at, cost, hit_ratio(entry.usage)))
     return calls

@@ -9,7 +9,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bot.console.layout import count, esc, when
+from markupsafe import Markup
+
+from bot.console.layout import count, join, when
 from bot.console.media_view import render_media
 from bot.transcript import (
     AssistantReply,
@@ -27,16 +29,17 @@ from bot.transcript import (
 COLLAPSE_CHARS = 400
 
 
-def _text(value: str) -> str:
-    return f'<div class="text">{esc(value)}</div>'
+def _text(value: str) -> Markup:
+    return Markup('<div class="text">{}</div>').format(value)
 
 
-def _collapsible(label: str, body: str) -> str:
+def _collapsible(label: str, body: str) -> Markup:
     if len(body) <= COLLAPSE_CHARS:
-        return f'<div class="block"><span class="label">{esc(label)}</span>{_text(body)}</div>'
-    return (
-        f"<details class=block><summary>{esc(label)} ({count(len(body))} chars)</summary>"
-        f"{_text(body)}</details>"
+        return Markup('<div class="block"><span class="label">{}</span>{}</div>').format(
+            label, _text(body)
+        )
+    return Markup("<details class=block><summary>{} ({} chars)</summary>{}</details>").format(
+        label, count(len(body)), _text(body)
     )
 
 
@@ -53,7 +56,7 @@ def _result_text(content: object) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _blocks(blocks: Iterable[Mapping[str, Any]]) -> str:
+def _blocks(blocks: Iterable[Mapping[str, Any]]) -> Markup:
     parts = []
     for block in blocks:
         kind = block.get("type")
@@ -66,17 +69,20 @@ def _blocks(blocks: Iterable[Mapping[str, Any]]) -> str:
             label = "tool result" + (" (error)" if block.get("is_error") else "")
             parts.append(_collapsible(label, _result_text(block.get("content"))))
         elif kind in ("image", "document"):
-            parts.append(f'<div class="block"><span class="label">[{esc(kind)}]</span></div>')
-    return "".join(parts)
+            parts.append(
+                Markup('<div class="block"><span class="label">[{}]</span></div>').format(kind)
+            )
+    return join(parts)
 
 
-def _body(entry: Entry) -> tuple[str, str]:
+def _body(entry: Entry) -> tuple[str, Markup]:
     """(the entry's heading, its HTML body)."""
     match entry.payload:
         case PersonTurn(messages=messages, context_lines=context):
-            lines = "".join(
-                f"<p><b>{esc(m.user_name or m.user_id)}</b> {esc(m.text)}</p>"
-                + render_media(m.media, entry.session_id)
+            lines = join(
+                Markup("<p><b>{}</b> {}</p>{}").format(
+                    m.user_name or m.user_id, m.text, render_media(m.media, entry.session_id)
+                )
                 for m in messages
             )
             if context:
@@ -98,10 +104,10 @@ def _body(entry: Entry) -> tuple[str, str]:
             return "reset", _text(f"{reason}; continues in session {next_id}")
         case Command(name=name, args=args, principal=principal):
             return "command", _text(f"/{name} {args}".rstrip() + f" by {principal}")
-    return str(entry.kind), ""
+    return str(entry.kind), Markup("")
 
 
-def render_entries(entries: Iterable[Entry], zone: dt.tzinfo) -> str:
+def render_entries(entries: Iterable[Entry], zone: dt.tzinfo) -> Markup:
     items = []
     for entry in entries:
         heading, body = _body(entry)
@@ -112,11 +118,18 @@ def render_entries(entries: Iterable[Entry], zone: dt.tzinfo) -> str:
             else ""
         )
         items.append(
-            f'<li class="entry {esc(entry.kind)}" data-testid="transcript-entry" '
-            f'data-kind="{esc(entry.kind)}"><div class="meta"><span class="kind">'
-            f"{esc(heading)}</span> <time>{when(entry.created_at, zone)}</time>{tokens}</div>"
-            f"{body}</li>"
+            Markup(
+                '<li class="entry {kind}" data-testid="transcript-entry" data-kind="{kind}">'
+                '<div class="meta"><span class="kind">{heading}</span> <time>{at}</time>'
+                "{tokens}</div>{body}</li>"
+            ).format(
+                kind=entry.kind,
+                heading=heading,
+                at=when(entry.created_at, zone),
+                tokens=tokens,
+                body=body,
+            )
         )
     if not items:
-        return "<p>This session has no entries yet.</p>"
-    return f'<ol class="transcript">{"".join(items)}</ol>'
+        return Markup("<p>This session has no entries yet.</p>")
+    return Markup('<ol class="transcript">{}</ol>').format(join(items))

@@ -10,9 +10,10 @@ from typing import Protocol
 
 from aiohttp import web
 from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 from bot.console import workspace_files as files
-from bot.console.layout import count, esc, notice, page, url
+from bot.console.layout import count, join, notice, page, url
 from bot.console.workspace_files import ChangedOnDisk, FileText, NotSaved, PathRefused
 
 
@@ -23,9 +24,10 @@ class PromptShares(Protocol):
     def prompt_shares(self) -> dict[str, tuple[int, int]]: ...
 
 
-def render_markdown(text: str) -> str:
-    """The preview: CommonMark with raw HTML shown as text and unsafe links dropped."""
-    return MarkdownIt("commonmark", {"html": False}).render(text)
+def render_markdown(text: str) -> Markup:
+    """The preview: CommonMark with raw HTML shown as text and unsafe links dropped. The
+    renderer escapes the text itself, so its output is markup."""
+    return Markup(MarkdownIt("commonmark", {"html": False}).render(text))
 
 
 class WorkspacePages:
@@ -41,14 +43,14 @@ class WorkspacePages:
             web.post("/admin/workspace/preview", self.preview),
         ]
 
-    def _caps(self, name: str, shares: dict[str, tuple[int, int]]) -> str:
+    def _caps(self, name: str, shares: dict[str, tuple[int, int]]) -> Markup | str:
         if name in shares:
             size, kept = shares[name]
             cap = self.workspace.file_max_chars
             if kept == 0 and size:
-                return '<span class="warn">left out: the prompt total cap is used up</span>'
+                return Markup('<span class="warn">left out: the prompt total cap is used up</span>')
             if kept < size:
-                return f'<span class="warn">truncated to {count(kept)} chars</span>'
+                return Markup('<span class="warn">truncated to {} chars</span>').format(count(kept))
             return f"in the prompt ({count(size)} of {count(cap)} chars)"
         if name.startswith("memory/"):
             return "memory note: searched, not in the prompt"
@@ -64,22 +66,33 @@ class WorkspacePages:
             name = listed.name
             if listed.refusal:
                 rows.append(
-                    f"<tr><td>{esc(name)}</td><td></td>"
-                    f'<td><span class="warn">not editable: {esc(listed.refusal)}</span></td></tr>'
+                    Markup(
+                        '<tr><td>{}</td><td></td><td><span class="warn">not editable: {}</span>'
+                        "</td></tr>"
+                    ).format(name, listed.refusal)
                 )
                 continue
-            link = esc(url("/admin/workspace/edit", path=name))
             rows.append(
-                f'<tr><td><a href="{link}" data-testid="file-link" data-path="{esc(name)}">'
-                f"{esc(name)}</a></td><td>{count(listed.size)} bytes</td>"
-                f"<td>{self._caps(name, shares)}</td></tr>"
+                Markup(
+                    '<tr><td><a href="{link}" data-testid="file-link" data-path="{name}">{name}</a>'
+                    "</td><td>{size} bytes</td><td>{caps}</td></tr>"
+                ).format(
+                    link=url("/admin/workspace/edit", path=name),
+                    name=name,
+                    size=count(listed.size),
+                    caps=self._caps(name, shares),
+                )
             )
         total = sum(kept for _, kept in shares.values())
-        body = (
-            f"<p>Caps: {count(self.workspace.file_max_chars)} chars a file, "
-            f"{count(self.workspace.total_max_chars)} in all (now {count(total)}).</p>"
+        body = Markup(
+            "<p>Caps: {} chars a file, {} in all (now {}).</p>"
             '<div class="table-wrap"><table><thead><tr><th>File</th><th>Size</th>'
-            f"<th>Prompt</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+            "<th>Prompt</th></tr></thead><tbody>{}</tbody></table></div>"
+        ).format(
+            count(self.workspace.file_max_chars),
+            count(self.workspace.total_max_chars),
+            count(total),
+            join(rows),
         )
         return page("Workspace", body, active="workspace")
 
@@ -88,18 +101,23 @@ class WorkspacePages:
     ) -> web.Response:
         """The editor over `text`; saving it replaces `opened.version` only."""
         kind = "error" if status >= 400 else "info"
-        body = (
-            (notice(message, kind=kind) if message else "")
-            + f'<p class="key">{esc(opened.name)}</p>'
+        body = Markup(
+            '{notice}<p class="key">{name}</p>'
             '<div class="editor"><form method="post" action="/admin/workspace/save" '
             'id="file-form">'
-            f'<input type="hidden" name="path" value="{esc(opened.name)}">'
-            f'<input type="hidden" name="version" value="{esc(opened.version)}">'
-            f'<textarea name="text" data-testid="file-editor" spellcheck="false">{esc(text)}'
+            '<input type="hidden" name="path" value="{name}">'
+            '<input type="hidden" name="version" value="{version}">'
+            '<textarea name="text" data-testid="file-editor" spellcheck="false">{text}'
             "</textarea>"
             '<div class="actions"><button data-testid="file-save">Save</button>'
             '<button type="button" id="preview-button">Preview</button></div></form>'
-            f'<div class="preview" id="preview">{render_markdown(text)}</div></div>'
+            '<div class="preview" id="preview">{preview}</div></div>'
+        ).format(
+            notice=notice(message, kind=kind) if message else "",
+            name=opened.name,
+            version=opened.version,
+            text=text,
+            preview=render_markdown(text),
         )
         return page(f"Edit {opened.name}", body, active="workspace", status=status)
 
@@ -138,4 +156,4 @@ class WorkspacePages:
     async def preview(self, request: web.Request) -> web.Response:
         form = await request.post()
         text = str(form.get("text", ""))
-        return web.Response(text=render_markdown(text), content_type="text/html")
+        return web.Response(text=str(render_markdown(text)), content_type="text/html")

@@ -32,6 +32,10 @@ class ModelAnswer(Protocol):
 
 
 class SummaryModel(Protocol):
+    async def serving(self, model: str) -> str:
+        """The model a call meant for `model` goes to now (a fallback while it cools down)."""
+        ...
+
     async def complete(
         self,
         *,

@@ -104,18 +104,28 @@ class ContextPipeline:
     async def _compact(
         self, session: SessionRow, reason: CompactionReason, **options: object
     ) -> CompactionResult:
+        if options.get("model") is None:
+            # While the session's model cools down its summaries go to a fallback model,
+            # whose window is the one they must fit.
+            own = session_limits(self.config, session).model
+            options["model"] = await self.model.serving(own)
         return await guarded_compaction(
             self, session, reason=reason, now=self.now(), failures=self.failures, **options
         )
 
     async def prepare(
-        self, session: SessionRow, history: list[Entry], messages: list[MessageParam]
+        self,
+        session: SessionRow,
+        history: list[Entry],
+        messages: list[MessageParam],
+        model: str | None = None,
     ) -> list[MessageParam]:
-        """The messages to send for this model call (`ContextManager.prepare`), with stored
-        media read in last (estimates above count images by their size instead)."""
+        """The messages to send for this model call (`ContextManager.prepare`), shaped for
+        the window of `model` (default: the session's), with stored media read in last
+        (estimates above count images by their size instead)."""
         plan = await self.requests.plan(session.session_id, history)
         stored = plan.to_json()
-        messages = await self._shape(session, history, messages, plan)
+        messages = await self._shape(session, history, messages, plan, model)
         await self.requests.keep(session.session_id, plan, stored)
         return await self.requests.finish(plan, messages)
 
@@ -125,11 +135,12 @@ class ContextPipeline:
         history: list[Entry],
         messages: list[MessageParam],
         plan: ContextPlan,
+        model: str | None,
     ) -> list[MessageParam]:
         config = self.config
         fresh = await self.store.get_session(session.session_id) or session
         cfg, tz = config.context, config.agent.timezone
-        window = session_limits(config, fresh).window
+        window = session_limits(config, fresh, model).window
         limit = result_char_limit(window, cfg)
         messages = self.requests.render(plan, history, messages, limit)
         overhead = overhead_chars(self)
@@ -141,7 +152,9 @@ class ContextPipeline:
             plan.placeholders |= image_placeholders(messages, config.media.keep_images_turns)
         if not needs_compaction(tokens, window, cfg.reserve):
             return messages
-        result = await self._compact(fresh, "threshold", history=history, tokens_before=tokens)
+        result = await self._compact(
+            fresh, "threshold", history=history, tokens_before=tokens, model=model
+        )
         if result.entry is not None and isinstance(result.entry.payload, Compaction):
             # Rebuild from the turn's own history (it honours the turn's history limit).
             first_kept = result.entry.payload.first_kept_entry_id
@@ -229,31 +242,32 @@ class ContextPipeline:
             self._overflow[session.session_id] = OverflowState()
         state = self._overflow.setdefault(session.session_id, OverflowState())
         cfg = self.config.context
+        model = error.model or None  # the model that refused: its window is what counts
         session = await self._learn_window(session, error)
         if state.compactions < OVERFLOW_COMPACTION_ATTEMPTS and not state.compaction_exhausted:
             state.compactions += 1
             # Each further attempt keeps one turn fewer, so attempts differ.
             keep = max(1, cfg.keep_recent_user_turns - (state.compactions - 1))
             result = await self._compact(
-                session, "overflow", tokens_before=error.tokens, max_keep_turns=keep
+                session, "overflow", tokens_before=error.tokens, max_keep_turns=keep, model=model
             )
             if result.compacted:
                 return True
             state.compaction_exhausted = True
         if not state.cut:
             state.cut = True
-            if await self._cut_after_overflow(session):
+            if await self._cut_after_overflow(session, model):
                 return True
         if not state.truncated:
             state.truncated = True
-            return await self._truncate(session, error)
+            return await self._truncate(session, error, model)
         self._overflow.pop(session.session_id, None)
         return False
 
     async def _learn_window(self, session: SessionRow, error: ContextOverflow) -> SessionRow:
         """The provider named its real window ("N tokens > M maximum"): when it is smaller
         than the one assumed, it becomes the session's window for every later step."""
-        limits = session_limits(self.config, session)
+        limits = session_limits(self.config, session, error.model or None)
         if error.limit is None or error.limit >= limits.window:
             return session
         log.warning(
@@ -266,12 +280,12 @@ class ContextPipeline:
         await self.store.learn_context_window(session.session_id, error.limit, limits.model)
         return await self.store.get_session(session.session_id) or session
 
-    async def _cut_after_overflow(self, session: SessionRow) -> bool:
+    async def _cut_after_overflow(self, session: SessionRow, model: str | None) -> bool:
         """Compaction could not make room: leave the oldest turns out of the retry."""
         history = await self.store.load_history(session.session_id)
         plan = await self.requests.plan(session.session_id, history)
         stored = plan.to_json()
-        window = session_limits(self.config, session).window
+        window = session_limits(self.config, session, model).window
         cut = self._cut(plan, history, window)
         if cut is None or cut == plan.cut_entry_id:
             return False
@@ -280,9 +294,11 @@ class ContextPipeline:
         log.warning("overflow in %s: older turns are left out of the retry", session.session_key)
         return True
 
-    async def _truncate(self, session: SessionRow, error: ContextOverflow) -> bool:
+    async def _truncate(
+        self, session: SessionRow, error: ContextOverflow, model: str | None
+    ) -> bool:
         config = self.config
-        window = session_limits(config, session).window
+        window = session_limits(config, session, model).window
         reserve = config.context.reserve
         history = await self.store.load_history(session.session_id)
         tokens = error.tokens or window

@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.backoff import backoff_delay
-from bot.channel_contract import FileChannel, SendFailure, SendFailureKind
+from bot.channel_contract import (
+    FileChannel,
+    MaybeSentChannel,
+    SendFailure,
+    SendFailureKind,
+    SentLookupChannel,
+)
 from bot.store.outbox_rows import (
     OutboxKind,
     OutboxRow,
@@ -315,10 +321,12 @@ class Sender:
         """Whether a send that may have gone out needs no new one: found on the platform
         (where it can say), or, after a timeout the channel will not risk repeating, set
         aside as maybe sent."""
-        if row.kind is OutboxKind.TEXT and getattr(channel, "find_sent", None) is not None:
+        if row.kind is OutboxKind.TEXT and isinstance(channel, SentLookupChannel):
             return await self._already_sent(channel, row, out)
-        if row.status is OutboxStatus.SENDING or getattr(channel, "resend_after_timeout", True):
-            return False  # cut off by a crash, or the channel prefers a possible duplicate
+        if row.status is OutboxStatus.SENDING or not isinstance(channel, MaybeSentChannel):
+            return False  # cut off by a crash, or the channel has no say: send it again
+        if channel.resend_after_timeout:
+            return False  # the channel prefers a possible duplicate
         self._ending(row)
         log.warning(
             "outbox row %d (part %d of %d to %s) got no answer in time and may have arrived; "
@@ -335,14 +343,12 @@ class Sender:
         self.metrics.outbox_maybe_sent.labels(row.address.channel).inc()
         return True
 
-    async def _already_sent(self, channel: Channel, row: OutboxRow, out: OutboundMessage) -> bool:
-        """Whether a send a crash or a timeout left unknown did go out (only where the
-        platform can say)."""
-        find_sent = getattr(channel, "find_sent", None)
-        if find_sent is None:
-            return False
+    async def _already_sent(
+        self, channel: SentLookupChannel, row: OutboxRow, out: OutboundMessage
+    ) -> bool:
+        """Whether a send a crash or a timeout left unknown did go out, as the platform says."""
         try:
-            found = await find_sent(out)
+            found = await channel.find_sent(out)
         except Exception as exc:  # still unknown: ask again later, never send blind
             delay = self._backoff(row)
             log.warning("outbox row %d: could not check whether it went out (%s)", row.id, exc)

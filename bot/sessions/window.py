@@ -31,8 +31,10 @@ class SessionLimits:
     max_output_tokens: int | None  # the model's output limit, when known
 
 
-def session_limits(config: Config, session: WindowFacts) -> SessionLimits:
-    model = session_model(config, session.chosen_model).model
+def session_limits(config: Config, session: WindowFacts, model: str | None = None) -> SessionLimits:
+    """The session's limits, or those of `model` when another model serves its request (a
+    fallback model standing in while the session's own is unavailable)."""
+    model = model or session_model(config, session.chosen_model).model
     limits = config.model_limits(model)
     learned = session.context_window
     applies = session.context_window_model in ("", model)

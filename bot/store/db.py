@@ -17,10 +17,11 @@ if TYPE_CHECKING:
     from bot.store.search import Search
 
 # The namespaces of `lock_key`: a session key's creation and replacement, a session's
-# transcript appends, and the schema's migrations.
+# transcript appends, the schema's migrations, and a memory file's index rows.
 SCHEMA_LOCK = 0
 SESSION_KEY_LOCK = 1
 TRANSCRIPT_LOCK = 2
+MEMORY_FILE_LOCK = 3
 
 
 class Row(Protocol):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.store.db import Db, Row
+from bot.store.db import MEMORY_FILE_LOCK, Db, Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,7 @@ class MemoryIndexTables:
             return
         chars = sum(len(c.text.casefold()) for c in chunks)
         async with self.db.transaction() as tx:
-            # The file's row first: it holds the lock that orders concurrent writers.
+            await tx.dialect.lock_key(tx, MEMORY_FILE_LOCK, file.path)
             await tx.execute(
                 f"{_PUT_FILE}, chunks = excluded.chunks, chars = excluded.chars",
                 *state,
@@ -147,7 +147,9 @@ class MemoryIndexTables:
 
     async def memory_remove_file(self, path: str) -> None:
         async with self.db.transaction() as tx:
-            # The file's row first, as when it is written, so two writers lock in one order.
+            # A row lock is not enough: with no row yet there is nothing to lock, and the
+            # chunk delete would then see, and remove, chunks a writer committed meanwhile.
+            await tx.dialect.lock_key(tx, MEMORY_FILE_LOCK, path)
             await tx.execute("DELETE FROM memory_files WHERE path = ?", path)
             await self._drop_chunks(tx, path)
 

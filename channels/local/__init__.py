@@ -7,6 +7,7 @@ import logging
 
 from bot.channel_contract import ChannelSpec, Gateway
 from bot.config import Config
+from channels.local.config import LocalConfig
 from channels.local.terminal import TerminalChannel
 from channels.local.web import WebChannel, is_loopback_host
 
@@ -15,10 +16,10 @@ log = logging.getLogger(__name__)
 __all__ = ["SPEC", "TerminalChannel", "WebChannel"]
 
 
-def create(config: Config, gateway: Gateway) -> WebChannel | None:
+def create(local: LocalConfig, config: Config, gateway: Gateway) -> WebChannel | None:
     """The web chat, unless the server is reachable from the network without a token: its
     sessions are DMs that see private memory."""
-    token = config.local.token
+    token = local.token
     if token or is_loopback_host(config.server.host):
         return WebChannel(gateway, token=token, trusted_proxies=config.server.trusted_proxies)
     log.warning(
@@ -31,7 +32,7 @@ def create(config: Config, gateway: Gateway) -> WebChannel | None:
 
 SPEC = ChannelSpec(
     name="local",
-    settings=lambda config: config.local,
+    config=LocalConfig,
     create=create,
     needs_server=True,
     background=False,

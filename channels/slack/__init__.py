@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot.channel_contract import ChannelSpec
 from bot.config import Config
+from channels.slack.config import SlackConfig
 from channels.slack.doctor import check
 
 if TYPE_CHECKING:
@@ -14,17 +15,17 @@ if TYPE_CHECKING:
     from channels.slack.adapter import SlackChannel
 
 
-def create(config: Config, gateway: Gateway) -> SlackChannel:
-    """The Slack adapter for `config.slack`, handing messages to `gateway`."""
+def create(slack: SlackConfig, config: Config, gateway: Gateway) -> SlackChannel:
+    """The Slack adapter for `[slack]`, handing messages to `gateway`."""
     # Imported here, so the platform library loads only when the channel is enabled.
     from channels.slack.adapter import SlackChannel
 
     return SlackChannel(
-        config.slack,
+        slack,
         gateway,
         stale_after=config.server.health_stale_after,
         media_max_bytes=config.media.max_bytes if config.media.enabled else None,
     )
 
 
-SPEC = ChannelSpec(name="slack", settings=lambda config: config.slack, create=create, check=check)
+SPEC = ChannelSpec(name="slack", config=SlackConfig, create=create, check=check)

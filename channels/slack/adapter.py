@@ -25,7 +25,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.backoff import Backoff
 from bot.channel_contract import Gateway
-from bot.config import SlackConfig
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.pacing import Limit, Window
 from channels.slack.api import (
@@ -35,6 +34,7 @@ from channels.slack.api import (
     network_failure,
     send_failure,
 )
+from channels.slack.config import SlackConfig
 from channels.slack.files import SlackFiles, upload
 from channels.slack.format import CHUNK_CHARS, split_markdown
 from channels.slack.history import ThreadHistory

@@ -8,7 +8,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.channel_contract import SendFailure, SendFailureKind
-from bot.config import PlatformTimeouts
+from channels.timeouts import PlatformTimeouts
 
 MEMORY_ITEMS = 10_000  # bound of each in-memory cache (seen events, threads, names, ...)
 

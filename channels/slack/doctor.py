@@ -5,18 +5,19 @@ from __future__ import annotations
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config
 from bot.config.origins import origin
+from channels.slack.config import SlackConfig
 
 
-async def check(config: Config) -> list[Check]:
-    if not config.slack.enabled:
+async def check(slack: SlackConfig, config: Config) -> list[Check]:
+    if not slack.enabled:
         return [Check("slack", OK, "disabled")]
     # Imported here: `krill doctor` loads the platform library only when the channel is on.
     from slack_sdk.errors import SlackApiError
     from slack_sdk.web.async_client import AsyncWebClient
 
     client = AsyncWebClient(
-        token=config.slack.bot_token,
-        base_url=config.slack.api_base_url,
+        token=slack.bot_token,
+        base_url=slack.api_base_url,
         timeout=int(NETWORK_TIMEOUT),
     )
     try:
@@ -31,10 +32,8 @@ async def check(config: Config) -> list[Check]:
             Check(
                 "slack",
                 FAIL,
-                f"cannot reach {config.slack.api_base_url} ({exc or type(exc).__name__}); "
+                f"cannot reach {slack.api_base_url} ({exc or type(exc).__name__}); "
                 f"check the network, or {where}",
             )
         ]
-    return [
-        Check("slack", OK, f"bot token works for {auth.get('user')} ({config.slack.mode} mode)")
-    ]
+    return [Check("slack", OK, f"bot token works for {auth.get('user')} ({slack.mode} mode)")]

@@ -19,9 +19,9 @@ from cachetools import LRUCache
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.channel_contract import AcceptResult, Gateway
-from bot.config import SlackConfig
 from bot.types import ChatType, InboundMessage
 from channels.slack.api import MEMORY_ITEMS
+from channels.slack.config import SlackConfig
 from channels.slack.files import SlackFiles
 from channels.slack.history import ThreadHistory
 from channels.slack.mapping import CHANNEL, BotIdentity, SlackPost, parse_event, to_inbound

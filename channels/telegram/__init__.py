@@ -7,9 +7,10 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from bot.channel_contract import ChannelSpec
+from bot.channel_contract import ChannelSpec, ChannelStatus, LeaderLookup
 from bot.config import Config
 from bot.errors import ConfigError
+from channels.telegram.config import TelegramConfig
 from channels.telegram.doctor import check
 
 if TYPE_CHECKING:
@@ -36,13 +37,12 @@ def _workspace_name(config: Config) -> str | None:
         return None
 
 
-def create(config: Config, gateway: Gateway) -> TelegramChannel:
+def create(telegram: TelegramConfig, config: Config, gateway: Gateway) -> TelegramChannel:
     """Build the channel from `[telegram]`; raises ConfigError for settings Telegram would
     refuse later."""
     # Imported here, so the platform library loads only when the channel is enabled.
     from channels.telegram.adapter import TelegramChannel
 
-    telegram = config.telegram
     if telegram.mode == "webhook" and not SECRET_RE.fullmatch(telegram.webhook_secret):
         raise ConfigError(
             "telegram.webhook_secret: use 1-256 characters from A-Z, a-z, 0-9, '_' and '-' "
@@ -65,6 +65,20 @@ def create(config: Config, gateway: Gateway) -> TelegramChannel:
     )
 
 
+async def status(telegram: TelegramConfig, leader: LeaderLookup) -> ChannelStatus | None:
+    """Which replica polls Telegram, when it is polled: the holder of the polling lock; any
+    other replica stands by."""
+    if not (telegram.enabled and telegram.mode == "polling"):
+        return None
+    holder = await leader(telegram.polling_lock)
+    line = (
+        "telegram: no replica polls right now (none runs, or the lock changes hands)"
+        if holder is None
+        else f"telegram: polled by replica {holder}; any other replica stands by"
+    )
+    return ChannelStatus(line, {"mode": "polling", "leader": holder})
+
+
 SPEC = ChannelSpec(
-    name="telegram", settings=lambda config: config.telegram, create=create, check=check
+    name="telegram", config=TelegramConfig, create=create, check=check, status=status
 )

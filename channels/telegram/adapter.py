@@ -26,7 +26,6 @@ from telegram.ext import ExtBot
 from bot.backoff import Backoff
 from bot.channel_contract import AcceptResult, Gateway, Leadership
 from bot.commands import COMMANDS
-from bot.config import TelegramConfig
 from bot.errors import ConfigError, StartupError
 from bot.types import Address, OutboundFile, OutboundMessage
 from channels.telegram import files, media
@@ -39,6 +38,7 @@ from channels.telegram.calls import (
     unconfirmed,
 )
 from channels.telegram.client import build_application
+from channels.telegram.config import TelegramConfig
 from channels.telegram.format import (
     plain_fallback,
     split_markdown,

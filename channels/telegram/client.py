@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from telegram.ext import Application, ApplicationBuilder
 
-from bot.config import TelegramConfig
+from channels.telegram.config import TelegramConfig
 from channels.telegram.pacing import FloodPacer
 
 

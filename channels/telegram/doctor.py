@@ -9,10 +9,11 @@ from bot.checks import FAIL, NETWORK_TIMEOUT, OK, Check
 from bot.config import Config
 from bot.config.origins import origin
 from bot.errors import ConfigError
+from channels.telegram.config import TelegramConfig
 
 
-async def check(config: Config) -> list[Check]:
-    if not config.telegram.enabled:
+async def check(telegram: TelegramConfig, config: Config) -> list[Check]:
+    if not telegram.enabled:
         return [Check("telegram", OK, "disabled")]
     # Imported here: `krill doctor` loads the platform library only when the channel is on.
     from telegram import Bot
@@ -21,12 +22,12 @@ async def check(config: Config) -> list[Check]:
     from channels.telegram.reactions import check_reaction
 
     try:
-        check_reaction("telegram.ack_reaction", config.telegram.ack_reaction)
-        check_reaction("telegram.done_reaction", config.telegram.done_reaction)
+        check_reaction("telegram.ack_reaction", telegram.ack_reaction)
+        check_reaction("telegram.done_reaction", telegram.done_reaction)
     except ConfigError as exc:
         return [Check("telegram", FAIL, str(exc))]
-    base = config.telegram.api_base_url.rstrip("/")
-    bot = Bot(config.telegram.token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot")
+    base = telegram.api_base_url.rstrip("/")
+    bot = Bot(telegram.token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot")
     try:
         async with asyncio.timeout(NETWORK_TIMEOUT):
             me = await bot.get_me()
@@ -49,4 +50,4 @@ async def check(config: Config) -> list[Check]:
                 f"check the network, or {where}",
             )
         ]
-    return [Check("telegram", OK, f"token works for @{me.username} ({config.telegram.mode} mode)")]
+    return [Check("telegram", OK, f"token works for @{me.username} ({telegram.mode} mode)")]

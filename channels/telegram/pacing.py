@@ -15,8 +15,8 @@ from typing import Any
 
 from telegram.ext import BaseRateLimiter
 
-from bot.config import TelegramPacing
 from channels.pacing import Limit, Window, paced
+from channels.telegram.config import TelegramPacing
 
 # Pass as `rate_limit_args` for a streaming preview: skipped, never waited for.
 PREVIEW = "preview"

@@ -125,6 +125,7 @@ async def compact_session(
     prefix: CachedPrefix | None = None,
     only_if_cheaper: bool = False,
     timeout: float | None = None,
+    model: str | None = None,
 ) -> CompactionResult:
     """Summarize `session`'s older history and persist a compaction entry.
 
@@ -133,7 +134,8 @@ async def compact_session(
     request in one call that reads the cache; otherwise the summarizer reads the rendered
     transcript in chunks. `only_if_cheaper` skips it unless it is warm and costs less than
     the next burst re-writing the history (`WarmCompaction.pays`). Every summarizer call
-    uses the session's current model (the prefix's, which is the same); `timeout` bounds
+    uses the session's current model (the prefix's, which is the same), or `model` when a
+    fallback model stands in for it (its window then sizes everything); `timeout` bounds
     them all together.
 
     Runs every `host.before_compaction` hook first (e.g. a memory flush). `history`
@@ -143,7 +145,7 @@ async def compact_session(
     """
     config = host.config
     cfg, tz = config.context, config.agent.timezone
-    limits = session_limits(config, session)
+    limits = session_limits(config, session, model)
     window = limits.window
     keep = min(cfg.keep_recent_user_turns, max_keep_turns or cfg.keep_recent_user_turns)
     limit = result_char_limit(window, cfg)
