@@ -284,7 +284,9 @@ class App:
             ),
             index=self.index,
             results=self.results,
-            retention=Retention(store=self.store, days=config.storage.retention_days, clock=clock),
+            retention=Retention(
+                self.store, config.storage.retention_days, clock=clock, media=self.media_files
+            ),
             reminders=self.reminders,
             unattended=Unattended(
                 self.store, self.lanes, self.channels, after=config.storage.lease_seconds
