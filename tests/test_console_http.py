@@ -261,3 +261,21 @@ async def test_a_sessions_photo_is_a_thumbnail_served_only_for_that_session(
     assert refused == [404, 404, 400]
     assert 'data-testid="media-file"' in page and "the reef is blue today" in page
     assert 'data-testid="media-thumb"' not in other_page
+
+
+async def test_health_page_shows_the_data_folders_size_by_kind(tmp_path: Path) -> None:
+    async with (
+        KrillProcess(tmp_path, console_config()) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        photo = tmp_path / "data" / "media" / "cd" / ("cd" + "0" * 62)
+        photo.parent.mkdir(parents=True, exist_ok=True)
+        photo.write_bytes(b"p" * 4_000)
+        async with http.get(f"{krill.url}/admin/health") as resp:
+            assert resp.status == 200
+            text = await resp.text()
+    rows = re.findall(r'<tr data-testid="data-row"><td>([^<]*)</td><td>([^<]*)</td>', text)
+    sizes = dict(rows)
+    assert list(sizes) == ["database", "media", "tool results", "workspace"]
+    assert sizes["media"] == "4 kB" and sizes["tool results"] == "0 bytes"
+    assert sizes["database"] != "0 bytes" and sizes["workspace"] != "0 bytes"

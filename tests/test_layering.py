@@ -77,7 +77,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.context", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
         *("bot.transcript", "bot.types", "bot.untrusted"),
     ),
-    "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
+    # bot/media/usage.py sizes the kept tool results' folder too.
+    "bot.media": ("bot.config", "bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.providers", "bot.sessions"),
@@ -106,7 +107,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
-        *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
+        *("bot.agent", "bot.config", "bot.forwarded", "bot.media", "bot.memory", "bot.pairings"),
         *("bot.sessions", "bot.skills", "bot.store", "bot.transcript", "bot.transcript_export"),
         *("bot.types", "bot.wrong_tokens"),
     ),

@@ -14,10 +14,10 @@ from typing import Any
 
 from bot import __version__
 from bot.channel_contract import ChannelSpec, ChannelStatus
-from bot.cli.disk import data_use, disk_line
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.gateway.leader import leader_key
+from bot.media.usage import data_use, disk_line
 from bot.sessions.breaker import paused_until_text
 from bot.sessions.window import session_limits
 from bot.store.base import InboundStatus, SessionRow, Store

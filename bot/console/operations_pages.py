@@ -1,10 +1,11 @@
 """The pairings page (pending requests, approve or deny, through the same code as
 `krill pairing`) and the health page (each channel as /healthz sees it, each model's calls,
 failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
-button that puts it back in line)."""
+button that puts it back in line, and how big the data folder is by kind)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -14,6 +15,8 @@ from markupsafe import Markup
 
 from bot.agent.model import ModelHealth
 from bot.console.layout import count, join, notice, page, url, when
+from bot.media.prepare import human_size
+from bot.media.usage import DiskUse
 from bot.pairings import decide_pairing, minutes_left, pending_pairings
 from bot.store.base import OutboxStore, PairingStore
 from bot.store.outbox_rows import DeadChunk
@@ -33,9 +36,11 @@ class OperationsPages:
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
         models: ModelFigures,
+        data: Callable[[], list[DiskUse]],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.models = models
+        self.data = data
         self.pairings = pairings
         self.pairing_channels = pairing_channels
         self.health = health
@@ -113,7 +118,7 @@ class OperationsPages:
         body = Markup(
             '{}<p>/healthz says <b class="{}">{}</b>.</p>'
             '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
-            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}"
+            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}<h2>Data</h2>{}"
         ).format(
             notice(said) if said else "",
             "ok" if overall == "ok" else "bad",
@@ -121,8 +126,22 @@ class OperationsPages:
             rows,
             await self._models(),
             await self._outbox(),
+            await self._data(),
         )
         return page("Health", body, active="health")
+
+    async def _data(self) -> Markup:
+        uses = await asyncio.to_thread(self.data)  # walks folders: off the event loop
+        rows = join(
+            Markup(
+                '<tr data-testid="data-row"><td>{}</td><td>{}</td><td><code>{}</code></td></tr>'
+            ).format(use.label, human_size(use.size), use.path)
+            for use in uses
+        )
+        return Markup(
+            '<div class="table-wrap"><table><thead><tr><th>Kind</th><th>Size</th>'
+            "<th>Where</th></tr></thead><tbody>{}</tbody></table></div>"
+        ).format(rows)
 
     async def _models(self) -> Markup:
         rows = join(

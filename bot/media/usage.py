@@ -1,6 +1,6 @@
-"""How big the data folder is, by kind, for `krill status`: the parts that grow while Krill
-runs (the database, received media, kept tool results and the rest of the workspace), so an
-operator sees which one fills the disk before it is full."""
+"""How big the data folder is, by kind, for `krill status` and the console's health page:
+the parts that grow while Krill runs (the database, received media, kept tool results and
+the rest of the workspace), so an operator sees which one fills the disk before it is full."""
 
 from __future__ import annotations
 
