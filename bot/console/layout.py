@@ -23,6 +23,7 @@ NAV = (
     ("workspace", "/admin/workspace", "Workspace"),
     ("memory", "/admin/memory", "Memory"),
     ("pairings", "/admin/pairings", "Pairings"),
+    ("reminders", "/admin/reminders", "Reminders"),
     ("health", "/admin/health", "Health"),
 )
 

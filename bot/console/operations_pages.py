@@ -1,5 +1,6 @@
 """The pairings page (pending requests, approve or deny, through the same code as
-`krill pairing`) and the health page (each channel as /healthz sees it, each model's calls,
+`krill pairing`), the reminders page (every pending reminder, as `krill reminders list`
+shows them) and the health page (each channel as /healthz sees it, each model's calls,
 failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
 button that puts it back in line, and how big the data folder is by kind)."""
 
@@ -18,7 +19,7 @@ from bot.console.layout import count, join, notice, page, url, when
 from bot.media.prepare import human_size
 from bot.media.usage import DiskUse
 from bot.pairings import decide_pairing, minutes_left, pending_pairings
-from bot.store.base import OutboxStore, PairingStore
+from bot.store.base import OutboxStore, PairingStore, ReminderStatus, ReminderStore
 from bot.store.outbox_rows import DeadChunk
 
 # This process's figures per model (`ModelClient.health`).
@@ -37,10 +38,12 @@ class OperationsPages:
         zone: dt.tzinfo,
         models: ModelFigures,
         data: Callable[[], list[DiskUse]],
+        reminders: ReminderStore,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.models = models
         self.data = data
+        self.reminders = reminders
         self.pairings = pairings
         self.pairing_channels = pairing_channels
         self.health = health
@@ -53,6 +56,7 @@ class OperationsPages:
         return [
             web.get("/admin/pairings", self.pairings_page),
             web.post("/admin/pairings/decide", self.decide),
+            web.get("/admin/reminders", self.reminders_page),
             web.get("/admin/health", self.health_page),
             web.post("/admin/outbox/retry", self.retry),
         ]
@@ -100,6 +104,25 @@ class OperationsPages:
             else f"no pending request with code {code} on {channel} (it may have expired)"
         )
         raise web.HTTPSeeOther(url("/admin/pairings", said=said))
+
+    async def reminders_page(self, request: web.Request) -> web.Response:
+        pending = await self.reminders.reminders(status=ReminderStatus.PENDING)
+        rows = join(
+            Markup(
+                '<tr data-testid="reminder-row"><td>{}</td><td>{}</td><td>{}</td>'
+                "<td><code>{}</code></td><td>{}</td></tr>"
+            ).format(r.id, when(r.due_at, self.zone), r.creator, r.session_key, r.text)
+            for r in pending
+        )
+        body = (
+            Markup(
+                '<div class="table-wrap"><table><thead><tr><th>#</th><th>Due</th><th>Set by'
+                "</th><th>Session</th><th>Text</th></tr></thead><tbody>{}</tbody></table></div>"
+            ).format(rows)
+            if pending
+            else Markup("<p>No pending reminders.</p>")
+        )
+        return page("Reminders", body, active="reminders")
 
     async def health_page(self, request: web.Request) -> web.Response:
         channels = self.health()

@@ -185,6 +185,7 @@ def console_routes(
             zone=ZoneInfo(config.agent.timezone),
             models=models,
             data=partial(data_use, config),
+            reminders=store,
         ).routes(),
     ]
     auth = ConsoleAuth(token, store, config.server.trusted_proxies)
