@@ -37,7 +37,7 @@ from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
 from bot.context.planned import PlannedRequests
-from bot.gateway.admission import Admission
+from bot.gateway.admission import Admission, warn_if_closed
 from bot.gateway.lanes import Lanes
 from bot.gateway.leases import SessionLeases, gone_from_this_host, new_holder_id
 from bot.gateway.replies import Replies
@@ -343,8 +343,7 @@ class App:
 
     async def _start(self) -> None:
         require_prices(self.config)  # before anything is counted against a cap
-        if prepare_workspace(self.config):
-            log.info("created workspace %s from the bundled template", self.workspace.path)
+        prepare_workspace(self.config)
         await self.lifespan.start(
             "store", partial(open_store, self.store, self.config), self.store.close
         )
@@ -358,6 +357,7 @@ class App:
             channel = spec.create_enabled(self.config, self.gateway) if wanted else None
             if channel is not None:
                 self.add_channel(channel)
+        warn_if_closed(self.config, self.channels)
         if self.background:
             await self.lifespan.start("MCP servers", self._start_mcp, self.mcp.stop)
             await self.lifespan.start("scheduler", self.scheduler.start, self.scheduler.stop)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.context.pipeline import ContextPipeline
     from bot.gateway.lanes import Lanes
     from bot.gateway.replies import Replies
+    from bot.media.files import MediaFiles
     from bot.memory.flush_service import FlushService
     from bot.memory.index import MemoryIndex
     from bot.scheduler.jobs import Jobs
@@ -44,6 +45,7 @@ class Built(Protocol):
     index: MemoryIndex | None
     results: ResultStore
     reminders: Reminders
+    media_files: MediaFiles
 
     @property
     def channels(self) -> Mapping[str, Channel]: ...
@@ -81,7 +83,9 @@ def scheduler_for(
         ),
         index=built.index,
         results=built.results,
-        retention=Retention(store=store, days=config.storage.retention_days, clock=clock),
+        retention=Retention(
+            store, config.storage.retention_days, clock=clock, media=built.media_files
+        ),
         reminders=built.reminders,
         schedules=timers,
         unattended=Unattended(store, lanes, built.channels, after=config.storage.lease_seconds),

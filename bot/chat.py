@@ -2,7 +2,8 @@
 
 Replies stream to stdout; log lines go to stderr (or `logging.file`) at WARNING unless the
 operator asks for more. With piped stdin each line is one message and only replies are
-printed, so a conversation can be scripted. Ctrl-C ends it at once.
+printed, so a conversation can be scripted. Ctrl-C ends it at once, and like /stop drops the
+message being answered: the next chat does not answer it again.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ async def run_chat(config: Config, name: str) -> int:
     app = App(config, with_server=False, recover=False)
     app.add_channel(TerminalChannel())
     interactive = sys.stdin.isatty()
+    key = session_key(local_message(name, ""), config.session)
     try:
         async with app:  # a failed start still closes what it opened
             if interactive:
-                key = session_key(local_message(name, ""), config.session)
                 print(
                     f"Krill chat as {name} (session {key}). /help lists commands; "
                     "Ctrl-D or Ctrl-C quits."
@@ -48,8 +49,13 @@ async def run_chat(config: Config, name: str) -> int:
                 if not text.strip():
                     continue
                 msg = local_message(name, text)
-                await app.gateway.accept(msg)
-                await app.gateway.wait_idle(msg)
+                try:
+                    await app.gateway.accept(msg)
+                    await app.gateway.wait_idle(msg)
+                except asyncio.CancelledError:
+                    # Left unanswered, the next chat (or `krill run`) would answer it.
+                    await app.gateway.commands.stop(key)
+                    raise
     except asyncio.CancelledError:  # Ctrl-C: end the prompt's line before the shell's
         if interactive:
             print()

@@ -14,14 +14,15 @@ from functools import partial
 from pathlib import Path
 
 from bot.agent.pricing import DEFAULT_PRICE, unpriced_models
-from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir
+from bot.agent.workspace import BOOTSTRAP_FILES, bundled_workspace_dir, is_template
 from bot.checks import FAIL, NETWORK_TIMEOUT, OK, WARN, Check
 from bot.config import DEFAULT_PROVIDER, Config, load_config, split_model_id
 from bot.config.origins import origin
 from bot.errors import ConfigError
 from bot.providers.checks import check_providers, count_tokens
+from bot.sessions import access
 from bot.skills.catalog import SkillCatalog
-from bot.startup import DEFAULT_WORKSPACE, nearest_existing, probe_folder
+from bot.startup import creates_missing_workspace, nearest_existing, probe_folder
 from bot.store.open_errors import (
     POSTGRES_OPEN_ERRORS,
     masked_url,
@@ -47,8 +48,17 @@ def _folder_problem(folder: Path) -> str | None:
 def check_workspace(config: Config) -> list[Check]:
     path = config.workspace_dir
     where = origin(config, "workspace", "path")
+    if is_template(path):
+        return [
+            Check(
+                "workspace",
+                FAIL,
+                f"{path} is the bundled template, never a live workspace; change {where} "
+                "(leave it out for data/workspace)",
+            )
+        ]
     if not path.exists():
-        if config.workspace.path != DEFAULT_WORKSPACE:
+        if not creates_missing_workspace(config):
             return [
                 Check(
                     "workspace",
@@ -77,6 +87,27 @@ def check_workspace(config: Config) -> list[Check]:
         f" (missing, skipped in the prompt: {', '.join(missing)})" if missing else ""
     )
     return [Check("workspace", OK, detail)]
+
+
+def check_access(config: Config) -> list[Check]:
+    """Whether anyone could ever reach the bot on each enabled chat platform: a channel no
+    one may use is a failure, one that refuses every DM (the owner's too) a warning."""
+    checks = []
+    for spec in CHANNELS:
+        policy = config.channel_policy(spec.name)
+        if policy is None or not spec.settings(config).enabled:
+            continue
+        found = access.reach(policy, spec.name, config.admin)
+        if found is access.Reach.DIRECT:
+            admins = [u for u in config.admin.users if u.startswith(f"{spec.name}:")]
+            detail = f"{spec.name}: dm_policy {policy.dm_policy}" + (
+                f", admins {', '.join(admins)}" if admins else ", no admin on this channel"
+            )
+            checks.append(Check("access", OK, detail))
+            continue
+        status = FAIL if found is access.Reach.NOBODY else WARN
+        checks.append(Check("access", status, access.reach_advice(spec.name, policy, found)))
+    return checks
 
 
 def check_skills(config: Config) -> list[Check]:
@@ -252,6 +283,7 @@ async def _run_checks(config: Config) -> list[Check]:
     checks += [Check("config", WARN, adjustment) for adjustment in config.adjustments()]
     checks += check_workspace(config)
     checks += check_skills(config)
+    checks += check_access(config)
     checks += check_port(config)
     channel_checks = [
         partial(spec.check, spec.settings(config)) for spec in CHANNELS if spec.check is not None

@@ -8,13 +8,13 @@ same fault gives the same message everywhere, and the CLI prints it without a tr
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import tempfile
 from pathlib import Path
 
-from bot.agent.workspace import ensure_workspace
+from bot.agent.workspace import bundled_workspace_dir, ensure_workspace, is_template, runtime_files
 from bot.config import Config
-from bot.config.sections import WorkspaceConfig
 from bot.errors import ConfigError, StartupError, StoreUnavailable
 from bot.store.base import Store
 from bot.store.open_errors import (
@@ -27,37 +27,85 @@ from bot.store.open_errors import (
 
 log = logging.getLogger(__name__)
 
-# Only the default workspace is made from the bundled template when it is missing: any
-# other path that does not exist is more likely a typo than a wish for a fresh workspace.
-DEFAULT_WORKSPACE = WorkspaceConfig().path
+# A missing workspace folder of this name (the default `data/workspace`, or `workspace` as
+# `krill init` writes it) is made from the bundled template: any other path that does not
+# exist is more likely a typo than a wish for a fresh workspace.
+CREATED_WORKSPACE_NAME = "workspace"
+# Folders Krill creates for its state, and its database, are readable by this user only:
+# they hold every transcript and memory note.
+PRIVATE_FOLDER_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
 
 
 def _where(config: Config) -> str:
     return str(config.source) if config.source else "the defaults (no krill.toml)"
 
 
-def prepare_workspace(config: Config) -> bool:
-    """Make sure the workspace exists; True when it was created from the bundled template."""
+def creates_missing_workspace(config: Config) -> bool:
+    """Whether a missing workspace is made from the template rather than taken for a typo."""
+    return config.workspace_dir.name == CREATED_WORKSPACE_NAME
+
+
+def prepare_workspace(config: Config) -> None:
+    """Make sure the workspace exists (created from the bundled template when it may be),
+    is not the template itself, and say in the log where it is and whether it is writable."""
     path = config.workspace_dir
+    if is_template(path):
+        raise ConfigError(
+            f"workspace.path: {path} is Krill's bundled workspace template, which is never "
+            f"used as a live workspace (what the bot writes would end up in the repository, "
+            f"the wheel and the image); remove workspace.path from {_where(config)} to use "
+            "data/workspace, copied from the template, or point it at another folder"
+        )
     if path.is_dir():
-        return False
+        log.info("workspace: %s", path)
+        _warn_if_read_only(path)
+        return
     if path.exists():
         raise ConfigError(
             f"workspace.path: {path} is a file, not a folder; "
             f"point workspace.path in {_where(config)} at a folder"
         )
-    if config.workspace.path != DEFAULT_WORKSPACE:
+    if not creates_missing_workspace(config):
         raise ConfigError(
             f"workspace.path: {path} does not exist; fix workspace.path in {_where(config)}, "
-            "or create that folder (only the default workspace is created by itself)"
+            f"or create that folder (only a missing folder named {CREATED_WORKSPACE_NAME!r} "
+            "is created by itself)"
         )
     try:
-        return ensure_workspace(path)
+        # The default workspace is the first thing made in the data folder.
+        path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER_MODE)
+        ensure_workspace(path)
     except OSError as exc:
         raise StartupError(
             f"workspace.path: cannot create {path} ({exc.strerror or exc}); make "
             f"{nearest_existing(path)} writable, or set workspace.path to a writable folder"
         ) from None
+    template = bundled_workspace_dir()
+    log.info("workspace: created %s from the bundled template %s", path, template)
+    if left := runtime_files(template):
+        log.warning(
+            "the bundled template %s holds %d file(s) an earlier run wrote there (%s); they "
+            "were not copied into the new workspace %s: move them there if they are yours",
+            template,
+            len(left),
+            ", ".join(str(p.relative_to(template)) for p in left[:3])
+            + (", …" if len(left) > 3 else ""),
+            path,
+        )
+
+
+def _warn_if_read_only(path: Path) -> None:
+    try:
+        probe_folder(path)
+    except OSError as exc:
+        log.warning(
+            "workspace.path: %s is not writable (%s): memory notes, stored tool results and "
+            "the console's edits cannot be saved; make it writable by this user, or point "
+            "workspace.path at a writable folder",
+            path,
+            exc.strerror or exc,
+        )
 
 
 async def open_store(store: Store, config: Config) -> None:
@@ -112,11 +160,14 @@ def listen_failed(config: Config, exc: OSError) -> StartupError:
 def _probe_writable(path: Path) -> None:
     """Raise OSError unless `path`'s folder exists (or can be made) and can take new files
     (SQLite's journal and WAL files live beside the database), and `path` can be written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER_MODE)
     probe_folder(path.parent)
     if path.exists():
         with path.open("r+b"):
             pass
+    else:
+        # SQLite gives its -wal and -shm files the database file's mode.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
 
 
 def probe_folder(folder: Path) -> None:

@@ -130,8 +130,11 @@ class Harness:
         self.directory = directory
         self.clock = clock
         self.config_path = directory / "krill.toml"
+        # The workspace beside the config, as tests/krill_process.py has it.
+        workspace = "" if "[workspace]" in toml else '[workspace]\npath = "workspace"\n'
         self.config_path.write_text(
-            "[anthropic]\nmax_retries = 0\n[server]\nport = 0\n" + toml, encoding="utf-8"
+            "[anthropic]\nmax_retries = 0\n[server]\nport = 0\n" + workspace + toml,
+            encoding="utf-8",
         )
         self.env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": base_url}
         self.channel = channel or RecordingChannel(**channel_opts)

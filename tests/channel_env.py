@@ -124,10 +124,7 @@ class ChannelKrill:
                 await asyncio.sleep(0.02)
 
     async def log_line(self, needle: str, within: float = 10.0) -> None:
-        """Wait until the process has logged `needle` (a file has no change event to await)."""
-        async with asyncio.timeout(within):
-            while needle not in self.krill.log():  # noqa: ASYNC110
-                await asyncio.sleep(0.05)
+        await self.krill.logged(needle, within)
 
     async def slack_reply(self, channel: str, needle: str, within: float = 10.0) -> str:
         """The bot's post in `channel` that contains `needle`, once it is there."""

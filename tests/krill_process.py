@@ -49,6 +49,7 @@ class KrillProcess:
         args: list[str] | None = None,
         wait_healthy: bool = True,
         log_name: str | None = None,
+        bare: bool = False,
         module: str = "bot.cli",
     ):
         self.directory = directory
@@ -60,6 +61,11 @@ class KrillProcess:
         self.port = int(written["server"]["port"])
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = env or {}
+        # README's quick start: no krill.toml at all, the port from the environment.
+        self.bare = bare
+        if bare:
+            self.config_path.unlink()
+            self.env = {"KRILL_SERVER__PORT": str(self.port)} | self.env
         self.args = args or ["run"]
         self.wait_healthy = wait_healthy
         self.module = module  # what `python -m` runs: the `krill` command line
@@ -81,8 +87,7 @@ class KrillProcess:
             "-m",
             self.module,
             *self.args,
-            "--config",
-            str(self.config_path),
+            *([] if self.bare else ["--config", str(self.config_path)]),
             cwd=self.directory,
             env=self.command_env(),
             stdout=log,
@@ -140,6 +145,12 @@ class KrillProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def logged(self, needle: str, within: float = 10.0) -> None:
+        """Wait until the process has logged `needle` (a file has no change event to await)."""
+        async with asyncio.timeout(within):
+            while needle not in self.log():  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
 
     async def __aenter__(self) -> KrillProcess:
         return await self.start()

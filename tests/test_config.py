@@ -24,7 +24,8 @@ def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert config.agent.model == "claude-sonnet-4-6"
     assert config.anthropic.cache_ttl == "5m" and config.cache_ttl_seconds == 300
     assert config.sqlite_path == tmp_path / "data" / "krill.db"
-    assert config.workspace_dir == tmp_path / "workspace"
+    # Under the data folder: ./workspace is the template the quick start copies there.
+    assert config.workspace_dir == tmp_path / "data" / "workspace"
     assert config.server.port == 8787 and config.server.host == "127.0.0.1"
     assert config.telegram.dm_policy == "allowlist" and config.telegram.require_mention
     assert config.telegram.group_buffer_limit == 50

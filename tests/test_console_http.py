@@ -10,12 +10,16 @@ import hashlib
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 from PIL import Image
 
+from bot.store.base import ReminderStatus
+from bot.store.sqlite import SQLiteStore
+from bot.types import Address
 from bot.wrong_tokens import PER_ADDRESS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -261,3 +265,50 @@ async def test_a_sessions_photo_is_a_thumbnail_served_only_for_that_session(
     assert refused == [404, 404, 400]
     assert 'data-testid="media-file"' in page and "the reef is blue today" in page
     assert 'data-testid="media-thumb"' not in other_page
+
+
+async def test_health_page_shows_the_data_folders_size_by_kind(tmp_path: Path) -> None:
+    async with (
+        KrillProcess(tmp_path, console_config()) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        photo = tmp_path / "data" / "media" / "cd" / ("cd" + "0" * 62)
+        photo.parent.mkdir(parents=True, exist_ok=True)
+        photo.write_bytes(b"p" * 4_000)
+        async with http.get(f"{krill.url}/admin/health") as resp:
+            assert resp.status == 200
+            text = await resp.text()
+    rows = re.findall(r'<tr data-testid="data-row"><td>([^<]*)</td><td>([^<]*)</td>', text)
+    sizes = dict(rows)
+    assert list(sizes) == ["database", "media", "tool results", "workspace"]
+    assert sizes["media"] == "4 kB" and sizes["tool results"] == "0 bytes"
+    assert sizes["database"] != "0 bytes" and sizes["workspace"] != "0 bytes"
+
+
+async def test_reminders_page_lists_the_pending_reminders(tmp_path: Path) -> None:
+    async with (
+        KrillProcess(tmp_path, console_config()) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        async with http.get(f"{krill.url}/admin/reminders") as resp:
+            assert "No pending reminders." in await resp.text()
+        store = SQLiteStore(tmp_path / "data" / "krill.db")  # beside the running Krill
+        await store.open()
+        try:
+            for text in ("water the <b>plants</b>", "call Bo"):
+                await store.reminder_add(
+                    session_key="agent:main:telegram:direct:42", address=Address("telegram", "42"),
+                    creator="telegram:42", due_at=time.time() + 3600, text=text,
+                    created_at=time.time(),
+                )  # fmt: skip
+            (bo,) = [r for r in await store.reminders() if r.text == "call Bo"]
+            await store.reminder_finish(bo.id, ReminderStatus.CANCELLED, at=time.time())
+        finally:
+            await store.close()
+        async with http.get(f"{krill.url}/admin/reminders") as resp:
+            assert resp.status == 200
+            text = await resp.text()
+    (row,) = re.findall(r'<tr data-testid="reminder-row">(.*?)</tr>', text)
+    assert "water the &lt;b&gt;plants&lt;/b&gt;" in row and "telegram:42" in row
+    assert "agent:main:telegram:direct:42" in row and "call Bo" not in text
+    assert '<a href="/admin/reminders" class=active>Reminders</a>' in text

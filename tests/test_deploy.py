@@ -12,10 +12,14 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from bot.config import load_config
+from bot.config.loading import secret_variables
+from bot.config.root import config_model
+from bot.sessions import access
 from channels.registry import CHANNELS
 from tests.krill_process import KrillProcess, free_port, run_cli
 from tests.replica_storage import STORES, storage_url
@@ -23,7 +27,9 @@ from tests.replica_storage import STORES, storage_url
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY_CONFIG = ROOT / "deploy" / "krill.toml"
 COMPOSE = ROOT / "deploy" / "compose.yaml"
+ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
 CADDYFILE = ROOT / "deploy" / "Caddyfile"
+CONSOLE_TOKEN = "compose-console-token-0123456789"
 REPLICAS = ["krill-1", "krill-2", "krill-3"]
 # ${NAME}, ${NAME:-default}, ${NAME:?error}, as Compose interpolates them.
 VARIABLE = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
@@ -160,3 +166,86 @@ def test_the_proxy_spreads_requests_round_robin_over_healthy_replicas() -> None:
     assert upstreams.group(1).split() == [f"{name}:8787" for name in REPLICAS]
     assert re.search(r"^\s*lb_policy round_robin$", caddy, re.M)
     assert re.search(r"^\s*health_uri /healthz$", caddy, re.M)
+
+
+def dotenv(text: str) -> dict[str, str]:
+    """`NAME=value` lines as Compose reads an .env file (comments and blank lines skipped,
+    one pair of surrounding quotes removed)."""
+    found = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        found[name.strip()] = value
+    return found
+
+
+def replica_environment(env: dict[str, str]) -> dict[str, str]:
+    environment = compose(env)["services"][REPLICAS[0]]["environment"]
+    # Compose hands YAML booleans to the container as "true"/"false".
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in environment.items()}
+
+
+def test_every_secret_reaches_the_replicas_from_the_env_file() -> None:
+    example = dotenv(ENV_EXAMPLE.read_text())
+    used = set(VARIABLE.findall(COMPOSE.read_text()))
+    used_names = {name for name, _, _ in used}
+    # .env.example names exactly what compose.yaml reads: nothing missing, nothing unused.
+    assert set(example) == used_names
+    passed = replica_environment({"POSTGRES_PASSWORD": "s3cret"})
+    secrets = set(secret_variables(config_model(CHANNELS)).values()) | {
+        "KRILL_TELEGRAM__WEBHOOK_SECRET",
+        "KRILL_LOCAL__TOKEN",
+    }
+    assert secrets <= set(passed), secrets - set(passed)
+    assert "KRILL_ADMIN__USERS" in passed
+    # Placeholders are empty: nothing secret, and no made-up owner, ships in the example.
+    assert all(value in ("", "false", "socket", "webhook") for value in example.values())
+    console = ENV_EXAMPLE.read_text().split("KRILL_ADMIN_TOKEN=")[0].rsplit("\n\n", 1)[-1]
+    assert "at least 24 characters" in console
+
+
+async def test_the_compose_flow_opens_the_console_and_admits_the_owner(tmp_path: Path) -> None:
+    """deploy/.env filled in as README says, the replica environment compose builds from
+    it, on the image's config: the owner is an admin of a Telegram that pairs strangers,
+    and the console answers with the token (PostgreSQL swapped for SQLite here)."""
+    filled = ENV_EXAMPLE.read_text()
+    for name, value in {
+        "POSTGRES_PASSWORD": "s3cret",
+        "KRILL_ADMIN_TOKEN": CONSOLE_TOKEN,
+        "KRILL_ADMIN__USERS": "'[\"telegram:12345\"]'",
+        "KRILL_TELEGRAM__ENABLED": "true",
+        "TELEGRAM_BOT_TOKEN": "123:abc",
+        "KRILL_TELEGRAM__WEBHOOK_URL": "https://bot.example.com/telegram/webhook",
+        "KRILL_TELEGRAM__WEBHOOK_SECRET": "hook-secret",
+    }.items():
+        filled = re.sub(rf"^{name}=.*$", f"{name}={value}", filled, flags=re.M)
+    environment = replica_environment(dotenv(filled))
+    shutil.copyfile(DEPLOY_CONFIG, tmp_path / "krill.toml")
+    config = load_config(str(tmp_path / "krill.toml"), environment, channels=CHANNELS)
+    assert config.admin.users == ["telegram:12345"]
+    assert config.admin.console_token == CONSOLE_TOKEN
+    assert config.telegram.dm_policy == "pairing"
+    policy = config.channel_policy("telegram")
+    assert policy is not None
+    assert access.reach(policy, "telegram", config.admin) is access.Reach.DIRECT
+
+    port = free_port()
+    env = {
+        name: value
+        for name, value in environment.items()
+        if name.startswith(("KRILL_ADMIN", "KRILL_LOCAL"))
+    } | {"KRILL_SERVER__PORT": str(port)}
+    krill = KrillProcess(tmp_path, {"server": {"port": port}}, env)
+    shutil.copyfile(DEPLOY_CONFIG, krill.config_path)
+    code, _, err = await run_cli(tmp_path, "init", str(tmp_path))
+    assert code == 0, err
+    async with krill, aiohttp.ClientSession() as http:
+        bearer = {"Authorization": f"Bearer {CONSOLE_TOKEN}"}
+        async with http.get(f"{krill.url}/admin", headers=bearer) as resp:
+            assert resp.status == 200
+            assert "Sessions" in await resp.text()

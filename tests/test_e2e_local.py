@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.anthropic import FakeAnthropic
+from bot.config.sections import ServerConfig
+from tests.fakes.anthropic import STANDALONE_PORT, FakeAnthropic, plain_echo
 from tests.krill_process import KrillProcess, run_cli, write_config
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def model_env(fake: FakeAnthropic) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake.url}
-
-
-def plain_echo(body: dict) -> str:
-    """Reply with the person's words only, so tests can read replies easily."""
-    text = "".join(b.get("text", "") for b in body["messages"][-1]["content"])
-    inner = text.split("\n")[-2] if "<<<END_UNTRUSTED" in text else text
-    return f"echo: {inner}"
 
 
 async def test_run_answers_serves_health_and_metrics(tmp_path: Path, fake_anthropic: FakeAnthropic):
@@ -340,3 +338,31 @@ async def test_cli_reset_flushes_memory_first(tmp_path: Path, fake_anthropic: Fa
     assert code == 0 and "new session" in out, err
     (flush,) = flush_requests(fake_anthropic)
     assert "being reset" in flush
+
+
+async def test_the_standalone_fake_model_answers_krill_on_its_own_port(tmp_path: Path):
+    """README's way to try Krill without an Anthropic key: the fake model from tests/ on its
+    default port, which is not Krill's, and `krill run` pointed at it."""
+    fake = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.fakes.anthropic",
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert fake.stdout is not None
+        banner = (await asyncio.wait_for(fake.stdout.readline(), 60)).decode()
+        url = re.search(r"listening on (http://127\.0\.0\.1:(\d+))", banner)
+        assert url is not None, banner
+        assert int(url.group(2)) == STANDALONE_PORT != ServerConfig().port
+        readme = (ROOT / "README.md").read_text()
+        assert "python -m tests.fakes.anthropic" in readme
+        assert f"ANTHROPIC_BASE_URL={url.group(1)}" in readme
+        env = {"ANTHROPIC_BASE_URL": url.group(1), "ANTHROPIC_API_KEY": "no-key-needed"}
+        async with KrillProcess(tmp_path, {}, env, bare=True) as krill:
+            reply = await krill.chat("hello without a key")
+    finally:
+        fake.terminate()
+        await fake.wait()
+    assert reply["replies"] == ["echo: hello without a key"]

@@ -84,7 +84,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
         *("bot.context", "bot.config", "bot.errors", "bot.sessions", "bot.store"),
         *("bot.transcript", "bot.types", "bot.untrusted"),
     ),
-    "bot.media": ("bot.config", "bot.transcript", "bot.types", "bot.untrusted"),
+    # bot/media/usage.py sizes the kept tool results' folder too.
+    "bot.media": ("bot.config", "bot.tools", "bot.transcript", "bot.types", "bot.untrusted"),
     "bot.agent": (
         *("bot.channel_contract", "bot.config", "bot.context", "bot.errors", "bot.metrics"),
         *("bot.log_context", "bot.media", "bot.outbox", "bot.providers", "bot.sessions"),
@@ -114,9 +115,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.startup": ("bot.agent", "bot.config", "bot.errors", "bot.store"),
     "bot.pairings": ("bot.sessions", "bot.store"),
     "bot.console": (
-        *("bot.agent", "bot.config", "bot.forwarded", "bot.memory", "bot.pairings"),
-        *("bot.recurrence", "bot.sessions", "bot.skills", "bot.spending", "bot.store"),
-        *("bot.transcript", "bot.transcript_export", "bot.types", "bot.wrong_tokens"),
+        *("bot.agent", "bot.config", "bot.forwarded", "bot.media", "bot.memory"),
+        *("bot.pairings", "bot.recurrence", "bot.sessions", "bot.skills", "bot.spending"),
+        *("bot.store", "bot.transcript", "bot.transcript_export", "bot.types", "bot.wrong_tokens"),
     ),
     "bot.scheduler": (
         *("bot.agent", "bot.buttons", "bot.config", "bot.context", "bot.gateway", "bot.memory"),

@@ -173,6 +173,7 @@ async def test_a_dead_chunk_retried_from_the_console_health_page_is_delivered(en
     assert "no dead chunk" in again and f"telegram:{chat}</b>" not in again
 
 
+@pytest.mark.hands_krill_to_module  # the restarted process is the module's from now on
 async def test_replies_waiting_in_backoff_survive_kill_9(env: Env) -> None:
     chats = [5006, 5007, 5008]
     # Long enough that the kill lands while every reply waits for its retry.

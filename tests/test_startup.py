@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.agent.workspace import ensure_workspace
 from tests.fs_faults import read_only
-from tests.krill_process import run_cli, write_config
+from tests.krill_process import KrillProcess, run_cli, write_config
 
 EXIT_FIXABLE = 2
 
@@ -102,3 +103,14 @@ async def test_an_unreachable_platform_at_start_is_not_a_configuration_error(
         code, _, err = await run_cli(tmp_path, "run", "--config", str(config), timeout=120)
     assert_fixable(code, err, "telegram.api_base_url", url)
     assert "configuration error" not in err
+
+
+async def test_a_read_only_workspace_is_named_in_a_warning_at_start(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    ensure_workspace(workspace)
+    with read_only(workspace, workspace / "memory") as really:
+        assert really, "could not make the workspace read-only (needs chattr as root)"
+        async with KrillProcess(tmp_path, {}) as krill:
+            log = krill.log()
+    assert f"workspace.path: {workspace} is not writable" in log
+    assert "WARNING" in log.split(f"workspace.path: {workspace}")[0].splitlines()[-1]

@@ -299,10 +299,11 @@ def test_create_refuses_a_secret_telegram_would_refuse(tmp_path: Path) -> None:
 
 
 def test_create_reads_the_name_from_identity_md(tmp_path: Path) -> None:
-    (tmp_path / "workspace").mkdir()
-    (tmp_path / "workspace" / "IDENTITY.md").write_text("- Name: Shrimpy\n")
+    config = Config(base_dir=tmp_path)
+    config.workspace_dir.mkdir(parents=True)
+    (config.workspace_dir / "IDENTITY.md").write_text("- Name: Shrimpy\n")
     settings = TelegramConfig(enabled=True, token="1:x")
-    channel = telegram_channel.create(settings, Config(base_dir=tmp_path), StubGateway())
+    channel = telegram_channel.create(settings, config, StubGateway())
     assert channel._names == ("Shrimpy",)
 
 

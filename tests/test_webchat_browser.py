@@ -287,3 +287,56 @@ async def test_a_message_typed_while_disconnected_is_pending_then_sent_once(
     assert still_pending == []
     asked = [r for r in fake_anthropic.message_requests if "sent while offline" in r.last_user_text]
     assert len(asked) == 1
+
+
+# Records when the typing indicator came and went, and when the first reply bubble appeared.
+WATCH_THINKING_JS = """
+window.thinking = {shown: null, hidden: null, reply: null};
+new MutationObserver(() => {
+  const now = performance.now(), t = window.thinking;
+  const shown = document.querySelector('[data-testid="typing-indicator"]') !== null;
+  if (shown && t.shown === null) t.shown = now;
+  if (!shown && t.shown !== null && t.hidden === null) t.hidden = now;
+  if (t.reply === null && document.querySelector('.bot:not(.thinking)')) t.reply = now;
+}).observe(document.getElementById('log'), {subtree: true, childList: true});
+"""
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+async def test_a_typing_indicator_shows_while_the_model_thinks(
+    tmp_path: Path,
+    fake_anthropic: FakeAnthropic,
+    browser_at: Callable[[tuple[int, int]], Browser],
+    size: tuple[int, int],
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    fake_anthropic.delay = 3.0  # the model thinks before its first word
+    label = f"{size[0]}x{size[1]}"
+    async with KrillProcess(tmp_path, {}, model_env(fake_anthropic)) as krill:
+        browser = await asyncio.to_thread(browser_at, size)
+        await asyncio.to_thread(browser.open, f"{krill.url}/?name=dora")
+        await asyncio.to_thread(browser.driver.execute_script, WATCH_THINKING_JS)
+        await asyncio.to_thread(browser.type, "what do you think?")
+        indicator = await asyncio.to_thread(
+            browser.wait_for,
+            lambda: browser.bubbles('[data-testid="typing-indicator"]'),
+            "the typing indicator",
+        )
+        shown = await asyncio.to_thread(indicator[0].is_displayed)
+        replies_meanwhile = await asyncio.to_thread(browser.bubbles, ".bot:not(.thinking)")
+        label_text = await asyncio.to_thread(indicator[0].get_attribute, "aria-label")
+        await asyncio.to_thread(browser.screenshot, f"{label}-thinking")
+        assert_fits(await asyncio.to_thread(browser.layout))
+        await asyncio.to_thread(browser.reply_containing, "echo: what do you think?")
+        await asyncio.to_thread(
+            browser.wait_for,
+            lambda: not browser.bubbles('[data-testid="typing-indicator"]'),
+            "the indicator to go",
+        )
+        await asyncio.to_thread(browser.screenshot, f"{label}-answered")
+        times = await asyncio.to_thread(browser.driver.execute_script, "return window.thinking")
+
+    assert shown and replies_meanwhile == [] and label_text == "Krill is thinking"
+    # Shown before the reply's first words, gone when they came.
+    assert times["shown"] < times["reply"], times
+    assert times["hidden"] is not None and times["hidden"] <= times["reply"] + 50, times

@@ -34,7 +34,7 @@ from bot.providers.base import PAUSE_TURN, ModelReply
 from bot.sessions.slots import TurnSlots
 from bot.tools.registry import ToolContext, ToolRegistry, ToolResult
 from bot.transcript import AssistantReply, Entry, ToolResults
-from bot.types import CostKind, Payer, Source
+from bot.types import CostKind, Payer, Source, Usage
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -92,6 +92,7 @@ class LoopOutcome:
     ran: list[tuple[str, ToolResult]] = field(default_factory=list)  # (tool name, result)
     hit_limit: bool = False
     sources: list[Source] = field(default_factory=list)  # pages the replies cited, in order
+    usage: Usage = field(default_factory=Usage)  # every call's, added up
     answered_by: str = ""  # the model of the last reply
 
 
@@ -166,6 +167,7 @@ class AgentLoop:
                 model = following
                 continue
             outcome.model_calls += 1
+            outcome.usage += reply.usage
             outcome.answered_by = reply.model
             failed = []
             if exchange.watch_cache and model == primary:  # another model has its own cache

@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.agent.delivery import ReplyStream
 from bot.agent.job import TurnJob
 from bot.agent.loop import AgentLoop, Exchange, LoopOutcome, TranscriptConversation
+from bot.agent.pricing import PriceList
 from bot.agent.silent import is_silent
 from bot.agent.sources import cited_sources, reply_sources
 from bot.agent.workspace import Workspace
@@ -42,7 +43,7 @@ from bot.transcript import (
     PersonTurn,
     PromptPurpose,
 )
-from bot.types import Address, SessionOrigin, Source
+from bot.types import Address, SessionOrigin, Source, Usage
 
 if TYPE_CHECKING:
     from bot.agent.accounting import UsageAccountant
@@ -73,6 +74,8 @@ class TurnOutcome:
     model_calls: int = 0
     delivered: bool = False  # the reply (or the failure note) reached the channel
     sources: tuple[Source, ...] = ()  # the web pages the reply cited
+    usage: Usage = field(default_factory=Usage)  # every model call of the turn, added up
+    model: str = ""  # the model that answered ("" when none did)
 
 
 class AgentRunner:
@@ -160,11 +163,35 @@ class AgentRunner:
     async def run(self, job: TurnJob) -> TurnOutcome:
         with turn_context(job.turn_id, job.session_key):
             outcome = TurnOutcome()
+            started = time.monotonic()
             try:
                 await self._run(job, outcome)
             except StoreUnavailable as exc:
                 await self._store_gave_up(job, outcome, exc)
+            self._log_turn(job, outcome, time.monotonic() - started)
             return outcome
+
+    def _log_turn(self, job: TurnJob, outcome: TurnOutcome, seconds: float) -> None:
+        """One line per turn for operators: what it cost and how long it took, never what
+        was said."""
+        usage = outcome.usage
+        cost = PriceList.of(self.config).cost(outcome.model, usage)
+        log.info(
+            "turn %s (%s) %s in %.1fs: session %s, model %s, %d call(s), tokens %d in "
+            "(cache read %d, write %d), %d out, cost $%.4f",
+            job.turn_id,
+            job.kind,
+            "failed" if outcome.error else "silent" if outcome.silent else "answered",
+            seconds,
+            job.session_key,
+            outcome.model or "none",
+            outcome.model_calls,
+            usage.prompt_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.output_tokens,
+            cost,
+        )
 
     async def _store_gave_up(
         self, job: TurnJob, outcome: TurnOutcome, exc: StoreUnavailable
@@ -226,6 +253,7 @@ class AgentRunner:
             if written is None:
                 loop_outcome = await self._converse(job, session, stream)
                 outcome.model_calls = loop_outcome.model_calls
+                outcome.usage, outcome.model = loop_outcome.usage, loop_outcome.answered_by
                 written = loop_outcome.sources
             outcome.sources = reply_sources(written)
             text = stream.finish_text()

@@ -1,7 +1,8 @@
 """The agent's workspace folder: bootstrap files injected into the system prompt, reloaded on edit,
 and the list of the skills a conversation has after them.
 
-Also finds the bundled default workspace and copies it into place on first run.
+Also finds the bundled workspace template and copies it into place on first run: only the
+template's own files, never what a bot run from a source checkout may have left in it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import bot
 from bot.skills.catalog import SkillCatalog, prompt_section
 from bot.tools.registry import ToolFilter
 from bot.types import SessionOrigin
+
+# What a running bot writes into its workspace: never part of the template it is copied from
+# (.gitignore, .dockerignore and the wheel's build settings keep them out the same way).
+RUNTIME_FOLDERS = ("memory", "tool-results")
+TEMPLATE_KEEPS = frozenset({".gitkeep"})  # holds the template's empty memory/ folder
 
 BOOTSTRAP_FILES = ("AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "MEMORY.md")
 MEMORY_FILE = "MEMORY.md"
@@ -214,9 +220,40 @@ def bundled_workspace_dir() -> Path:
     )
 
 
-def ensure_workspace(path: Path) -> bool:
-    """Copy the bundled workspace to `path` if nothing is there yet; True if it copied."""
+def is_template(path: Path) -> bool:
+    """Whether `path` is the bundled template itself (a source checkout's `workspace/`)."""
+    try:
+        return path.resolve() == bundled_workspace_dir().resolve()
+    except FileNotFoundError:
+        return False
+
+
+def runtime_files(template: Path) -> list[Path]:
+    """Files a bot run left in the template (memory notes, tool results), which copying it
+    leaves out."""
+    found = []
+    for folder in RUNTIME_FOLDERS:
+        if (template / folder).is_dir():
+            found += [
+                p
+                for p in sorted((template / folder).rglob("*"))
+                if not p.is_dir() and p.name not in TEMPLATE_KEEPS
+            ]
+    return found
+
+
+def ensure_workspace(path: Path, template: Path | None = None) -> bool:
+    """Copy the template (the bundled one unless given) to `path` if nothing is there yet;
+    True if it copied."""
     if path.exists():
         return False
-    shutil.copytree(bundled_workspace_dir(), path)
+    template = template or bundled_workspace_dir()
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        inside = Path(folder).relative_to(template).parts
+        if inside and inside[0] in RUNTIME_FOLDERS:
+            return {name for name in names if name not in TEMPLATE_KEEPS}
+        return set()
+
+    shutil.copytree(template, path, ignore=left_out)
     return True

@@ -17,9 +17,10 @@ from bot import __version__
 from bot.cli.admin import doctor_command, memory_command, pairing_command
 from bot.cli.backup import backup_command, restore_command
 from bot.cli.costs import BY_CHOICES, costs_command, since_day
+from bot.cli.init import init_command
 from bot.cli.reminders import reminders_command
 from bot.cli.schedules import schedules_command
-from bot.cli.service import chat_command, init_command, run_command
+from bot.cli.service import chat_command, run_command
 from bot.cli.sessions import reset_command, sessions_command, status_command
 from bot.config import Config, config_model, load_config
 from bot.errors import EXIT_FIXABLE, ConfigError, KrillError
@@ -64,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     init = add("init", "write a krill.toml and copy the bundled workspace into DIR")
     init.add_argument("dir", nargs="?", metavar="DIR", help="target folder (default: .)")
     init.add_argument("--force", action="store_true", help="overwrite an existing krill.toml")
+    init.add_argument(
+        "--owner",
+        action="append",
+        default=[],
+        metavar="CHANNEL:ID",
+        help="your chat identity, made an admin: telegram:<user id> or slack:<member id> "
+        "(repeatable; asked on a terminal when left out)",
+    )
     status = add("status", "print every session's counters from the store")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     reset = add("reset", "start a new session under SESSION_KEY (the old transcript is kept)")

@@ -1,9 +1,13 @@
-"""`krill backup PATH` and `krill restore PATH`: the store and the workspace in one archive.
-With PostgreSQL both refuse and say which PostgreSQL tools to use instead.
+"""`krill backup PATH` and `krill restore PATH`: the store, the workspace and the received
+media in one archive. With PostgreSQL both refuse and say which PostgreSQL tools to use
+instead.
 
 The archive is a gzipped tar holding `krill.db` (a consistent copy made with SQLite's online
-backup API while Krill may be running) and `workspace/`. Restoring refuses while any Krill
-process has the store open, and refuses to replace existing data without `--force`.
+backup API while Krill may be running), `workspace/` (memory notes and stored tool results
+included) and `media/` (photos and files people sent, which transcripts refer to). It holds
+every transcript, so it is written readable by its owner only, and a restored database is
+too. Restoring refuses while any Krill process has the store open, and refuses to replace
+existing data without `--force`.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from bot.cli.progress import TerminalProgress
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.errors import KrillError
+from bot.media.files import PREPARING
+from bot.startup import PRIVATE_FILE_MODE, PRIVATE_FOLDER_MODE
 from bot.store.backup import exclusive, restore_database
 from bot.store.base import Store
 
 DATABASE = "krill.db"
 WORKSPACE = "workspace"
+MEDIA = "media"
 EXIT_REFUSED = 2
 
 
@@ -36,18 +43,21 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
     if target.exists() and not args.force:
         print(f"krill backup: {target} already exists (use --force to replace it)", file=sys.stderr)
         return EXIT_REFUSED
-    workspace = config.workspace_dir
+    folders = {WORKSPACE: config.workspace_dir, MEDIA: config.media_dir}
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        files = _backup(config, target, workspace)
+        files = _backup(config, target, folders)
     except OSError as exc:
         raise KrillError(f"cannot write the backup {target}: {exc.strerror}") from None
     size = target.stat().st_size / 1e6
-    print(f"backed up the store and {files} workspace file(s) to {target} ({size:.1f} MB)")
+    print(
+        f"backed up the store, {files[WORKSPACE]} workspace file(s) and {files[MEDIA]} media "
+        f"file(s) to {target} ({size:.1f} MB)"
+    )
     return 0
 
 
-def _backup(config: Config, target: Path, workspace: Path) -> int:
+def _backup(config: Config, target: Path, folders: dict[str, Path]) -> dict[str, int]:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".krill-backup-") as scratch:
         copy = Path(scratch) / DATABASE
         progress = TerminalProgress("copying the store")
@@ -59,7 +69,7 @@ def _backup(config: Config, target: Path, workspace: Path) -> int:
         asyncio.run(with_store(config, run))
         progress.finish()
         partial = Path(scratch) / "backup.tar.gz"
-        files = _pack(partial, copy, workspace)
+        files = _pack(partial, copy, folders)
         os.replace(partial, target)
     return files
 
@@ -69,15 +79,16 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
         return _use_postgres_tools("restore", config)
     source = Path(args.path).expanduser().resolve()
     database = config.sqlite_path
-    workspace = config.workspace_dir
+    folders = {WORKSPACE: config.workspace_dir, MEDIA: config.media_dir}
     try:
         archive = tarfile.open(source, "r:gz")
     except (OSError, tarfile.TarError) as exc:
         raise KrillError(f"cannot read {source}: {exc}") from None
+    database.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_FOLDER_MODE)
     with archive, exclusive(database):
         if DATABASE not in archive.getnames():
             raise KrillError(f"{source} is not a Krill backup (no {DATABASE})")
-        existing = [str(p) for p in (database, workspace) if _has_data(p)]
+        existing = [str(p) for p in (database, *folders.values()) if _has_data(p)]
         if existing and not args.force:
             print(
                 f"krill restore: {' and '.join(existing)} already hold data; "
@@ -90,9 +101,13 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
             archive.extractall(unpacked, filter="data")
             progress = TerminalProgress("restoring the store")
             restore_database(unpacked / DATABASE, database, progress)
+            database.chmod(PRIVATE_FILE_MODE)
             progress.finish()
-            files = _replace_workspace(unpacked / WORKSPACE, workspace)
-    print(f"restored the store to {database} and {files} workspace file(s) to {workspace}")
+            files = {name: _replace(unpacked / name, folder) for name, folder in folders.items()}
+    print(
+        f"restored the store to {database}, {files[WORKSPACE]} workspace file(s) to "
+        f"{folders[WORKSPACE]} and {files[MEDIA]} media file(s) to {folders[MEDIA]}"
+    )
     return 0
 
 
@@ -112,32 +127,50 @@ def _use_postgres_tools(command: str, config: Config) -> int:
     return EXIT_REFUSED
 
 
-def _pack(archive: Path, database: Path, workspace: Path) -> int:
-    files = sorted(p for p in workspace.rglob("*") if p.is_file()) if workspace.is_dir() else []
-    progress = TerminalProgress("packing the workspace")
-    with tarfile.open(archive, "w:gz") as tar:
+def _pack(archive: Path, database: Path, folders: dict[str, Path]) -> dict[str, int]:
+    """Write the archive, readable by its owner only; the number of files of each folder."""
+    found = {
+        name: sorted(p for p in folder.rglob("*") if p.is_file() and _kept(name, folder, p))
+        if folder.is_dir()
+        else []
+        for name, folder in folders.items()
+    }
+    total = sum(len(files) for files in found.values())
+    progress = TerminalProgress("packing the workspace and media")
+    done = 0
+    fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         tar.add(database, DATABASE)
-        if workspace.is_dir():
-            tar.add(workspace, WORKSPACE, recursive=False)
-        for done, path in enumerate(files, 1):
-            tar.add(path, f"{WORKSPACE}/{path.relative_to(workspace).as_posix()}")
-            progress(done, len(files))
+        for name, folder in folders.items():
+            if folder.is_dir():
+                tar.add(folder, name, recursive=False)
+            for path in found[name]:
+                tar.add(path, f"{name}/{path.relative_to(folder).as_posix()}")
+                done += 1
+                progress(done, total)
     progress.finish()
-    return len(files)
+    return {name: len(files) for name, files in found.items()}
 
 
-def _replace_workspace(unpacked: Path, workspace: Path) -> int:
-    """Put the backup's workspace in place; the old one is removed only once it is."""
+def _kept(name: str, folder: Path, path: Path) -> bool:
+    """Whether a file belongs in the backup: not a mark of media being prepared right now,
+    which after a restore would read as a preparation that killed its process."""
+    return name != MEDIA or path.relative_to(folder).parts[0] != PREPARING
+
+
+def _replace(unpacked: Path, folder: Path) -> int:
+    """Put the backup's copy of a folder in place; the old one is removed only once it is.
+    A folder the backup does not hold (an older backup's media) is left as it is."""
     if not unpacked.is_dir():
         return 0
-    replaced = workspace.with_name(workspace.name + ".before-restore")
-    if workspace.exists():
+    replaced = folder.with_name(folder.name + ".before-restore")
+    if folder.exists():
         shutil.rmtree(replaced, ignore_errors=True)
-        workspace.rename(replaced)
-    workspace.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(unpacked, workspace)
+        folder.rename(replaced)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(unpacked, folder)
     shutil.rmtree(replaced, ignore_errors=True)
-    return sum(1 for p in workspace.rglob("*") if p.is_file())
+    return sum(1 for p in folder.rglob("*") if p.is_file())
 
 
 def _has_data(path: Path) -> bool:

@@ -17,6 +17,7 @@ from bot.channel_contract import ChannelSpec, ChannelStatus
 from bot.cli.store_access import with_store
 from bot.config import Config
 from bot.gateway.leader import leader_key
+from bot.media.usage import data_use, disk_line
 from bot.sessions.breaker import paused_until_text
 from bot.sessions.window import session_limits
 from bot.store.base import InboundStatus, SessionRow, Store
@@ -88,6 +89,7 @@ def status_command(
         )
         outbox = await store.outbox_summary()
         statuses = await channel_statuses(config, store, channels)
+        disk = data_use(config)
         if args.json:
             print(
                 json.dumps(
@@ -105,6 +107,7 @@ def status_command(
                                 asdict(chunk) for chunk in outbox.maybe_sent_chunks
                             ],
                         },
+                        "disk": {use.kind: use.size for use in disk},
                         "sessions": [session_dict(config, s) for s in sessions],
                         **{name: status.fields for name, status in statuses.items()},
                     },
@@ -118,6 +121,7 @@ def status_command(
             f"outbox: {outbox.pending} chunk(s) waiting, {outbox.dead} refused for good, "
             f"{outbox.maybe_sent} maybe sent (never confirmed, not sent again)"
         )
+        print(disk_line(disk))
         for status in statuses.values():
             print(status.line)
         for state, chunks in (

@@ -51,7 +51,8 @@ class AnthropicConfig(Section):
 
 
 class WorkspaceConfig(Section):
-    path: str = "workspace"
+    # Under the data folder: the repository's `workspace/` is the template it is copied from.
+    path: str = "data/workspace"
     file_max_chars: int = Field(20_000, gt=100)
     total_max_chars: int = Field(60_000, gt=100)
 

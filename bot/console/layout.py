@@ -25,6 +25,7 @@ NAV = (
     ("costs", "/admin/costs", "Costs"),
     ("jobs", "/admin/jobs", "Jobs"),
     ("pairings", "/admin/pairings", "Pairings"),
+    ("reminders", "/admin/reminders", "Reminders"),
     ("health", "/admin/health", "Health"),
 )
 

@@ -1,10 +1,12 @@
 """The pairings page (pending requests, approve or deny, through the same code as
-`krill pairing`) and the health page (each channel as /healthz sees it, each model's calls,
+`krill pairing`), the reminders page (every pending reminder, as `krill reminders list`
+shows them) and the health page (each channel as /healthz sees it, each model's calls,
 failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
-button that puts it back in line)."""
+button that puts it back in line, and how big the data folder is by kind)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -14,8 +16,10 @@ from markupsafe import Markup
 
 from bot.agent.model import ModelHealth
 from bot.console.layout import count, join, notice, page, url, when
+from bot.media.prepare import human_size
+from bot.media.usage import DiskUse
 from bot.pairings import decide_pairing, minutes_left, pending_pairings
-from bot.store.base import OutboxStore, PairingStore
+from bot.store.base import OutboxStore, PairingStore, ReminderStatus, ReminderStore
 from bot.store.outbox_rows import DeadChunk
 
 # This process's figures per model (`ModelClient.health`).
@@ -33,9 +37,13 @@ class OperationsPages:
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
         models: ModelFigures,
+        data: Callable[[], list[DiskUse]],
+        reminders: ReminderStore,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.models = models
+        self.data = data
+        self.reminders = reminders
         self.pairings = pairings
         self.pairing_channels = pairing_channels
         self.health = health
@@ -48,6 +56,7 @@ class OperationsPages:
         return [
             web.get("/admin/pairings", self.pairings_page),
             web.post("/admin/pairings/decide", self.decide),
+            web.get("/admin/reminders", self.reminders_page),
             web.get("/admin/health", self.health_page),
             web.post("/admin/outbox/retry", self.retry),
         ]
@@ -96,6 +105,25 @@ class OperationsPages:
         )
         raise web.HTTPSeeOther(url("/admin/pairings", said=said))
 
+    async def reminders_page(self, request: web.Request) -> web.Response:
+        pending = await self.reminders.reminders(status=ReminderStatus.PENDING)
+        rows = join(
+            Markup(
+                '<tr data-testid="reminder-row"><td>{}</td><td>{}</td><td>{}</td>'
+                "<td><code>{}</code></td><td>{}</td></tr>"
+            ).format(r.id, when(r.due_at, self.zone), r.creator, r.session_key, r.text)
+            for r in pending
+        )
+        body = (
+            Markup(
+                '<div class="table-wrap"><table><thead><tr><th>#</th><th>Due</th><th>Set by'
+                "</th><th>Session</th><th>Text</th></tr></thead><tbody>{}</tbody></table></div>"
+            ).format(rows)
+            if pending
+            else Markup("<p>No pending reminders.</p>")
+        )
+        return page("Reminders", body, active="reminders")
+
     async def health_page(self, request: web.Request) -> web.Response:
         channels = self.health()
         rows = join(
@@ -113,7 +141,7 @@ class OperationsPages:
         body = Markup(
             '{}<p>/healthz says <b class="{}">{}</b>.</p>'
             '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
-            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}"
+            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}<h2>Data</h2>{}"
         ).format(
             notice(said) if said else "",
             "ok" if overall == "ok" else "bad",
@@ -121,8 +149,22 @@ class OperationsPages:
             rows,
             await self._models(),
             await self._outbox(),
+            await self._data(),
         )
         return page("Health", body, active="health")
+
+    async def _data(self) -> Markup:
+        uses = await asyncio.to_thread(self.data)  # walks folders: off the event loop
+        rows = join(
+            Markup(
+                '<tr data-testid="data-row"><td>{}</td><td>{}</td><td><code>{}</code></td></tr>'
+            ).format(use.label, human_size(use.size), use.path)
+            for use in uses
+        )
+        return Markup(
+            '<div class="table-wrap"><table><thead><tr><th>Kind</th><th>Size</th>'
+            "<th>Where</th></tr></thead><tbody>{}</tbody></table></div>"
+        ).format(rows)
 
     async def _models(self) -> Markup:
         rows = join(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
+from functools import partial
 from importlib import resources
 from zoneinfo import ZoneInfo
 
@@ -24,6 +25,7 @@ from bot.console.memory_page import MemoryPage
 from bot.console.operations_pages import ModelFigures, OperationsPages
 from bot.console.sessions_pages import SessionControl, SessionsPages
 from bot.console.workspace_pages import PromptShares, WorkspacePages
+from bot.media.usage import data_use
 from bot.memory.index import MemoryIndex
 from bot.store.base import Store
 
@@ -187,6 +189,8 @@ def console_routes(
             wake_sender=wake_sender,
             zone=ZoneInfo(config.agent.timezone),
             models=models,
+            data=partial(data_use, config),
+            reminders=store,
         ).routes(),
     ]
     auth = ConsoleAuth(token, store, config.server.trusted_proxies)

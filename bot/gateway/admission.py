@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from bot.channel_contract import AcceptResult
@@ -32,12 +33,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DM_REFUSAL = "Sorry, this assistant is private and you are not on its list of allowed users."
+# A refused person learns their id and what the owner can do; the log says the same.
+DM_REFUSAL = (
+    "Sorry, this assistant is private and you are not on its list of allowed users. Your "
+    "{platform} id is {user_id}; if you should have access, ask its owner to {step} in "
+    "krill.toml."
+)
 PAIRING_REPLY = (
-    "Hi! This assistant needs the owner's approval first. Your pairing code is {code} "
-    "(valid for 1 hour). Ask the owner to run: krill pairing approve {channel} {code}"
+    "Hi! This assistant needs the owner's approval first. Your {platform} id is {user_id} "
+    "and your pairing code is {code} (valid for 1 hour). Ask the owner to run: "
+    "krill pairing approve {channel} {code}"
 )
 PAIRING_DENIED = "Sorry, the owner declined your request. You can ask again later."
+
+
+def warn_if_closed(config: Config, channels: Iterable[str]) -> None:
+    """At start: say in the log when a channel would refuse everyone's DMs, the owner's too."""
+    for channel in channels:
+        policy = config.channel_policy(channel)
+        if policy is None:
+            continue
+        found = access.reach(policy, channel, config.admin)
+        if found is not access.Reach.DIRECT:
+            log.warning("%s", access.reach_advice(channel, policy, found))
 
 
 class Admission:
@@ -74,7 +92,19 @@ class Admission:
             return None
         if not await self.store.mark_seen(msg.channel, msg.message_id, key, InboundStatus.REFUSED):
             return AcceptResult.DUPLICATE
-        log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
+        step = access.how_to_let_in(msg, policy)
+        if decision.action == "deny":
+            log.info(
+                "refused %s (%s) in %s: %s; to let them in, %s in %s",
+                msg.principal,
+                msg.user_name or "no name",
+                key,
+                decision.reason,
+                step,
+                self.config.source or "krill.toml",
+            )
+        else:
+            log.info("refused %s in %s: %s", msg.principal, key, decision.reason)
         if decision.action == "ignore":
             return AcceptResult.IGNORED
         if not await self.refusal_replies.take(msg.principal):
@@ -83,7 +113,14 @@ class Admission:
         if decision.action == "pair":
             await self.replies.send_text(msg.address, await self._pairing_reply(msg))
         elif msg.chat_type == ChatType.DIRECT:
-            await self.replies.send_text(msg.address, DM_REFUSAL)
+            await self.replies.send_text(
+                msg.address,
+                DM_REFUSAL.format(
+                    platform=msg.channel.capitalize(),
+                    user_id=msg.user_id,
+                    step=step,
+                ),
+            )
         return AcceptResult.REFUSED
 
     async def _pairing_reply(self, msg: InboundMessage) -> str:
@@ -92,7 +129,7 @@ class Admission:
         if existing and now - existing.created_at < access.PAIRING_TTL_SECONDS:
             if existing.status == PairingStatus.DENIED:
                 return PAIRING_DENIED
-            return PAIRING_REPLY.format(code=existing.code, channel=msg.channel)
+            return self._pairing_code(msg, existing.code)
         pending = [
             p
             for p in await self.store.pairing_pending(msg.channel)
@@ -108,7 +145,20 @@ class Admission:
         await self.store.pairing_put(
             Pairing(msg.channel, msg.user_id, code, PairingStatus.PENDING, now, msg.user_name)
         )
-        return PAIRING_REPLY.format(code=code, channel=msg.channel)
+        return self._pairing_code(msg, code)
+
+    def _pairing_code(self, msg: InboundMessage, code: str) -> str:
+        log.info(
+            "pairing code %s for %s (%s); approve with: krill pairing approve %s %s",
+            code,
+            msg.principal,
+            msg.user_name or "no name",
+            msg.channel,
+            code,
+        )
+        return PAIRING_REPLY.format(
+            platform=msg.channel.capitalize(), user_id=msg.user_id, code=code, channel=msg.channel
+        )
 
     def requires_mention(self, msg: InboundMessage) -> bool:
         return requires_mention(self.config.channel_policy(msg.channel), msg.chat_type, msg.chat_id)

@@ -9,6 +9,7 @@ import random
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 from bot.config import AdminConfig, ChannelPolicyConfig
@@ -119,6 +120,61 @@ def how_to_grant_admin(principal: str) -> str:
     if principal.partition(":")[0] == LOCAL_CHANNEL:
         step += " (or set admin.local_is_admin = true)"
     return step
+
+
+def how_to_let_in(msg: InboundMessage, policy: ChannelPolicyConfig | None) -> str:
+    """The operator's step that lets the sender of a refused DM in, for the refusal and the
+    log to quote: their id in the channel's allowlist, or (where DMs are off) admin.users."""
+    if policy is not None and policy.dm_policy == "disabled":
+        return f'add "{msg.principal}" to admin.users'
+    return f'add "{msg.user_id}" to {msg.channel}.allow_from (or "{msg.principal}" to admin.users)'
+
+
+class Reach(StrEnum):
+    """Who could ever reach the bot on a channel."""
+
+    DIRECT = "direct"  # an admin, or anyone DMs admit (open, pairing, a non-empty allowlist)
+    GROUPS_ONLY = "groups only"  # group mentions are answered, but no DM ever is
+    NOBODY = "nobody"
+
+
+def reach(policy: ChannelPolicyConfig, channel: str, admin: AdminConfig) -> Reach:
+    """Who could ever talk to the bot on `channel` under `policy` and `admin.users`."""
+    if any(entry.strip().casefold().startswith(f"{channel}:") for entry in admin.users):
+        return Reach.DIRECT
+    if policy.dm_policy in ("open", "pairing") or (
+        policy.dm_policy == "allowlist" and any(e.strip() for e in policy.allow_from)
+    ):
+        return Reach.DIRECT
+    if policy.group_policy == "open" or (
+        policy.group_policy == "allowlist"
+        and any(o.allow for o in policy.group_overrides().values())
+    ):
+        return Reach.GROUPS_ONLY
+    return Reach.NOBODY
+
+
+def reach_advice(channel: str, policy: ChannelPolicyConfig, found: Reach) -> str:
+    """What is closed on a channel short of `Reach.DIRECT`, and how the owner gets in."""
+    if policy.dm_policy == "disabled":
+        dms = f'{channel}.dm_policy is "disabled"'
+    else:
+        dms = f'{channel}.dm_policy is "{policy.dm_policy}" with an empty {channel}.allow_from'
+    fix = (
+        f'add "{channel}:<your id>" to admin.users (KRILL_ADMIN__USERS, or `krill init --owner '
+        f'{channel}:<your id>`), or set {channel}.dm_policy = "pairing"; a refused DM tells '
+        "the sender their id"
+    )
+    if found is Reach.NOBODY:
+        return (
+            f"no one can ever talk to the bot on {channel}: {dms}, admin.users names no "
+            f"{channel} user, and groups are closed ({channel}.group_policy = "
+            f'"{policy.group_policy}"); {fix}'
+        )
+    return (
+        f"no one can DM the bot on {channel}, not even its owner: {dms} and admin.users "
+        f"names no {channel} user; {fix}"
+    )
 
 
 def all_admins(messages: Iterable[InboundMessage], admin: AdminConfig) -> bool:

@@ -1,8 +1,10 @@
 """Retention: pruning finished inbound rows, delivered outbox rows, stale group buffers and
-old sessions' transcripts once they are older than `storage.retention_days`."""
+old sessions' transcripts once they are older than `storage.retention_days`, and naming the
+media files the rows that are left still refer to."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +36,22 @@ class RetentionStore(Protocol):
         `cutoff` (unix seconds); unfinished work and current sessions always stay."""
         ...
 
+    async def media_in_use(self) -> set[str]:
+        """The hashes of every stored media file a row still refers to."""
+        ...
+
+
+# A media file is named by its SHA-256 wherever a row refers to it (attachments in inbound
+# and group lines, image and document blocks in transcripts, files in the outbox). Any such
+# string counts: a hash that only looks like a reference keeps a file, never loses one.
+MEDIA_HASH = re.compile(r"[0-9a-f]{64}")
+_REFERRING = (
+    "SELECT payload FROM inbound",
+    "SELECT payload FROM entries",
+    "SELECT attachments FROM group_buffer",
+    "SELECT payload FROM outbox",
+)
+
 
 # Each step with the cutoff as its one argument and named for the Pruned field it counts;
 # entries go before the sessions they belong to. Inbound rows still needed to answer
@@ -60,3 +78,10 @@ class RetentionTables:
         async with self.db.transaction() as tx:
             removed = {name: await tx.execute(sql, cutoff) for name, sql in _STEPS}
         return Pruned(**removed)
+
+    async def media_in_use(self) -> set[str]:
+        found: set[str] = set()
+        for sql in _REFERRING:
+            for row in await self.db.fetch(sql):
+                found.update(MEDIA_HASH.findall(row[0] or ""))
+        return found

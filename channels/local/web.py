@@ -3,7 +3,10 @@ WebSocket for streamed replies, the person's recent history for the page to redr
 (`GET /api/history`), and a JSON endpoint (`POST /api/chat`) that waits for the reply, for
 scripts and tests. Replies carry their Markdown and the safe HTML the page shows
 (`channels.local.markup`), and their buttons; a press comes back over the WebSocket (or
-`POST /api/press`) and its answer goes to the page that pressed.
+`POST /api/press`) and its answer goes to the page that pressed. From the moment a message
+is accepted the page is told Krill is working on it (`thinking`) until the session is idle
+again (`idle`), so it can show a typing indicator while the model thinks, before the first
+word streams in.
 
 Its sessions are DMs, which see private memory, so other web sites must not reach it: the
 server's browser guard (`bot.http_guard`) refuses foreign `Host` and `Origin` headers, the
@@ -29,7 +32,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from bot.channel_contract import Gateway
+from bot.channel_contract import AcceptResult, Gateway
 from bot.forwarded import Network, client_of
 from bot.http_guard import is_loopback_host as is_loopback_host  # re-exported for app wiring
 from bot.types import (
@@ -156,11 +159,15 @@ class WebChannel:
         self._sockets: dict[str, set[web.WebSocketResponse]] = defaultdict(set)
         self._listeners: dict[str, list[asyncio.Queue[dict[str, Any]]]] = defaultdict(list)
         self._ids = itertools.count(1)
+        self._watchers: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         return None
 
     async def stop(self) -> None:
+        for task in self._watchers:
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
         for sockets in self._sockets.values():
             for ws in list(sockets):
                 await ws.close()
@@ -269,13 +276,32 @@ class WebChannel:
                     )
                     continue
                 if text.strip():
-                    await self.gateway.accept(local_message(name, text, client_id))
+                    msg = local_message(name, text, client_id)
+                    result = await self.gateway.accept(msg)
                     if client_id is not None:
                         # The page keeps a message pending until the server has it.
                         await ws.send_json({"type": "received", "message_id": client_id})
+                    if result == AcceptResult.ACCEPTED:
+                        await self._publish(name, {"type": "thinking"})
+                        self._watch_until_idle(name, msg)
         finally:
             self._sockets[name].discard(ws)
         return ws
+
+    def _watch_until_idle(self, name: str, msg: InboundMessage) -> None:
+        """Tell `name`'s pages once the session has answered (or given up on) everything."""
+
+        async def watch() -> None:
+            try:
+                await self.gateway.wait_idle(msg)
+            except Exception as exc:  # the indicator then ends with the connection
+                log.debug("web chat: could not wait for %s's session: %s", name, exc)
+                return
+            await self._publish(name, {"type": "idle"})
+
+        task = asyncio.create_task(watch(), name=f"web-idle:{name}")
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
 
     async def api_chat(self, request: web.Request) -> web.Response:
         refusal = await self._json_refusal(request)

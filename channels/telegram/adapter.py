@@ -97,7 +97,9 @@ class TelegramChannel:
         self._albums = Albums(core.accept, album_wait)
         self._names = names  # extra names the bot answers to, e.g. from IDENTITY.md
         self._app = build_application(config)
-        self._reactions = Reactions(self._app.bot, config.ack_reaction, config.done_reaction)
+        self._reactions = Reactions(
+            self._app.bot, config.ack_reaction, config.done_reaction, memory=core
+        )
         self.identity: BotIdentity | None = None
         # Polling mode: polls while holding `leader` (no lock: always), else stands by.
         self._polling = (
@@ -133,6 +135,7 @@ class TelegramChannel:
 
     async def start(self) -> None:
         await self._connect()
+        await self._reactions.restore()
         await self._register_commands()
         if self._polling is None:
             await self._set_webhook()

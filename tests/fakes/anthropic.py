@@ -1280,11 +1280,24 @@ async def fake_anthropic_client(fake_anthropic: FakeAnthropic) -> AsyncIterator[
 
 # --------------------------------------------------------------------------- standalone
 
+# Beside Krill's own 8787, so both run on one machine with their defaults (README, "Trying
+# Krill without an Anthropic key").
+STANDALONE_PORT = 8790
+
+
+def plain_echo(body: dict[str, Any]) -> str:
+    """Reply with the person's words only (without the untrusted-content markers Krill puts
+    around them), so replies are easy to read."""
+    text = "".join(b.get("text", "") for b in body["messages"][-1]["content"])
+    inner = text.split("\n")[-2] if "<<<END_UNTRUSTED" in text else text
+    return f"echo: {inner}"
+
 
 async def _serve(args: argparse.Namespace) -> None:
     fake = FakeAnthropic(
         host=args.host, port=args.port, cache=CacheSimulator(min_tokens=args.min_cache_tokens)
     )
+    fake.default_handler = plain_echo
     fake.delay = args.delay
     fake.chunk_delay = args.chunk_delay
     fake.cache_enabled = not args.no_cache
@@ -1297,7 +1310,7 @@ async def _serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8787)
+    parser.add_argument("--port", type=int, default=STANDALONE_PORT)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--chunk-delay", type=float, default=0.02, help="seconds between deltas")
     parser.add_argument("--min-cache-tokens", type=int, default=DEFAULT_MIN_CACHE_TOKENS)

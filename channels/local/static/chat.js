@@ -1,6 +1,7 @@
 // The web chat page: redraws the person's recent history, streams replies over a WebSocket,
 // keeps messages typed while disconnected pending until the server confirms them, and shows
-// a reply's buttons, whose presses go back over the WebSocket.
+// a reply's buttons, whose presses go back over the WebSocket, and a typing indicator from
+// a message's acceptance until the reply's first words arrive.
 "use strict";
 
 const params = new URLSearchParams(location.search);
@@ -16,6 +17,26 @@ const pending = new Map(); // message_id -> {text, el}, until the server confirm
 let ws = null;
 let retryMs = 1000;
 let typingTimer = null;
+let thinking = null; // the typing indicator while shown
+let streaming = false; // a reply is streaming in: it shows Krill is answering
+let acceptedMeanwhile = false; // a message was accepted while a reply streamed
+
+function showThinking() {
+  if (!thinking) {
+    thinking = document.createElement("div");
+    thinking.className = "msg bot thinking";
+    thinking.dataset.testid = "typing-indicator";
+    thinking.setAttribute("role", "status");
+    thinking.setAttribute("aria-label", "Krill is thinking");
+    for (let i = 0; i < 3; i++) thinking.appendChild(document.createElement("span"));
+  }
+  log.appendChild(thinking); // always last, below the newest message
+  log.scrollTop = log.scrollHeight;
+}
+
+function hideThinking() {
+  if (thinking) thinking.remove();
+}
 
 document.getElementById("who").textContent = "as " + name;
 
@@ -81,6 +102,16 @@ function press(box, id, data) {
 }
 
 function onEvent(e) {
+  if (e.type === "thinking") {
+    if (streaming) acceptedMeanwhile = true; // its turn comes after this reply
+    else showThinking();
+    return;
+  }
+  if (e.type === "idle") {
+    streaming = acceptedMeanwhile = false;
+    hideThinking();
+    return;
+  }
   if (e.type === "typing") {
     state.textContent = "Krill is typing…";
     clearTimeout(typingTimer);
@@ -98,12 +129,17 @@ function onEvent(e) {
     if (e.result !== "done") add("sys", e.text).dataset.testid = "press-answer";
     return;
   }
+  hideThinking(); // the first words of the reply are here
   let el = bubbles.get(e.id);
   if (!el) { el = add("bot", ""); bubbles.set(e.id, el); }
   el.innerHTML = e.html;
   if (e.buttons) showButtons(el, e.id, e.buttons);
   el.classList.toggle("preview", e.type === "preview");
-  if (e.type === "message") state.textContent = "connected";
+  streaming = e.type === "preview";
+  if (e.type === "message") {
+    state.textContent = "connected";
+    if (acceptedMeanwhile) { acceptedMeanwhile = false; showThinking(); }
+  }
   log.scrollTop = log.scrollHeight;
 }
 
@@ -117,6 +153,8 @@ function connect() {
     for (const id of pending.keys()) transmit(id);
   };
   ws.onclose = () => {
+    streaming = acceptedMeanwhile = false;
+    hideThinking(); // nothing tells this page any more when the reply starts
     setOnline(false, "disconnected, retrying…");
     setTimeout(connect, retryMs);
     retryMs = Math.min(retryMs * 2, 5000);
