@@ -324,3 +324,23 @@ async def test_jobs_command_lists_only_this_chat(
         await h.send(message("/jobs", user="carol", chat_type=ChatType.DIRECT))
         carol = h.channel.finals[-1]
     assert carol.startswith("No scheduled jobs in this chat.")
+
+
+async def test_a_run_while_its_conversation_is_over_a_spending_cap_is_skipped_unpaid(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.default_handler = answers_jobs
+    clock = Clock(START)
+    # Alice is no admin here (admins are never capped); her first turn spends the month's cap.
+    toml = "[admin]\nlocal_is_admin = false\n[budgets]\nperson_monthly_usd = 0.001\n"
+    async with Harness(tmp_path, fake_anthropic.url, toml, clock=clock) as h:
+        alice = await dm_context(h)
+        await call(
+            h, "schedule_create", {"when": "every day at 9:00", "task": "count the ducks"}, alice
+        )
+        await due(h, clock, 1)
+        job = await h.app.store.schedule_get(1)
+    assert not [r for r in fake_anthropic.requests if job_prompt(r.body)]
+    assert job is not None and job.failures == 0 and job.state == "active"
+    assert job.last_outcome == "skipped: its conversation is over a spending cap"
+    assert utc(job.next_run_at) == "Sun 2026-03-29 09:00"

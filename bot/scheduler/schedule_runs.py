@@ -34,6 +34,7 @@ from bot.untrusted import clean_name, marker_id_for, wrap_untrusted
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner, TurnOutcome
     from bot.config import Config
+    from bot.gateway.lanes import Lanes
     from bot.gateway.replies import Replies
     from bot.store.base import SessionRow, Store
 
@@ -110,11 +111,14 @@ class DueRun:
 
 
 class ScheduledRuns:
-    def __init__(self, config: Config, store: Store, runner: AgentRunner, replies: Replies) -> None:
+    def __init__(
+        self, config: Config, store: Store, runner: AgentRunner, replies: Replies, lanes: Lanes
+    ) -> None:
         self.config = config
         self.store = store
         self.runner = runner
         self.replies = replies
+        self.spending = lanes.spending
 
     def _when(self, job: ScheduledJob, ts: float) -> str:
         return describe_time(ts, job.timezone)
@@ -136,8 +140,14 @@ class ScheduledRuns:
         session = await self.store.current_session(job.session_key)
         if session is None:
             return self._failed(job, due.due, following, "its conversation has no session")
+        if await self.spending.blocked(session) is not None:
+            # Like the heartbeat: a run over a cap is not paid for later, nor counted failed.
+            skipped = "skipped: its conversation is over a spending cap"
+            log.info("scheduled job %d: %s", job.id, skipped)
+            return RunRecord(due.due, following, skipped, ran=False, failures=job.failures)
         before = session.cost_usd
         outcome = await self._turn(job, session, due, stands_for, len(missed))
+        await self.spending.after_background(session)
         after = await self.store.get_session(session.session_id)
         cost = max(0.0, (after.cost_usd if after else before) - before)
         if outcome.error is not None:

@@ -57,7 +57,7 @@ class ScheduleTimers:
         self.store = store
         self.jobs = jobs
         self.lanes = lanes
-        self.runs = ScheduledRuns(config, store, runner, replies)
+        self.runs = ScheduledRuns(config, store, runner, replies, lanes)
         self._armed: dict[int, float] = {}  # job id -> the due time its timer is set for
 
     async def rebuild(self) -> int:
