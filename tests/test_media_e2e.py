@@ -363,12 +363,3 @@ async def test_send_file_refuses_paths_outside_the_workspace(env: Env) -> None:
     await reply_in(env, 709, env.tg.private_message(709, "send me your config"), "could not")
     assert "only files inside the workspace" in tool_result_text(env)
     assert len(env.tg.sent_media) == before
-
-
-async def test_send_file_is_not_offered_in_groups_by_default(env: Env) -> None:
-    group = -100710
-    update = env.tg.group_message(group, 710, "share the chart", mention=True)
-    await reply_in(env, group, update, "share the chart")
-    assert "send_file" not in env.model.message_requests[-1].tool_names
-    await reply_in(env, 710, env.tg.private_message(710, "and here?"), "and here?")
-    assert "send_file" in env.model.message_requests[-1].tool_names

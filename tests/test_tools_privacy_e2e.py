@@ -59,8 +59,9 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
                 "api_base_url": tg.url,
                 "dm_policy": "open",
             },
-            # send_file in groups too, so the group case reaches the owner check.
-            "tools": {"dm_only": [], "web_fetch": {"allow_private": True}},
+            # send_file in groups without waiting for an approval, so the group case
+            # reaches the owner check.
+            "tools": {"policy": {"confirm_in_groups": []}, "web_fetch": {"allow_private": True}},
             "storage": {"outbox_retry_first_seconds": 0.2, "outbox_retry_max_seconds": 1.0},
         }
         async with KrillProcess(directory, config, model.env()) as krill:

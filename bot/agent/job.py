@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bot.tools.policy import ToolPolicy
-from bot.transcript import new_id
+from bot.transcript import PromptPurpose, new_id
 from bot.types import Address, CostKind, InboundMessage
 
 
@@ -52,6 +52,8 @@ class TurnJob:
         after tool results), else its internal prompt's purpose (heartbeat, reminder, job)."""
         if self.prompt is None:
             return CostKind.TOOL_FOLLOWUP if self.resume else CostKind.TURN
+        if self.kind == PromptPurpose.APPROVAL:  # the asking person's turn, going on
+            return CostKind.TOOL_FOLLOWUP
         return CostKind(self.kind)
 
 
