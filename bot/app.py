@@ -276,7 +276,9 @@ class App:
             offers=offers,
         )
         ReminderTools(self.reminders).register(self.tools)
-        timers = ScheduleTimers(config, self.store, jobs, self.lanes, self.runner, self.replies)
+        timers = ScheduleTimers(
+            config, self.store, jobs, self.lanes, self.runner, self.replies, offers
+        )
         self.schedules = Schedules(config, self.store, clock, on_change=timers.arm)
         ScheduleTools(self.schedules, self.store).register(self.tools)
         self.scheduler = scheduler_for(

@@ -10,6 +10,7 @@ from bot.gateway.approvals import ApprovalChoice
 from bot.gateway.command_choices import ModelChoice, ResetChoice
 from bot.gateway.presses import Presses
 from bot.gateway.questions import QuestionChoice
+from bot.scheduler.job_choices import JobChoice
 from bot.scheduler.reminder_choices import ReminderChoice
 from bot.store.choices import ChoiceKind
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from bot.outbox.writer import Outbox
     from bot.scheduler.jobs import Jobs
     from bot.scheduler.reminders import Reminders
+    from bot.scheduler.schedules import Schedules
     from bot.store.base import Store
     from bot.tools.registry import ToolRegistry
 
@@ -36,6 +38,7 @@ class Built(Protocol):
     lanes: Lanes
     outbox: Outbox
     reminders: Reminders
+    schedules: Schedules
     tools: ToolRegistry
     runner: AgentRunner
     workspace: Workspace
@@ -74,6 +77,7 @@ def presses_for(
             ChoiceKind.MODEL: ModelChoice(commands),
             ChoiceKind.RESET: ResetChoice(commands),
             ChoiceKind.REMINDER: ReminderChoice(built.reminders),
+            ChoiceKind.JOB: JobChoice(built.schedules),
             ChoiceKind.APPROVAL: approvals,
             ChoiceKind.QUESTION: question,
         },

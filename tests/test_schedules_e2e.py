@@ -219,7 +219,9 @@ async def test_a_cron_job_set_up_in_a_slack_thread_lands_in_that_thread(
                 "chat.postMessage", 1, TIMEOUT, in_thread(f"This run is for {when}")
             )
             await recorded(tmp_path, 1)
-    assert fired["channel"] == "C1" and "summarise the open tickets" in fired["markdown_text"]
+            buttons = slack.buttons("C1")
+    assert fired["channel"] == "C1" and "summarise the open tickets" in fired["text"]
+    assert buttons == ["⏸ Pause job"]  # the run carries its button
 
 
 async def test_a_run_cut_short_by_kill_9_fires_once_after_the_restart(

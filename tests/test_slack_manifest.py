@@ -1,6 +1,7 @@
 """deploy/slack-manifest.yaml creates an app Krill can work with: every Web API method the
 Slack adapter calls has a scope in it, every event the adapter handles is subscribed, the
-slash command and DMs are on, and it is set for Socket Mode with the HTTP changes named."""
+slash command, DMs and interactivity (button presses) are on, and it is set for Socket Mode
+with the HTTP changes named."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from channels.slack.transport import EVENTS_PATH
+from channels.slack.transport import EVENTS_PATH, INTERACTIVITY_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "deploy" / "slack-manifest.yaml"
@@ -89,12 +90,21 @@ def test_dms_the_slash_command_and_socket_mode() -> None:
     assert features["app_home"]["messages_tab_read_only_enabled"] is False
     assert [c["command"] for c in features["slash_commands"]] == ["/krill"]
     assert settings["socket_mode_enabled"] is True
-    # The HTTP variant is spelled out: the three keys to change, and Krill's events path.
+    # The HTTP variant is spelled out: the keys to change, and Krill's paths.
     text = MANIFEST.read_text()
     for change in (
         "settings.socket_mode_enabled: false",
         f"settings.event_subscriptions.request_url: https://your-host{EVENTS_PATH}",
         f"features.slash_commands[0].url: https://your-host{EVENTS_PATH}",
+        f"settings.interactivity.request_url: https://your-host{INTERACTIVITY_PATH}",
     ):
         assert change in text
     assert "connections:write" in text  # the app-level token Socket Mode needs
+
+
+def test_interactivity_is_on_for_the_press_handler() -> None:
+    # The adapter answers presses of its buttons; Slack sends them only with this on.
+    assert re.search(r"self\.app\.action\(", adapter_source())
+    interactivity = manifest()["settings"]["interactivity"]
+    assert interactivity["is_enabled"] is True
+    assert "request_url" not in interactivity  # Socket Mode delivers presses itself

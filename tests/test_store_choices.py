@@ -53,6 +53,8 @@ async def test_a_choice_is_kept_as_offered_and_one_press_of_two_wins(
         press(twin, "c1", 1, "telegram:8", 1_101.0),
     )
     assert sorted(won) == [False, True]
+    # Offered again under the same id (a repeated scheduled run): the press stands.
+    await twin.choice_add(offered("c1"))
     pressed = await any_store.choice_get("c1")
     assert pressed is not None and pressed.status is ChoiceStatus.PRESSED
     winner = "telegram:7" if won[0] else "telegram:8"

@@ -45,20 +45,24 @@ class Offers:
     def shows_buttons(self, channel: str) -> bool:
         return isinstance(self.channels.get(channel), ButtonChannel)
 
-    async def offer(self, spec: ChoiceSpec, session_key: str, address: Address) -> Choice | None:
+    async def offer(
+        self, spec: ChoiceSpec, session_key: str, address: Address, *, key: str = ""
+    ) -> Choice | None:
         """Send `spec` to `address` with its buttons; the stored choice, or None where the
-        channel has no buttons (the options were sent as text)."""
+        channel has no buttons (the options were sent as text). A `key` names the choice
+        and its reply, so offering it again (a repeated scheduled run) sends it once."""
         channel = self.channels.get(address.channel)
         if channel is None:
             log.warning("no channel %r to offer a choice on", address.channel)
             return None
         if not isinstance(channel, ButtonChannel):
-            await self.outbox.send_text(address, spec.fallback or as_text(spec.text, spec.options))
+            text = spec.fallback or as_text(spec.text, spec.options)
+            await self.outbox.send_text(address, text, reply_id=key)
             return None
         chunks = channel.render(spec.text) or [spec.text]
         now = self.clock()
         expires = spec.expire_seconds or self.config.buttons.expire_seconds
-        choice_id = new_choice_id()
+        choice_id = key or new_choice_id()
         choice = Choice(
             id=choice_id,
             kind=spec.kind,
@@ -69,7 +73,7 @@ class Offers:
             text=chunks[-1],  # the message the buttons are under
             options=spec.options,
             payload=spec.payload,
-            reply_id=f"choice-{choice_id}",
+            reply_id=key or f"choice-{choice_id}",
             status=ChoiceStatus.PENDING,
             created_at=now,
             expires_at=now + expires,

@@ -2,9 +2,11 @@
 with the task as an internal prompt (purpose `job`, so its model calls are counted as
 the `job` kind), on behalf of the job's creator with the tools their conversation allows
 (never schedule_create: a job cannot multiply itself), its reply written to the outbox for
-the job's chat, thread or topic, and the run recorded on the row.
+the job's chat, thread or topic with a "Pause job" button (bot/scheduler/job_choices.py),
+and the run recorded on the row.
 
-The reply's outbox key is the job's id and due time, so writing it again (a replica that
+The reply's outbox key (and its button's choice id) is the job's id and due time, so
+writing it again (a replica that
 lost its lease mid-run, a run repeated after a crash between writing the reply and
 recording the run) sends nothing twice. A turn id of the same key lets a run interrupted
 by a crash resume from what its turn wrote.
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from bot.agent.job import OnBehalf, TurnJob
 from bot.recurrence import Recurrence
+from bot.scheduler.job_choices import job_choice
 from bot.scheduler.reminders import LATE_AFTER_SECONDS, describe_delay
 from bot.scheduler.when import describe_time
 from bot.sessions.access import is_admin
@@ -33,6 +36,7 @@ from bot.untrusted import clean_name, marker_id_for, wrap_untrusted
 
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner, TurnOutcome
+    from bot.buttons.offers import Offers
     from bot.config import Config
     from bot.gateway.lanes import Lanes
     from bot.gateway.replies import Replies
@@ -112,12 +116,19 @@ class DueRun:
 
 class ScheduledRuns:
     def __init__(
-        self, config: Config, store: Store, runner: AgentRunner, replies: Replies, lanes: Lanes
+        self,
+        config: Config,
+        store: Store,
+        runner: AgentRunner,
+        replies: Replies,
+        lanes: Lanes,
+        offers: Offers,
     ) -> None:
         self.config = config
         self.store = store
         self.runner = runner
         self.replies = replies
+        self.offers = offers
         self.spending = lanes.spending
 
     def _when(self, job: ScheduledJob, ts: float) -> str:
@@ -156,12 +167,21 @@ class ScheduledRuns:
             return record
         if outcome.silent:
             return RunRecord(due.due, following, "ran; nothing to report", cost_usd=cost)
-        key = reply_key(job, due.due)
-        if not await self.replies.send_text(job.address, outcome.text, reply_id=key):
+        if not await self._post(job, outcome.text, reply_key(job, due.due)):
             reason = f"channel {job.address.channel!r} is not running"
-            record = self._failed(job, due.due, following, reason, cost)
-            return record
+            return self._failed(job, due.due, following, reason, cost)
         return RunRecord(due.due, following, "sent", cost_usd=cost)
+
+    async def _post(self, job: ScheduledJob, text: str, key: str) -> bool:
+        """Queue the run's reply with its "Pause job" button; False when it could not be."""
+        if job.address.channel not in self.offers.channels:
+            return False
+        try:
+            await self.offers.offer(job_choice(job, text), job.session_key, job.address, key=key)
+        except Exception:
+            log.exception("could not queue scheduled job %d's reply", job.id)
+            return False
+        return True
 
     async def _turn(
         self, job: ScheduledJob, session: SessionRow, due: DueRun, stands_for: float, missed: int

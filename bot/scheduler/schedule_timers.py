@@ -20,6 +20,7 @@ from bot.store.schedules import JobState
 
 if TYPE_CHECKING:
     from bot.agent.runner import AgentRunner
+    from bot.buttons.offers import Offers
     from bot.config import Config
     from bot.gateway.lanes import Lanes
     from bot.gateway.replies import Replies
@@ -53,11 +54,12 @@ class ScheduleTimers:
         lanes: Lanes,
         runner: AgentRunner,
         replies: Replies,
+        offers: Offers,
     ) -> None:
         self.store = store
         self.jobs = jobs
         self.lanes = lanes
-        self.runs = ScheduledRuns(config, store, runner, replies, lanes)
+        self.runs = ScheduledRuns(config, store, runner, replies, lanes, offers)
         self._armed: dict[int, float] = {}  # job id -> the due time its timer is set for
 
     async def rebuild(self) -> int:

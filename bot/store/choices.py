@@ -20,6 +20,7 @@ class ChoiceKind(StrEnum):
     MODEL = "model"  # /model: switch the session's model
     RESET = "reset"  # /reset, /new: start a fresh session, or keep this one
     REMINDER = "reminder"  # a reminder that fired: snooze it, or mark it done
+    JOB = "job"  # a scheduled job's run: pause the job
     APPROVAL = "approval"  # a tool call marked confirm: run it, or refuse it
     QUESTION = "question"  # ask_choice: the answer becomes the person's next message
 
@@ -82,7 +83,10 @@ class Choice:
 class ChoiceStore(Protocol):
     """Choices offered with buttons and their presses."""
 
-    async def choice_add(self, choice: Choice) -> None: ...
+    async def choice_add(self, choice: Choice) -> None:
+        """Store an offered choice; one whose id is stored already is left as it is."""
+        ...
+
     async def choice_get(self, choice_id: str) -> Choice | None: ...
     async def choice_press(
         self,
@@ -153,7 +157,8 @@ class ChoiceTables:
     async def choice_add(self, choice: Choice) -> None:
         c = choice
         await self.db.execute(
-            f"INSERT INTO choices({_NEW}) VALUES ({', '.join('?' * 13)})",
+            f"INSERT INTO choices({_NEW}) VALUES ({', '.join('?' * 13)})"
+            " ON CONFLICT (id) DO NOTHING",
             *(c.id, str(c.kind), c.session_key, c.address.to_json(), c.owner, c.owner_name),
             *(c.text, json.dumps([o.to_dict() for o in c.options]), json.dumps(c.payload)),
             *(c.reply_id, str(c.status), c.created_at, c.expires_at),
