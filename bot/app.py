@@ -32,7 +32,13 @@ from bot.app_scheduler import scheduler_for
 from bot.buttons.approvals import Approvals
 from bot.buttons.ask import AskChoiceTool
 from bot.buttons.offers import Offers
-from bot.channel_contract import Channel, ChannelHealth, ChannelSpec, channel_health
+from bot.channel_contract import (
+    Channel,
+    ChannelHealth,
+    ChannelSpec,
+    StateChanges,
+    channel_health,
+)
 from bot.config import Config
 from bot.console.routes import console_routes
 from bot.context.pipeline import ContextPipeline
@@ -321,6 +327,7 @@ class App:
             media=media,
         )
         self._ready: dict[str, bool] = {}
+        self._states = StateChanges()
         self._runner: web.AppRunner | None = None
         self.lifespan = Lifespan()
         self.server_url = ""
@@ -390,10 +397,13 @@ class App:
     async def _start_channel(self, name: str) -> None:
         await self.channels[name].start()
         self._ready[name] = True
+        self._health()  # the time it came up
         log.info("channel %s is up", name)
 
     def _health(self) -> dict[str, ChannelHealth]:
-        return {name: channel_health(self.channels[name], up) for name, up in self._ready.items()}
+        return self._states.look(
+            {name: channel_health(self.channels[name], up) for name, up in self._ready.items()}
+        )
 
     async def _start_server(self) -> None:
         routes = [route for channel in self.channels.values() for route in channel.routes()]
@@ -404,10 +414,12 @@ class App:
             index=self.index,
             control=self.gateway.commands,
             health=self._health,
+            since=self._states.since,
             wake_sender=self.outbox.wakeup.set,
             media=self.media_files,
             jobs=self.schedules,
             models=self.model.health,
+            metrics=self.metrics,
         )
         app = build_server(
             metrics=self.metrics,

@@ -7,7 +7,8 @@ and the core never imports a platform library.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -326,3 +327,23 @@ def channel_health(channel: Channel, up: bool) -> ChannelHealth:
     if up and isinstance(channel, StandbyChannel) and channel.standby:
         return STANDBY
     return up and (channel.healthy if isinstance(channel, HealthChannel) else True)
+
+
+class StateChanges:
+    """When each channel's /healthz state last changed, as this process saw it: on start-up
+    and at each look (/healthz, the console), so a poller going stale counts from the first
+    look that found it so."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._seen: dict[str, tuple[ChannelHealth, float]] = {}
+
+    def look(self, states: Mapping[str, ChannelHealth]) -> dict[str, ChannelHealth]:
+        now = self.clock()
+        for name, state in states.items():
+            if name not in self._seen or self._seen[name][0] != state:
+                self._seen[name] = (state, now)
+        return dict(states)
+
+    def since(self) -> dict[str, float]:
+        return {name: at for name, (_, at) in self._seen.items()}

@@ -20,6 +20,7 @@ from typing import TextIO
 from bot.config import LoggingConfig
 from bot.errors import ConfigError
 from bot.log_context import Content, TurnContextFilter
+from bot.log_tail import RECENT
 
 # Shapes of secrets Krill handles: Anthropic keys, Slack tokens, Telegram bot tokens,
 # bearer headers, and secret-looking key=value pairs.
@@ -191,11 +192,14 @@ def setup_logging(
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(TEXT_FORMAT)
-    handler.addFilter(TurnContextFilter())
-    handler.addFilter(ContentFilter(settings.include_content))  # before redaction renders
-    handler.addFilter(RedactingFilter(secrets))
+    # The console's recent warnings pass the same filters: shown exactly as logged.
+    for each in (handler, RECENT):
+        each.filters[:] = []
+        each.addFilter(TurnContextFilter())
+        each.addFilter(ContentFilter(settings.include_content))  # before redaction renders
+        each.addFilter(RedactingFilter(secrets))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [handler, RECENT]
     root.setLevel(level.upper())
     # Warnings and a crash's traceback would otherwise reach stderr without the filter.
     logging.captureWarnings(True)

@@ -1,12 +1,56 @@
-"""Prometheus metrics for `/metrics`, in a registry of their own so tests can make many."""
+"""Prometheus metrics for `/metrics`, in a registry of their own so tests can make many, and
+the last hour of turns in memory for the console's overview (a histogram's buckets cannot
+give a p95)."""
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+WINDOW_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class TurnFigures:
+    turns: int
+    errors: int
+    p50: float | None
+    p95: float | None
+
+
+class TurnWindow:
+    """Each turn of the last hour: when it ended, how long it took, whether it failed."""
+
+    def __init__(self) -> None:
+        self._turns: deque[tuple[float, float, bool]] = deque()
+
+    def record(self, at: float, seconds: float, *, failed: bool) -> None:
+        self._turns.append((at, seconds, failed))
+        self._drop_before(at - WINDOW_SECONDS)
+
+    def figures(self, now: float) -> TurnFigures:
+        self._drop_before(now - WINDOW_SECONDS)
+        took = sorted(seconds for _, seconds, _ in self._turns)
+        errors = sum(failed for *_, failed in self._turns)
+        if len(took) < 2:
+            only = took[0] if took else None
+            return TurnFigures(len(took), errors, only, only)
+        cuts = statistics.quantiles(took, n=20, method="inclusive")
+        return TurnFigures(len(took), errors, statistics.median(took), cuts[18])
+
+    def _drop_before(self, oldest: float) -> None:
+        while self._turns and self._turns[0][0] < oldest:
+            self._turns.popleft()
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.started_at = time.time()
+        self.recent_turns = TurnWindow()
         self.registry = CollectorRegistry()
         r = self.registry
         self.messages_in = Counter(

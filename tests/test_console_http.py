@@ -6,6 +6,7 @@ photo and voice note shown in the transcript with the photo served only for its 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
@@ -312,3 +313,72 @@ async def test_reminders_page_lists_the_pending_reminders(tmp_path: Path) -> Non
     assert "water the &lt;b&gt;plants&lt;/b&gt;" in row and "telegram:42" in row
     assert "agent:main:telegram:direct:42" in row and "call Bo" not in text
     assert '<a href="/admin/reminders" class=active>Reminders</a>' in text
+
+
+async def test_health_page_shows_each_channels_state_since_and_last_problem_and_the_log(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, fake_telegram: FakeTelegram
+) -> None:
+    """A failing getUpdates shows beside the Telegram row and in the Log section, redacted
+    as the log is: the bot token Telegram echoed back never reaches the page."""
+    telegram = {"enabled": True, "token": fake_telegram.token, "api_base_url": fake_telegram.url}
+    config = console_config() | {"telegram": telegram | {"dm_policy": "open"}}
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
+    async with (
+        KrillProcess(tmp_path, config, env) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        async with http.get(f"{krill.url}/admin/health") as resp:
+            before = await resp.text()
+        failure = f"Bad Gateway for {fake_telegram.token}"
+        fake_telegram.fail_next("getUpdates", 502, failure, times=3)
+        # End the long poll in flight, so the next getUpdates meets the failure.
+        fake_telegram.push_update(fake_telegram.private_message(7, "hello"))
+        for _ in range(200):
+            async with http.get(f"{krill.url}/admin/health") as resp:
+                text = await resp.text()
+            if "Bad Gateway" in text:
+                break
+            await asyncio.sleep(0.05)
+        log = krill.log()
+    rows = dict(
+        re.findall(
+            r'<tr data-testid="channel-row"><td>([^<]*)</td>.*?'
+            r'<td data-testid="channel-error">([^<]*)</td>',
+            text,
+        )
+    )
+    since = re.findall(r'<td data-testid="channel-since">([^<]*)</td>', before)
+    assert "Telegram polling failed: network error: Bad Gateway for ***" in rows["telegram"], text
+    assert rows["local"] == ""
+    assert len(since) == 2 and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", s) for s in since)
+    logged = re.findall(r'<tr data-testid="log-row">.*?<pre>([^<]*)</pre>', text, re.S)
+    assert logged and "Telegram polling failed: network error: Bad Gateway for ***" in logged[0]
+    assert fake_telegram.token not in text and fake_telegram.token not in log
+    assert "Bad Gateway for" in log
+
+
+async def test_first_page_shows_the_overview_of_the_last_hours_turns(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    def overview(page: str) -> dict[str, str]:
+        return dict(re.findall(r'data-testid="overview-([a-z0-9]+)">([^<]*)<', page))
+
+    async with (
+        KrillProcess(tmp_path, console_config(), model_env(fake_anthropic)) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        async with http.get(f"{krill.url}/admin") as resp:
+            before = overview(await resp.text())
+        fake_anthropic.queue_text("first", delay=0.2)
+        fake_anthropic.queue_text("second", delay=0.2)
+        fake_anthropic.queue_error(400, "invalid_request_error", "no", should_retry=False)
+        for text in ("one", "two", "three"):
+            await krill.chat(text)
+        async with http.get(f"{krill.url}/admin") as resp:
+            after = overview(await resp.text())
+    assert before["turns"] == "0" and before["p50"] == before["p95"] == "—"
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", before["version"]), before
+    assert re.fullmatch(r"0:00:\d\d", before["uptime"]), before
+    assert after["turns"] == "3" and after["errors"] == "33%", after
+    p50, p95 = (float(after[k].removesuffix(" s")) for k in ("p50", "p95"))
+    assert 0.2 <= p50 <= p95, after

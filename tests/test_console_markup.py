@@ -35,6 +35,8 @@ from bot.transcript import (
     ToolResults,
 )
 from bot.types import Address, ChatType, SessionOrigin, Usage
+from tests.entries import cost
+from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess
 
 TOKEN = "console-Token_4711-tide-table"
@@ -87,7 +89,8 @@ async def seed(database: Path) -> None:
         await store.append_entries(transcript(session.session_id))
         usage = Usage(input_tokens=100, output_tokens=20)
         now = time.time()
-        await store.add_usage(session.session_id, usage, context_tokens=120, cost_usd=0.01, at=now)
+        line = cost(session.session_id, 0.01, at=now)
+        await store.add_usage(session.session_id, usage, context_tokens=120, cost=line, at=now)
         pairing = Pairing("telegram", evil("pairing-id"), "ABCD2345", PairingStatus.PENDING, now)
         pairing.user_name = evil("pairing-name")
         await store.pairing_put(pairing)
@@ -113,11 +116,18 @@ async def seed(database: Path) -> None:
         await store.close()
 
 
-async def test_data_reaches_every_console_page_escaped(tmp_path: Path) -> None:
+async def test_data_reaches_every_console_page_escaped(
+    tmp_path: Path, fake_telegram: FakeTelegram
+) -> None:
     await seed(tmp_path / "data" / "krill.db")
-    config = {"admin": {"console_token": TOKEN}}
+    telegram = {"enabled": True, "token": fake_telegram.token, "api_base_url": fake_telegram.url}
+    config = {"admin": {"console_token": TOKEN}, "telegram": telegram}
     pages: dict[str, str] = {}
     async with KrillProcess(tmp_path, config) as krill, aiohttp.ClientSession() as http:
+        # A warning carrying the platform's words: the Health page's channel row and Log.
+        fake_telegram.fail_next("getUpdates", 502, evil("log-error"))
+        fake_telegram.push_update(fake_telegram.private_message(7, "hello"))
+        await krill.logged("Telegram polling failed")
         note = tmp_path / "workspace" / NOTE
         note.write_text(f"The {evil('snippet')} tides turn at noon.\n", encoding="utf-8")
         (tmp_path / "elsewhere.md").write_text("not the workspace's\n", encoding="utf-8")
@@ -158,7 +168,7 @@ async def test_data_reaches_every_console_page_escaped(tmp_path: Path) -> None:
         *("flush-error", "args", "principal", "reset-reason", "next-session", "snippet"),
         *("query", "as", "pairing-id", "pairing-name", "pairings-said", "dead-turn"),
         *("dead-chat", "dead-reason", "health-said", "preview", "job-name", "job-task"),
-        *("job-creator", "job-outcome", "jobs-said"),
+        *("job-creator", "job-outcome", "jobs-said", "log-error"),
     ]
     assert [f for f in fields if str(escape(evil(f))) not in shown] == []
     assert str(escape(evil("input"))).replace("&#34;", "") in shown.replace("&#34;", "")

@@ -79,3 +79,34 @@ def test_log_level_precedence(monkeypatch) -> None:
     assert log_level(LoggingConfig(level="debug"), "error", quiet=True) == "ERROR"
     monkeypatch.setenv("KRILL_LOG_LEVEL", "info")
     assert log_level(LoggingConfig(level="debug"), None, quiet=True) == "INFO"
+
+
+def test_the_last_50_warnings_are_kept_as_the_log_shows_them(tmp_path) -> None:
+    from bot.config import LoggingConfig
+    from bot.log_context import Content
+    from bot.log_tail import KEPT, RECENT
+    from bot.logs import setup_logging
+
+    path = tmp_path / "krill.log"
+    hook = sys.excepthook
+    setup_logging(LoggingConfig(), ["hunter2-very-secret-value"], level="INFO", log_file=path)
+    try:
+        log = logging.getLogger("test.tail")
+        log.info("not a problem")
+        for n in range(KEPT + 5):
+            log.warning("try %d with %s: %s", n, "hunter2-very-secret-value", Content("a body"))
+        try:
+            raise ValueError("token=abcdefghijkl")
+        except ValueError:
+            log.exception("broke")
+    finally:
+        logging.getLogger().handlers.clear()
+        logging.captureWarnings(False)
+        sys.excepthook = hook
+    kept = RECENT.newest_first()
+    assert len(kept) == KEPT
+    assert kept[0].level == "ERROR" and kept[0].message.startswith("broke\nTraceback")
+    assert "abcdefghijkl" not in kept[0].message and "token=***" in kept[0].message
+    assert kept[1].message == f"try {KEPT + 4} with hunter…alue: <6 chars>"
+    assert kept[1].message in path.read_text()  # word for word as the log line
+    assert kept[-1].message.startswith("try 6 ")

@@ -208,7 +208,12 @@ class AgentRunner:
         if self.notify is not None:
             await self.notify(job.address, exc.user_message)
 
+    def _timed(self, started: float, *, failed: bool) -> None:
+        took = time.monotonic() - started
+        self.metrics.recent_turns.record(time.time(), took, failed=failed)
+
     async def _run(self, job: TurnJob, outcome: TurnOutcome) -> None:
+        started = time.monotonic()
         session = await self._session(job)
         channel = self.channels.get(job.address.channel) if job.address else None
         stream = ReplyStream(
@@ -267,11 +272,13 @@ class AgentRunner:
                 session.session_id, job.inbound_ids, InboundStatus.DONE, turns=1
             )
             self.metrics.turns.labels(job.kind, "silent" if outcome.silent else "ok").inc()
+            self._timed(started, failed=False)
         except ModelError as exc:
             outcome.error = exc
             log.warning("turn %s in %s failed: %s", job.turn_id, job.session_key, exc)
             self.metrics.errors.labels(type(exc).__name__).inc()
             self.metrics.turns.labels(job.kind, "error").inc()
+            self._timed(started, failed=True)
             await self.store.finish_turn(
                 session.session_id, job.inbound_ids, InboundStatus.FAILED, errors=1
             )
@@ -287,6 +294,7 @@ class AgentRunner:
             log.exception("turn %s in %s failed", job.turn_id, job.session_key)
             self.metrics.errors.labels(type(exc).__name__).inc()
             self.metrics.turns.labels(job.kind, "error").inc()
+            self._timed(started, failed=True)
             try:
                 await self.store.finish_turn(
                     session.session_id, job.inbound_ids, InboundStatus.FAILED, errors=1

@@ -1,8 +1,10 @@
 """The pairings page (pending requests, approve or deny, through the same code as
 `krill pairing`), the reminders page (every pending reminder, as `krill reminders list`
-shows them) and the health page (each channel as /healthz sees it, each model's calls,
+shows them) and the health page (each channel as /healthz sees it, since when, and the
+last warning or error its code logged, each model's calls,
 failures, fallbacks and cool-down, the outbox's backlog and its dead chunks, each with a
-button that puts it back in line, and how big the data folder is by kind)."""
+button that puts it back in line, how big the data folder is by kind, and the last
+warnings and errors this process logged)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from markupsafe import Markup
 
 from bot.agent.model import ModelHealth
 from bot.console.layout import count, join, notice, page, url, when
+from bot.log_tail import LogEntry, last_from
 from bot.media.prepare import human_size
 from bot.media.usage import DiskUse
 from bot.pairings import decide_pairing, minutes_left, pending_pairings
@@ -33,6 +36,8 @@ class OperationsPages:
         pairings: PairingStore,
         pairing_channels: list[str],
         health: Callable[[], Mapping[str, bool | str]],
+        since: Callable[[], Mapping[str, float]],
+        log: Callable[[], list[LogEntry]],
         outbox: OutboxStore,
         wake_sender: Callable[[], None],
         zone: dt.tzinfo,
@@ -47,6 +52,8 @@ class OperationsPages:
         self.pairings = pairings
         self.pairing_channels = pairing_channels
         self.health = health
+        self.since = since
+        self.log = log
         self.outbox = outbox
         self.wake_sender = wake_sender
         self.zone = zone
@@ -126,13 +133,20 @@ class OperationsPages:
 
     async def health_page(self, request: web.Request) -> web.Response:
         channels = self.health()
+        since, entries = self.since(), self.log()
         rows = join(
-            Markup('<tr><td>{}</td><td class="{}">{}</td></tr>').format(
+            Markup(
+                '<tr data-testid="channel-row"><td>{}</td><td class="{}">{}</td>'
+                '<td data-testid="channel-since">{}</td><td data-testid="channel-error">{}</td>'
+                "</tr>"
+            ).format(
                 name,
                 "ok" if up else "bad",
                 # A string is a state that counts as up, e.g. "standby" for another
                 # replica's work.
                 up if isinstance(up, str) else "up" if up else "down",
+                when(since[name], self.zone) if name in since else "",
+                self._problem(last_from(entries, f"channels.{name}")),
             )
             for name, up in sorted(channels.items())
         )
@@ -140,8 +154,9 @@ class OperationsPages:
         said = request.query.get("said", "")
         body = Markup(
             '{}<p>/healthz says <b class="{}">{}</b>.</p>'
-            '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th></tr>'
-            "</thead><tbody>{}</tbody></table></div>{}<h2>Outbox</h2>{}<h2>Data</h2>{}"
+            '<div class="table-wrap"><table><thead><tr><th>Channel</th><th>State</th>'
+            "<th>Since</th><th>Last warning or error</th></tr></thead><tbody>{}</tbody></table>"
+            "</div>{}<h2>Outbox</h2>{}<h2>Data</h2>{}{}"
         ).format(
             notice(said) if said else "",
             "ok" if overall == "ok" else "bad",
@@ -150,8 +165,34 @@ class OperationsPages:
             await self._models(),
             await self._outbox(),
             await self._data(),
+            self._log(entries),
         )
         return page("Health", body, active="health")
+
+    def _problem(self, entry: LogEntry | None) -> Markup:
+        if entry is None:
+            return Markup("")
+        return Markup("{} ({})").format(entry.message, when(entry.at, self.zone))
+
+    def _log(self, entries: list[LogEntry]) -> Markup:
+        rows = join(
+            Markup(
+                '<tr data-testid="log-row"><td>{}</td><td class="bad">{}</td><td>{}</td>'
+                "<td><pre>{}</pre></td></tr>"
+            ).format(when(e.at, self.zone), e.level, e.logger, e.message)
+            for e in entries
+        )
+        return Markup(
+            "<h2>Log</h2><p>The last warnings and errors since this process started, newest "
+            "first, as the log shows them.</p>{}"
+        ).format(
+            Markup(
+                '<div class="table-wrap"><table><thead><tr><th>When</th><th>Level</th>'
+                "<th>Logger</th><th>Message</th></tr></thead><tbody>{}</tbody></table></div>"
+            ).format(rows)
+            if entries
+            else Markup("<p>None.</p>")
+        )
 
     async def _data(self) -> Markup:
         uses = await asyncio.to_thread(self.data)  # walks folders: off the event loop

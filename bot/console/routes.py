@@ -23,10 +23,13 @@ from bot.console.layout import notice, page
 from bot.console.media_view import MediaReader, MediaRoute
 from bot.console.memory_page import MemoryPage
 from bot.console.operations_pages import ModelFigures, OperationsPages
+from bot.console.overview import overview_row
 from bot.console.sessions_pages import SessionControl, SessionsPages
 from bot.console.workspace_pages import PromptShares, WorkspacePages
+from bot.log_tail import RECENT
 from bot.media.usage import data_use
 from bot.memory.index import MemoryIndex
+from bot.metrics import Metrics
 from bot.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -161,10 +164,12 @@ def console_routes(
     index: MemoryIndex | None,
     control: SessionControl,
     health: Callable[[], Mapping[str, bool | str]],
+    since: Callable[[], Mapping[str, float]],
     wake_sender: Callable[[], None],
     media: MediaReader,
     jobs: JobControl,
     models: ModelFigures,
+    metrics: Metrics,
 ) -> list[web.RouteDef]:
     """Every console route, or only the "console is off" answer without a token. The
     temporary files of saves a kill interrupted are removed first."""
@@ -175,7 +180,12 @@ def console_routes(
         return console_off_routes()
     root = config.workspace_dir
     pages = [
-        *SessionsPages(config=config, store=store, control=control).routes(),
+        *SessionsPages(
+            config=config,
+            store=store,
+            control=control,
+            overview=partial(overview_row, metrics.recent_turns.figures, metrics.started_at),
+        ).routes(),
         *MediaRoute(transcripts=store, files=media).routes(),
         *WorkspacePages(workspace, root).routes(),
         *MemoryPage(index=index, sessions=store, root=root).routes(),
@@ -185,6 +195,8 @@ def console_routes(
             pairings=store,
             pairing_channels=config.pairing_channels(),
             health=health,
+            since=since,
+            log=RECENT.newest_first,
             outbox=store,
             wake_sender=wake_sender,
             zone=ZoneInfo(config.agent.timezone),

@@ -1,6 +1,6 @@
 """The sessions pages: every current session with its counters (sortable, filtered by
-channel and text) under the day charts and totals, and one session with its transcript,
-its calls as charts, reset and compact buttons and a JSONL export."""
+channel and text) under the overview row, the day charts and totals, and one session with
+its transcript, its calls as charts, reset and compact buttons and a JSONL export."""
 
 from __future__ import annotations
 
@@ -76,8 +76,10 @@ class SessionsPages:
         config: Config,
         store: ConsoleStore,
         control: SessionControl,
+        overview: Callable[[], Markup],
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.overview = overview
         self.store = store
         self.control = control
         self.clock = clock
@@ -119,7 +121,8 @@ class SessionsPages:
         by = next((c for c in cols if c.key == sort), cols[3])
         shown.sort(key=by.value, reverse=descending)
         body = (
-            self._totals(days)
+            self.overview()
+            + self._totals(days)
             + self._charts(days)
             + self._filter(sorted({s.channel for s in sessions}), channel, text)
             + self._table(shown, cols, by.key, descending, channel, text)
