@@ -224,7 +224,7 @@ def _version_2_database(path: Path) -> None:
     import json
     import sqlite3
 
-    from bot.store.migrations import SQLITE_BEFORE_BASE
+    from bot.store.sqlite_before_base import SQLITE_BEFORE_BASE
 
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)

@@ -7,6 +7,15 @@ Types are ones both databases read the same: TEXT, INTEGER and BIGINT, DOUBLE PR
 integer key, and the dialect's full-text search adds its own objects after these tables.
 """
 
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.store.db import Db
+
 BASE_VERSION = 15
 
 BASE = """
@@ -187,3 +196,12 @@ CREATE TABLE budgets (
 );
 CREATE INDEX budgets_resets ON budgets(resets_at)
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step of the schema's history: its SQL, and a backfill for data SQL cannot rewrite."""
+
+    version: int
+    sql: str
+    backfill: Callable[[Db], Awaitable[None]] | None = None
