@@ -121,3 +121,10 @@ async def test_every_call_is_in_the_ledger_by_kind_and_sums_to_the_counters(
     assert {t.key for t in mine} == {"local:alice"}  # the person who wrote pays, flush too
     for kind in ("turn", "tool_followup", "flush"):
         assert f'krill_cost_usd_total{{channel="local",kind="{kind}"}}' in exported
+
+
+def test_every_internal_prompt_purpose_has_a_cost_kind() -> None:
+    from bot.agent.job import COST_KIND_OF
+    from bot.transcript import PromptPurpose
+
+    assert set(COST_KIND_OF) == set(PromptPurpose)

@@ -10,6 +10,16 @@ from bot.tools.policy import ToolPolicy
 from bot.transcript import PromptPurpose, new_id
 from bot.types import Address, CostKind, InboundMessage
 
+# What an internal prompt's model calls count as in the costs: written out for every
+# purpose, so a new purpose without a kind fails its test instead of a turn.
+COST_KIND_OF: dict[PromptPurpose, CostKind] = {
+    PromptPurpose.FLUSH: CostKind.FLUSH,
+    PromptPurpose.HEARTBEAT: CostKind.HEARTBEAT,
+    PromptPurpose.REMINDER: CostKind.REMINDER,
+    PromptPurpose.APPROVAL: CostKind.TOOL_FOLLOWUP,  # the asking person's turn, going on
+    PromptPurpose.JOB: CostKind.JOB,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class OnBehalf:
@@ -52,9 +62,7 @@ class TurnJob:
         after tool results), else its internal prompt's purpose (heartbeat, reminder, job)."""
         if self.prompt is None:
             return CostKind.TOOL_FOLLOWUP if self.resume else CostKind.TURN
-        if self.kind == PromptPurpose.APPROVAL:  # the asking person's turn, going on
-            return CostKind.TOOL_FOLLOWUP
-        return CostKind(self.kind)
+        return COST_KIND_OF[PromptPurpose(self.kind)]
 
 
 def new_turn_id() -> str:
