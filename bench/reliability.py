@@ -34,7 +34,12 @@ Anthropic API (tests/fakes/) and drives it through the real channel endpoints:
 Every message carries a token (`m<chat>x<seq>`); the fake model answers with the tokens of
 the newest message(s) of its request, so each reply says exactly which messages it answers.
 
-Run: python bench/reliability.py [--quick] [--seed N] [--only crash|faults|load|pushback|limits|bad]
+The pushback and limits rows also print where the delay goes (bench/delays.py): the p50,
+p99 and mean of each part of a reply's way, from acknowledgement through the turn, the
+outbox and the pacer to the platform.
+
+Run: python bench/reliability.py [--quick] [--seed N] [--chats N --messages N]
+     [--only crash|faults|load|pushback|limits|bad]
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import delays
 from tests.channel_env import (
     SECRET_HEADER,
     WEBHOOK_SECRET,
@@ -102,6 +108,7 @@ class Row:
     in_flight: int = 0  # duplicates of replies that were in flight at a kill -9
     checks: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    parts: dict[str, list[float]] = field(default_factory=dict)  # where the delay goes
 
     @property
     def ok(self) -> bool:
@@ -665,11 +672,12 @@ async def pushback_scenario(*, chats: int, messages: int, failure_rate: float, s
     kill -9 half-way: the outbox must deliver each reply once, in order."""
     rng = random.Random(seed)
     row = Row(f"pushback: {failure_rate:.0%} 5xx + kill -9")
+    stamps = delays.ModelStamps()
     async with TimedTelegram() as tg, FakeSlack() as slack, FakeAnthropic() as model:
-        model.default_handler = ack_handler(rng, 0.0, 0.2)
+        model.default_handler = stamps.timed(ack_handler(rng, 0.0, 0.2))
         tg.fail_randomly("sendMessage", failure_rate, status=502, seed=seed)
-        config = channel_config(tg, slack)
-        env = model.env() | {"KRILL_LOG_LEVEL": "WARNING"}
+        config = channel_config(tg, slack, logging=TIMED_LOG)
+        env = model.env() | {"KRILL_LOG_LEVEL": "DEBUG"}
         with tempfile.TemporaryDirectory() as tmp:
             directory = Path(tmp)
             krill = await KrillProcess(directory, config, env).start()
@@ -695,19 +703,21 @@ async def pushback_scenario(*, chats: int, messages: int, failure_rate: float, s
                 await asyncio.gather(*(chat_sender(http, c) for c in range(chats)), killer())
             counts, disorder = await traffic.drain(within=DRAIN_SECONDS * 2)
             traffic.score(row, counts, disorder)
-            delays = []
+            waits = []
             for token, at in acked.items():
                 first = next((t for t, text in tg.sends if re.search(rf"\b{token}\b", text)), None)
                 if first is not None:
-                    delays.append(max(0.0, first - at))
+                    waits.append(max(0.0, first - at))
             if tracebacks(krill.log()):
                 row.failures.append("the last run logged a traceback")
             await krill.stop()
+            tokens = {tuple(map(int, TOKEN_RE.findall(t)[0])): at for t, at in acked.items()}
+            row.parts = where_delay_goes(directory, tokens, tg.sends, stamps)
             row.checks += [
                 "order kept" if not disorder else f"{disorder} chats out of order",
                 *([f"{row.in_flight} dup. was in flight at the kill"] if row.in_flight else []),
-                f"delivery p50 {percentile(delays, 0.5):.2f} s",
-                f"p99 {percentile(delays, 0.99):.2f} s",
+                f"delivery p50 {percentile(waits, 0.5):.2f} s",
+                f"p99 {percentile(waits, 0.99):.2f} s",
             ]
     return row
 
@@ -770,12 +780,13 @@ async def real_limits_scenario(*, chats: int, messages: int, seed: int) -> Row:
     flood limits: nothing lost or doubled, no 429 provoked, delays against the floor."""
     rng = random.Random(seed)
     row = Row(f"real limits: {chats} chats x {messages}")
+    stamps = delays.ModelStamps()
     async with TimedTelegram() as tg, FakeSlack() as slack, FakeAnthropic() as model:
         flood = tg.enforce_flood_limits()
-        model.default_handler = ack_handler(rng, 0.0, 0.2)
+        model.default_handler = stamps.timed(ack_handler(rng, 0.0, 0.2))
         # Previews at the default pace, so they are paced too.
-        config = channel_config(tg, slack, telegram={"stream_interval": 1.5})
-        env = model.env() | {"KRILL_LOG_LEVEL": "WARNING"}
+        config = channel_config(tg, slack, telegram={"stream_interval": 1.5}, logging=TIMED_LOG)
+        env = model.env() | {"KRILL_LOG_LEVEL": "DEBUG"}
         with tempfile.TemporaryDirectory() as tmp:
             krill = await KrillProcess(Path(tmp), config, env).start()
             traffic = Traffic(tg, slack, krill.url)
@@ -804,11 +815,26 @@ async def real_limits_scenario(*, chats: int, messages: int, seed: int) -> Row:
             if tracebacks(krill.log()):
                 row.failures.append("a traceback was logged")
             await krill.stop()
+            row.parts = where_delay_goes(Path(tmp), acked, tg.sends, stamps)
         score_delays(row, tg.sends, acked)
         row.checks.insert(0, f"{flood.refused} 429s provoked")
         if flood.refused:
             row.failures.append(f"Krill provoked {flood.refused} 429(s)")
     return row
+
+
+# The service's DEBUG lines the breakdown of the delay reads, one JSON object a line.
+TIMED_LOG = {"format": "json"}
+
+
+def where_delay_goes(
+    directory: Path,
+    acked: dict[tuple[int, int], float],
+    sends: list[tuple[float, str]],
+    stamps: delays.ModelStamps,
+) -> dict[str, list[float]]:
+    log = delays.ServiceLog.read(directory)
+    return delays.breakdown(acked, sends, stamps, log, delays.outbox_rows(db_path(directory)))
 
 
 def score_delays(
@@ -836,6 +862,7 @@ def score_delays(
             best.setdefault(token, placed - acked[token])
     delays, floors = list(actual.values()), list(best.values())
     row.checks += [
+        f"{len(answered)} replies",
         f"delay p50 {percentile(delays, 0.5):.1f} s / p99 {percentile(delays, 0.99):.1f} s",
         f"floor p50 {percentile(floors, 0.5):.1f} s / p99 {percentile(floors, 0.99):.1f} s",
     ]
@@ -1100,7 +1127,12 @@ def table(rows: list[Row]) -> str:
 SCENARIOS = ("crash", "faults", "load", "pushback", "limits", "bad")
 
 
-async def run(quick: bool, seed: int, only: str | None = None) -> list[Row]:
+async def run(
+    quick: bool,
+    seed: int,
+    only: str | None = None,
+    size: dict[str, int] | None = None,
+) -> list[Row]:
     crash = (
         {"chats": 8, "messages": 6, "kills": 2}
         if quick
@@ -1108,6 +1140,8 @@ async def run(quick: bool, seed: int, only: str | None = None) -> list[Row]:
     )
     load = {"chats": 50, "messages": 10} if quick else {"chats": 200, "messages": 20}
     pushback = {"chats": 20, "messages": 5} if quick else {"chats": 200, "messages": 20}
+    load |= size or {}
+    pushback |= size or {}
     wanted = set(SCENARIOS) if only is None else {only}
     rows: list[Row] = []
     if "crash" in wanted:
@@ -1137,13 +1171,23 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller crash and load runs")
     parser.add_argument("--seed", type=int, default=7, help="random seed for timings")
     parser.add_argument("--only", choices=SCENARIOS, help="run one group of scenarios")
+    parser.add_argument("--chats", type=int, help="chats of the load, pushback and limits rows")
+    parser.add_argument("--messages", type=int, help="messages per chat in those rows")
     args = parser.parse_args()
+    size = {
+        name: value
+        for name, value in (("chats", args.chats), ("messages", args.messages))
+        if value is not None
+    }
     # The fakes see requests cut off by kill -9 and client timeouts, which is the point;
     # aiohttp would print a traceback for each.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     started = time.monotonic()
-    rows = asyncio.run(run(args.quick, args.seed, args.only))
+    rows = asyncio.run(run(args.quick, args.seed, args.only, size))
     print(table(rows))
+    for row in rows:
+        if row.parts:
+            print("\n" + delays.table(row.scenario, row.parts))
     print(f"\n{len(rows)} scenarios in {time.monotonic() - started:.0f} s (seed {args.seed})")
     failed = [r for r in rows if not r.ok]
     for row in failed:

@@ -205,7 +205,15 @@ def setup_logging(
     logging.captureWarnings(True)
     sys.excepthook = _log_uncaught
     # Library chatter at INFO (every HTTP request) drowns what operators need to see.
-    for noisy in ("httpx", "httpx2", "httpcore", "aiohttp.access", "apscheduler", "telegram.ext"):
+    for noisy in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "httpcore2",
+        "aiohttp.access",
+        "apscheduler",
+        "telegram.ext",
+    ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     if not settings.include_content:
         # At DEBUG these dump whole request bodies: the person's words and the model's.

@@ -16,6 +16,7 @@ preview was left out (the next one, or the final reply, shows the text).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
@@ -23,6 +24,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from bot.errors import PreviewSkipped
+
+log = logging.getLogger(__name__)
 
 SWEEP_ABOVE = 1_000  # keys kept before idle ones are forgotten
 
@@ -110,10 +113,13 @@ async def paced(windows: Sequence[tuple[Window, Hashable]], *, wait: bool) -> As
     taken: list[tuple[Window, Hashable]] = []
     try:
         if wait:
+            asked = time.monotonic()
             # Always the same order (chat, group, overall), so waiters cannot deadlock.
             for window, key in windows:
                 await window.take(key)
                 taken.append((window, key))
+            if windows:  # bench/reliability.py reads this line too
+                log.debug("slot for %s after %.3fs", windows[0][1], time.monotonic() - asked)
         else:
             if not all(w.can_take_now(k, w.limit.count // 2) for w, k in windows):
                 raise PreviewSkipped("the platform's rate limits leave no room for a preview")

@@ -210,6 +210,8 @@ class Sender:
         for row in claimed:
             if row.chat_key in self._claimed:
                 continue  # a claim that lapsed while its send went on: that send ends it
+            # bench/reliability.py reads this line to tell where a reply's delay goes.
+            log.debug("outbox row %d claimed for %s", row.id, row.chat_key)
             task = asyncio.create_task(self._deliver(row), name=f"outbox:{row.id}")
             self._in_flight[row.chat_key] = task
             self._claimed[row.chat_key] = row.id

@@ -98,6 +98,8 @@ class SessionQueue(Generic[W]):
                     if self._gate is not None:
                         await self._gate(key, batch)
                     async with self._slots.turn():
+                        # bench/reliability.py reads this line to tell where a delay goes.
+                        log.debug("lane %s: %d item(s) start", key, len(batch))
                         await self._runner(key, batch)
                 except asyncio.CancelledError:
                     # /stop cancels this task; shutdown cancels it too and must win.
