@@ -48,6 +48,30 @@ async def test_one_turn_at_a_time_and_waiting_messages_merge_in_order() -> None:
     assert seen == [["a"], ["b", "c", "d"]]
 
 
+async def test_messages_that_come_while_a_chat_waits_for_a_slot_join_its_turn() -> None:
+    # Under load every slot is busy: a chat's messages that pile up meanwhile get one turn,
+    # not a turn each (which would make the chat wait for a slot once per message).
+    seen: list[list[str]] = []
+    other_chat = asyncio.Event()
+
+    async def runner(key: str, items: list[WorkItem]) -> None:
+        seen.append([i.data for i in items])
+        if key == "busy":
+            await other_chat.wait()
+
+    q = queue(runner, max_concurrent=1, batch_cap=20)
+    q.submit("busy", WorkItem("message", "elsewhere"))
+    await asyncio.sleep(0)
+    q.submit("k", WorkItem("message", "a"))
+    await asyncio.sleep(0)  # "a" is taken and waits for the one slot
+    for text in ("b", "c"):
+        q.submit("k", WorkItem("message", text))
+    q.submit("k", WorkItem("call", "reset"))  # runs alone, after them
+    other_chat.set()
+    await asyncio.wait_for(q.wait_idle(), 2)
+    assert seen == [["elsewhere"], ["a", "b", "c"], ["reset"]]
+
+
 async def test_batch_cap_and_solo_items() -> None:
     seen: list[list[str]] = []
     gate = asyncio.Event()

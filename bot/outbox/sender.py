@@ -55,8 +55,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Chats sent to at the same time; the rest wait their turn.
-MAX_PARALLEL_CHATS = 32
+# Chats sent to at the same time; the rest wait their turn. A send waiting for its pacer
+# slot counts too (a chat's 1 a second, a busy group's 20 a minute), so this is well above
+# the chats a platform lets through in a second: chats waiting out their windows must not
+# hold up replies to chats that may be sent to at once.
+MAX_PARALLEL_CHATS = 256
 # A failure the channel did not classify (a bug, an unexpected exception) is retried like a
 # transient one, but not forever.
 MAX_UNCLASSIFIED_ATTEMPTS = 10

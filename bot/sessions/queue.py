@@ -72,13 +72,17 @@ class SessionQueue(Generic[W]):
         return sum(len(lane.items) + len(lane.running) for lane in self._lanes.values())
 
     def _take_batch(self, lane: _Lane[W]) -> list[W]:
-        first = lane.items.popleft()
-        batch = [first]
-        if not self._mergeable(first):
-            return batch
+        batch = [lane.items.popleft()]
+        self._grow(lane, batch)
+        return batch
+
+    def _grow(self, lane: _Lane[W], batch: list[W]) -> None:
+        """Move the mergeable items waiting at the head of `lane` into `batch` (if it is a
+        batch of mergeable items), up to `batch_cap`."""
+        if not self._mergeable(batch[0]):
+            return
         while lane.items and len(batch) < self._batch_cap and self._mergeable(lane.items[0]):
             batch.append(lane.items.popleft())
-        return batch
 
     def take_waiting(self, key: str) -> list[W]:
         """Remove and return the mergeable items waiting at the head of `key`'s lane, however
@@ -98,6 +102,9 @@ class SessionQueue(Generic[W]):
                     if self._gate is not None:
                         await self._gate(key, batch)
                     async with self._slots.turn():
+                        # Messages that came while the batch waited for a slot join it: under
+                        # load a chat gets one turn for what piled up, not a turn per message.
+                        self._grow(lane, batch)
                         # bench/reliability.py reads this line to tell where a delay goes.
                         log.debug("lane %s: %d item(s) start", key, len(batch))
                         await self._runner(key, batch)
