@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from bot.store.base import BufferedLine, InboundStatus, Store
+from bot.store.outbox import SET_ASIDE, UNFINISHED, _heads
 from bot.store.outbox_rows import OutboxChunk, OutboxStatus
+from bot.store.sqlite import SQLiteStore
 from bot.types import Address
 
 LOCAL = ["local"]
@@ -199,3 +202,29 @@ async def test_one_lease_holder_at_a_time_and_an_expired_one_is_taken_over(
     assert await any_store.lease_holder("s", 25.0) is None
     await any_store.release_lease("t", winner)
     assert await any_store.lease_holders() == []
+
+
+async def test_the_senders_reads_skip_the_rows_already_sent(tmp_path: Path) -> None:
+    # With retention off the outbox keeps every reply ever sent; the reads the sender makes
+    # at every step (heads to claim, when the next is due, the /status counts) must go
+    # through the indexes over rows still in play, not read the whole table each time.
+    store = SQLiteStore(tmp_path / "krill.db")
+    await store.open()
+    try:
+        heads, args = _heads(store.db, ["telegram", "slack"])
+        reads = [
+            (f"SELECT MIN(next_attempt_at) FROM outbox WHERE id IN ({heads})", args),
+            (f"SELECT status, COUNT(*) FROM outbox WHERE {UNFINISHED} GROUP BY status", ()),
+            (f"SELECT status, COUNT(*) FROM outbox WHERE {SET_ASIDE} GROUP BY status", ()),
+            (f"SELECT id FROM outbox WHERE {SET_ASIDE} ORDER BY id DESC LIMIT 20", ()),
+        ]
+        for sql, values in reads:
+            plan = [
+                str(row[-1]) for row in await store.db.fetch(f"EXPLAIN QUERY PLAN {sql}", *values)
+            ]
+            whole_table = [
+                step for step in plan if step.startswith("SCAN outbox") and "INDEX" not in step
+            ]
+            assert not whole_table, (sql, plan)
+    finally:
+        await store.close()

@@ -105,18 +105,21 @@ class OutboxStore(Protocol):
 _UNCLAIM = "claimed_by = NULL, claimed_until = NULL"
 
 
-def _unfinished(db: Db, *more: OutboxStatus) -> tuple[str, tuple[Any, ...]]:
-    return db.dialect.one_of("status", [str(s) for s in (*UNFINISHED_OUTBOX, *more)])
+def _status_in(statuses: Sequence[OutboxStatus]) -> str:
+    """`status` is one of `statuses`, the values written out: only then do SQLite and
+    PostgreSQL use the partial indexes over unfinished and set-aside rows (a bound parameter
+    hides the values from the planner, which then reads every row the outbox keeps)."""
+    return "status IN (" + ", ".join(f"'{s}'" for s in statuses) + ")"
+
+
+UNFINISHED = _status_in(UNFINISHED_OUTBOX)
+SET_ASIDE = _status_in(SET_ASIDE_OUTBOX)
 
 
 def _heads(db: Db, channels: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
     """The heads of the chats on `channels` (GROUP BY chat_key, to add a HAVING to)."""
-    status, statuses = _unfinished(db)
     channel, names = db.dialect.one_of("channel", channels)
-    return (
-        f"SELECT MIN(id) FROM outbox WHERE {status} AND {channel} GROUP BY chat_key",
-        (*statuses, *names),
-    )
+    return f"SELECT MIN(id) FROM outbox WHERE {UNFINISHED} AND {channel} GROUP BY chat_key", names
 
 
 class OutboxTables:
@@ -171,15 +174,14 @@ class OutboxTables:
         if not channels or limit <= 0:
             return []
         heads, args = _heads(self.db, channels)
-        status, statuses = _unfinished(self.db)
         # The row conditions are checked again on the row itself: a row another process
         # claimed (or sent) since this statement's snapshot is left out.
         free = (
             f"SELECT id FROM outbox WHERE id IN ({heads}"
             " HAVING COALESCE(MAX(claimed_until), 0) <= ?) AND next_attempt_at <= ?"
-            f" AND {status} AND COALESCE(claimed_until, 0) <= ? ORDER BY id LIMIT ?"
+            f" AND {UNFINISHED} AND COALESCE(claimed_until, 0) <= ? ORDER BY id LIMIT ?"
         )
-        free_args = (*args, now, now, *statuses, now, limit)
+        free_args = (*args, now, now, now, limit)
         # A read first, so an idle poll writes nothing.
         if not await self.db.fetchrow(free, *free_args):
             return []
@@ -291,15 +293,13 @@ class OutboxTables:
             turn_id, index, earlier = found
             # The next chunk of the same reply carries what this one (and any refused before
             # it) could not say, so the person learns that part of the reply is missing.
-            status, statuses = _unfinished(tx)
             await tx.execute(
                 "UPDATE outbox SET notice = ? || notice, updated_at = ? WHERE id = (SELECT MIN(id)"
-                f" FROM outbox WHERE turn_id = ? AND chunk_index > ? AND {status})",
+                f" FROM outbox WHERE turn_id = ? AND chunk_index > ? AND {UNFINISHED})",
                 earlier + notice,
                 now,
                 turn_id,
                 index,
-                *statuses,
             )
 
     async def outbox_retry_dead(self, row_id: int, now: float) -> bool:
@@ -315,14 +315,17 @@ class OutboxTables:
         return retried == 1
 
     async def outbox_summary(self, dead_limit: int = 20) -> OutboxSummary:
-        status, statuses = _unfinished(self.db, *SET_ASIDE_OUTBOX)
-        counts = await self.db.fetch(
-            f"SELECT status, COUNT(*) FROM outbox WHERE {status} GROUP BY status", *statuses
-        )
-        set_aside, kinds = self.db.dialect.one_of("status", [str(s) for s in SET_ASIDE_OUTBOX])
+        # Two counts, each over its own index: sent rows (most of the outbox) are never read.
+        counts = [
+            *await self.db.fetch(
+                f"SELECT status, COUNT(*) FROM outbox WHERE {UNFINISHED} GROUP BY status"
+            ),
+            *await self.db.fetch(
+                f"SELECT status, COUNT(*) FROM outbox WHERE {SET_ASIDE} GROUP BY status"
+            ),
+        ]
         dead = await self.db.fetch(
-            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE {set_aside} ORDER BY id DESC LIMIT ?",
-            *kinds,
+            f"SELECT {DEAD_COLUMNS} FROM outbox WHERE {SET_ASIDE} ORDER BY id DESC LIMIT ?",
             dead_limit,
         )
         return outbox_summary_of({str(s): int(n) for s, n in counts}, dead)
