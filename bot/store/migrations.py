@@ -146,6 +146,21 @@ MIGRATIONS: list[Migration] = [
     ),
     Migration(
         20,
+        # Display names beside session keys (bot/store/names.py): a direct chat's person, a
+        # group's or channel's title, a forum topic's name, as last seen.
+        """
+        CREATE TABLE display_names (
+            channel TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            platform_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (channel, kind, platform_id)
+        )
+        """,
+    ),
+    Migration(
+        21,
         # The outbox's partial indexes cover every status its queries ask for (`unconfirmed`
         # rows are unfinished too; maybe-sent rows are set aside like dead ones), so the
         # sender's claims and /status read the rows still in play, not every row sent.
