@@ -9,6 +9,7 @@ as if it were whole, so it is the same interruption.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -16,7 +17,8 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
-from anthropic.types import ContentBlockParam
+from anthropic.lib.streaming import AsyncMessageStreamManager
+from anthropic.types import ContentBlockParam, Message, RawMessageStreamEvent
 
 from bot.config import ProviderConfig
 from bot.errors import (
@@ -89,6 +91,37 @@ def _error_type(body: object) -> str:
     return str(error.get("type", "")) if isinstance(error, dict) else ""
 
 
+def request_body(request: ModelRequest) -> bytes:
+    """The JSON a streamed Messages request sends, written once: `messages.stream` would
+    first copy the whole request tree (`copy_tree`), a cost that grows with the history on
+    every call. Keys, order and encoding are the SDK's own, so the bytes are the same."""
+    body: dict[str, Any] = {
+        "max_tokens": request.max_tokens,
+        "messages": request.messages,
+        "model": request.model,
+        "system": request.system,
+    }
+    if request.tools:
+        body["tools"] = request.tools
+    body["stream"] = True
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _message_stream(
+    client: anthropic.AsyncAnthropic, request: ModelRequest
+) -> AsyncMessageStreamManager[None]:
+    """`client.messages.stream(...)` over a body serialised once (`request_body`)."""
+    return AsyncMessageStreamManager(
+        client.post(
+            "/v1/messages",
+            content=request_body(request),
+            cast_to=Message,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+        )
+    )
+
+
 class AnthropicProvider:
     """Owns one AsyncAnthropic client (built on first use)."""
 
@@ -125,19 +158,11 @@ class AnthropicProvider:
         on_tool_start: ToolStartCallback | None = None,
     ) -> ModelReply:
         client = self.client()
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": request.messages,
-        }
-        if request.tools:
-            kwargs["tools"] = request.tools
         started = time.monotonic()
         began = False  # whether any event arrived: a failure now may have shown text
         stopped = False  # whether `message_stop` arrived: the reply is whole
         try:
-            async with client.messages.stream(**kwargs) as stream:
+            async with _message_stream(client, request) as stream:
                 async for event in stream:
                     began = True
                     stopped = event.type == "message_stop"
