@@ -87,13 +87,15 @@ class GcWatch:
 
 
 async def run(
-    turns: int, profile: cProfile.Profile | None
+    turns: int, profile: cProfile.Profile | None, *, freeze: bool
 ) -> tuple[list[float], list[tuple[list[int], float]]]:
     async with fake_model() as url:
         with tempfile.TemporaryDirectory() as tmp:
             # One sender sends every turn: its turn budget would make the later ones wait.
             toml = "[agent]\nsender_turns_per_minute = 0\n"
             async with Harness(Path(tmp), url, toml) as h:
+                if freeze:
+                    gc.freeze()  # as `krill run` does once the service has started
                 watch = GcWatch()
                 gc.callbacks.append(watch)
                 cpu: list[float] = []
@@ -124,11 +126,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument(
+        "--no-freeze", action="store_true", help="leave gc.freeze() out (as before it was added)"
+    )
+    parser.add_argument(
         "--profile", metavar="FILE", help="write a cProfile of the last sixth of the turns"
     )
     args = parser.parse_args()
     profile = cProfile.Profile() if args.profile else None
-    cpu, collections = asyncio.run(run(args.turns, profile))
+    cpu, collections = asyncio.run(run(args.turns, profile, freeze=not args.no_freeze))
     if profile is not None:
         profile.dump_stats(args.profile)
     ms = [c * 1000 for c in cpu]
