@@ -24,32 +24,20 @@ from bot.transcript import AssistantReply, ChatLine, Entry, PersonTurn, ToolResu
 from bot.types import Attachment, MediaKind
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic, Reply
+from tests.test_context_e2e import TOML as E2E_TOML
 from tests.test_context_e2e import dump_tool, router
 from tests.test_media import png
 
 KEY = "agent:main:local:direct:alice"
 HAIKU = "claude-haiku-4-5"
-TOML = f"""
-[agent]
-context_window = 20000
-models = ["claude-sonnet-4-6", "{HAIKU}"]
-[context]
-reserve_tokens = 4000
-reserve_tokens_floor = 4000
-[memory]
-enabled = false
-[scheduler]
-idle_compaction = false
-[media]
-image_max_edge = 256
-keep_images_turns = 1
-[tools.results]
-threshold_bytes = 4000
-[admin]
-users = ["local:alice"]
-[models."{HAIKU}"]
-context_window = 12000
-"""
+# The context tests' small window, a second model with a smaller one, old images as
+# placeholders after one turn, and tool results over 4,000 bytes kept on disk.
+TOML = (
+    E2E_TOML.replace("[agent]\n", f'[agent]\nmodels = ["claude-sonnet-4-6", "{HAIKU}"]\n')
+    + "[media]\nimage_max_edge = 256\nkeep_images_turns = 1\n"
+    + "[tools.results]\nthreshold_bytes = 4000\n"
+    + f'[models."{HAIKU}"]\ncontext_window = 12000\n'
+)
 
 
 def chat(body: dict[str, Any]) -> Any:
