@@ -145,6 +145,7 @@ class HistoryCache:
     def __init__(self, sessions: int = CACHED_SESSIONS) -> None:
         self.sessions = sessions
         self._held: dict[str, _Held] = {}
+        self._compactions: dict[str, Entry] = {}  # by entry id: rows never change
 
     async def entries(self, db: Db, session_id: str, start_seq: int) -> list[Entry]:
         """The session's conversation entries with `seq >= start_seq`, in order."""
@@ -162,8 +163,14 @@ class HistoryCache:
             del self._held[next(iter(self._held))]
         return held.entries[start:]
 
-    def clear(self) -> None:
-        self._held.clear()
+    def compaction(self, row: Row) -> Entry:
+        """The compaction entry stored in `row`, decoded once (the same object every turn,
+        so the messages built after it can be kept too)."""
+        entry = self._compactions.pop(row[1], None) or entry_from_row(row)
+        self._compactions[entry.id] = entry
+        while len(self._compactions) > self.sessions:
+            del self._compactions[next(iter(self._compactions))]
+        return entry
 
 
 def _seq(entry: Entry) -> int:
@@ -215,7 +222,7 @@ async def read_history(
         str(EntryKind.COMPACTION),
     )
     if row:
-        compaction = entry_from_row(row)
+        compaction = entry_from_row(row) if cache is None else cache.compaction(row)
         assert isinstance(compaction.payload, Compaction)
         kept = await db.fetchval(
             "SELECT seq FROM entries WHERE id = ?", compaction.payload.first_kept_entry_id
