@@ -191,3 +191,9 @@ def test_the_request_body_is_what_the_sdk_would_send() -> None:
         "stream": True,
     }
     assert request_body(request) == serialize_data(body, location="body").encode()
+    # Encoded once, each message object: a new one is encoded anew.
+    assert request_body(request) == serialize_data(body, location="body").encode()
+    changed = {"role": "user", "content": [{"type": "text", "text": "another"}]}
+    request.messages = [*request.messages, {"role": "assistant", "content": "ok"}, changed]
+    body["messages"] = request.messages
+    assert request_body(request) == serialize_data(body, location="body").encode()

@@ -18,7 +18,7 @@ from typing import Any, cast
 import anthropic
 import httpx2
 from anthropic.lib.streaming import AsyncMessageStreamManager
-from anthropic.types import ContentBlockParam, Message, RawMessageStreamEvent
+from anthropic.types import ContentBlockParam, Message, MessageParam, RawMessageStreamEvent
 
 from bot.config import ProviderConfig
 from bot.errors import (
@@ -91,20 +91,48 @@ def _error_type(body: object) -> str:
     return str(error.get("type", "")) if isinstance(error, dict) else ""
 
 
+# The SDK's own JSON encoding of a request body.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# Encoded messages kept by object, up to this many characters in all: a session's requests
+# carry the same message objects turn after turn (`bot.context.messages` keeps and extends
+# them) and nothing changes a message in place, so only new messages are encoded.
+ENCODED_CHARS = 64_000_000
+
+
+class _MessageJson:
+    """`_encode(message)`, kept per message object while it is that object."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.chars = limit, 0
+        self.held: dict[int, tuple[MessageParam, str]] = {}
+
+    def __call__(self, message: MessageParam) -> str:
+        held = self.held.get(id(message))
+        if held is not None and held[0] is message:
+            return held[1]
+        text = _encode(message)
+        if self.chars + len(text) > self.limit:
+            self.held.clear()
+            self.chars = 0
+        self.held[id(message)] = (message, text)
+        self.chars += len(text)
+        return text
+
+
+_message_json = _MessageJson(ENCODED_CHARS)
+
+
 def request_body(request: ModelRequest) -> bytes:
     """The JSON a streamed Messages request sends, written once: `messages.stream` would
     first copy the whole request tree (`copy_tree`), a cost that grows with the history on
     every call. Keys, order and encoding are the SDK's own, so the bytes are the same."""
-    body: dict[str, Any] = {
-        "max_tokens": request.max_tokens,
-        "messages": request.messages,
-        "model": request.model,
-        "system": request.system,
-    }
+    rest: dict[str, Any] = {"model": request.model, "system": request.system}
     if request.tools:
-        body["tools"] = request.tools
-    body["stream"] = True
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        rest["tools"] = request.tools
+    rest["stream"] = True
+    messages = ",".join(_message_json(m) for m in request.messages)
+    head = f'{{"max_tokens":{_encode(request.max_tokens)},"messages":[{messages}],'
+    return (head + _encode(rest)[1:]).encode()
 
 
 def _message_stream(
