@@ -5,7 +5,9 @@ is logged with the first block that differed (tools, system, message N) and coun
 
 Fingerprints are cheap on purpose (a hash of tools and system, and per message its role,
 size and the edges of its text): they run on every model call, and only locate a break the
-provider's own numbers have already shown.
+provider's own numbers have already shown. A session's messages are mostly the very objects
+its previous request sent (its history is kept and extended), so each message object's
+print is kept from one request to the next and only new messages are hashed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ BREAK_SHORTFALL = 0.05
 # Characters of each text block's start and end that go into its message's fingerprint.
 EDGE_CHARS = 48
 MAX_TRACKED_SESSIONS = 10_000
+# Sessions whose message prints are kept (each holds its last request's message objects).
+PRINTED_SESSIONS = 256
 UNKNOWN_BLOCK = "unknown"  # nothing in the request changed: the provider dropped the entry
 
 
@@ -79,11 +83,12 @@ def fingerprint(
     messages: list[MessageParam],
     usage: Usage,
     at: float,
+    message_print: Callable[[MessageParam], int] = _message_print,
 ) -> RequestPrint:
     return RequestPrint(
         tools=_hash_json(tools),
         system=_hash_json(system),
-        messages=tuple(_message_print(m) for m in messages),
+        messages=tuple(message_print(m) for m in messages),
         cached=usage.cache_read_tokens + usage.cache_write_tokens,
         at=at,
     )
@@ -120,6 +125,10 @@ class CacheWatch:
         self.ttl = ttl_seconds
         self.clock = clock
         self._last: LRUCache[str, RequestPrint] = LRUCache(MAX_TRACKED_SESSIONS)
+        # session -> id(message) -> (the message object, its print)
+        self._prints: LRUCache[str, dict[int, tuple[MessageParam, int]]] = LRUCache(
+            PRINTED_SESSIONS
+        )
 
     def observe(
         self,
@@ -133,7 +142,24 @@ class CacheWatch:
     ) -> str | None:
         """Record this request; returns the first differing block when it broke the cache."""
         now = self.clock()
-        current = fingerprint(system=system, tools=tools, messages=messages, usage=usage, at=now)
+        held = self._prints.get(session_id, {})
+        prints: dict[int, tuple[MessageParam, int]] = {}
+
+        def message_print(message: MessageParam) -> int:
+            hit = held.get(id(message))
+            value = hit[1] if hit is not None and hit[0] is message else _message_print(message)
+            prints[id(message)] = (message, value)
+            return value
+
+        current = fingerprint(
+            system=system,
+            tools=tools,
+            messages=messages,
+            usage=usage,
+            at=now,
+            message_print=message_print,
+        )
+        self._prints[session_id] = prints
         previous = self._last.get(session_id)
         self._last[session_id] = current
         if previous is None or not is_break(previous, usage, now, self.ttl):
@@ -153,3 +179,4 @@ class CacheWatch:
 
     def forget(self, session_id: str) -> None:
         self._last.pop(session_id, None)
+        self._prints.pop(session_id, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import getpass
 import logging
 import signal
@@ -29,6 +30,10 @@ async def run_service(config: Config) -> None:
         with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
             loop.add_signal_handler(sig, stop.set)
     async with App(config, background=True, clock=service_clock(config.scheduler)):
+        # What starting built (modules, config, clients) lives as long as the process; kept
+        # out of the collector's full passes, those stop stalling a turn every few dozen
+        # (bench/history.py lists such spikes).
+        gc.freeze()
         await stop.wait()
         log.info("shutting down")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from anthropic.types import MessageParam
 
-from bot.context.messages import entry_to_message, merge_same_role
+from bot.context.messages import merge_same_role, rendered_message
 from bot.context.tokens import entries_after, find_anchor, messages_tokens
 from bot.context.truncation import cap_tool_results
 from bot.transcript import Entry
@@ -31,5 +31,5 @@ def context_tokens(
     anchor = find_anchor(history)
     if anchor is None:
         return messages_tokens(messages, overhead_chars)
-    tail = [m for e in entries_after(history, anchor.entry_id) if (m := entry_to_message(e, tz))]
+    tail = [m for e in entries_after(history, anchor.entry_id) if (m := rendered_message(e, tz))]
     return anchor.tokens + messages_tokens(cap_tool_results(merge_same_role(tail), result_limit))

@@ -9,7 +9,8 @@ dropped, and a synthetic error result stands in for any result that is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from anthropic.types import ContentBlockParam, MessageParam, ToolResultBlockParam, ToolUseBlockParam
 
@@ -28,6 +29,60 @@ class PairingReport:
     @property
     def changed(self) -> bool:
         return any((self.moved, self.orphans_dropped, self.duplicates_dropped, self.synthesized))
+
+
+@dataclass(slots=True)
+class PairingScan:
+    """Reads messages in order and says whether they are already well formed, so that
+    `repair_pairing` would give back messages equal to them: list content of blocks, roles
+    alternating from a user message on, every tool_use id new, each assistant message's
+    calls answered first thing in the next message, in order, and no other result anywhere.
+    It can be fed more messages later, which lets a kept history be checked only where it
+    grew."""
+
+    last_role: str | None = None
+    pending: list[str] = field(default_factory=list)
+    calls: set[str] = field(default_factory=set)
+
+    def feed(self, messages: list[MessageParam]) -> bool:
+        """False as soon as a message would need repair (the scan is then spent)."""
+        for message in messages:
+            role, content = message["role"], message["content"]
+            if role == self.last_role or (self.last_role is None and role != "user"):
+                return False
+            if isinstance(content, str) or not content:
+                return False
+            answered = 0
+            blocks: list[Any] = list(content)  # read as plain JSON, not as the typed params
+            for block in blocks:
+                if not isinstance(block, dict):
+                    return False
+                kind = block["type"]
+                if kind == "tool_use" and role == "assistant":
+                    if block["id"] in self.calls:
+                        return False
+                    self.calls.add(block["id"])
+                elif kind == "tool_result":
+                    pending = self.pending
+                    if role != "user" or answered >= len(pending):
+                        return False
+                    if block["tool_use_id"] != pending[answered]:
+                        return False
+                    answered += 1
+                elif answered < len(self.pending):
+                    return False  # a call left unanswered, or answered after other content
+            if answered < len(self.pending):
+                return False
+            self.pending = (
+                [b["id"] for b in blocks if b["type"] == "tool_use"] if role == "assistant" else []
+            )
+            self.last_role = role
+        return True
+
+    @property
+    def complete(self) -> bool:
+        """Whether the messages so far end well formed (no call waits for its result)."""
+        return self.last_role is not None and not self.pending
 
 
 def merge_same_role(messages: list[MessageParam]) -> list[MessageParam]:

@@ -9,6 +9,7 @@ as if it were whole, so it is the same interruption.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -16,7 +17,8 @@ from typing import Any, cast
 
 import anthropic
 import httpx2
-from anthropic.types import ContentBlockParam
+from anthropic.lib.streaming import AsyncMessageStreamManager
+from anthropic.types import ContentBlockParam, Message, MessageParam, RawMessageStreamEvent
 
 from bot.config import ProviderConfig
 from bot.errors import (
@@ -89,6 +91,65 @@ def _error_type(body: object) -> str:
     return str(error.get("type", "")) if isinstance(error, dict) else ""
 
 
+# The SDK's own JSON encoding of a request body.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# Encoded messages kept by object, up to this many characters in all: a session's requests
+# carry the same message objects turn after turn (`bot.context.messages` keeps and extends
+# them) and nothing changes a message in place, so only new messages are encoded.
+ENCODED_CHARS = 64_000_000
+
+
+class _MessageJson:
+    """`_encode(message)`, kept per message object while it is that object."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.chars = limit, 0
+        self.held: dict[int, tuple[MessageParam, str]] = {}
+
+    def __call__(self, message: MessageParam) -> str:
+        held = self.held.get(id(message))
+        if held is not None and held[0] is message:
+            return held[1]
+        text = _encode(message)
+        if self.chars + len(text) > self.limit:
+            self.held.clear()
+            self.chars = 0
+        self.held[id(message)] = (message, text)
+        self.chars += len(text)
+        return text
+
+
+_message_json = _MessageJson(ENCODED_CHARS)
+
+
+def request_body(request: ModelRequest) -> bytes:
+    """The JSON a streamed Messages request sends, written once: `messages.stream` would
+    first copy the whole request tree (`copy_tree`), a cost that grows with the history on
+    every call. Keys, order and encoding are the SDK's own, so the bytes are the same."""
+    rest: dict[str, Any] = {"model": request.model, "system": request.system}
+    if request.tools:
+        rest["tools"] = request.tools
+    rest["stream"] = True
+    messages = ",".join(_message_json(m) for m in request.messages)
+    head = f'{{"max_tokens":{_encode(request.max_tokens)},"messages":[{messages}],'
+    return (head + _encode(rest)[1:]).encode()
+
+
+def _message_stream(
+    client: anthropic.AsyncAnthropic, request: ModelRequest
+) -> AsyncMessageStreamManager[None]:
+    """`client.messages.stream(...)` over a body serialised once (`request_body`)."""
+    return AsyncMessageStreamManager(
+        client.post(
+            "/v1/messages",
+            content=request_body(request),
+            cast_to=Message,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+        )
+    )
+
+
 class AnthropicProvider:
     """Owns one AsyncAnthropic client (built on first use)."""
 
@@ -125,19 +186,11 @@ class AnthropicProvider:
         on_tool_start: ToolStartCallback | None = None,
     ) -> ModelReply:
         client = self.client()
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "system": request.system,
-            "messages": request.messages,
-        }
-        if request.tools:
-            kwargs["tools"] = request.tools
         started = time.monotonic()
         began = False  # whether any event arrived: a failure now may have shown text
         stopped = False  # whether `message_stop` arrived: the reply is whole
         try:
-            async with client.messages.stream(**kwargs) as stream:
+            async with _message_stream(client, request) as stream:
                 async for event in stream:
                     began = True
                     stopped = event.type == "message_stop"

@@ -23,7 +23,7 @@ from bot.store.retention import RetentionTables
 from bot.store.schedules import ScheduleTables
 from bot.store.sessions import SessionTables
 from bot.store.shared_state import SharedStateTables
-from bot.store.transcript import TranscriptTables
+from bot.store.transcript import HistoryCache, TranscriptTables
 from bot.store.turns import TurnTables
 
 
@@ -49,6 +49,7 @@ class SqlStore(
 
     def __init__(self, db: Database):
         self.db: Database = db
+        self.histories = HistoryCache()
 
     async def open(self) -> None:
         await self.db.open()
