@@ -38,6 +38,7 @@ from bot.channel_contract import (
     ChannelSpec,
     StateChanges,
     channel_health,
+    failing_since,
 )
 from bot.config import Config
 from bot.console.routes import console_routes
@@ -402,7 +403,8 @@ class App:
 
     def _health(self) -> dict[str, ChannelHealth]:
         return self._states.look(
-            {name: channel_health(self.channels[name], up) for name, up in self._ready.items()}
+            {name: channel_health(self.channels[name], up) for name, up in self._ready.items()},
+            {name: failing_since(self.channels[name]) for name in self._ready},
         )
 
     async def _start_server(self) -> None:

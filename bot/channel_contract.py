@@ -88,7 +88,10 @@ class SendFailure(Exception):
 # What /healthz says of a channel that waits while another replica does its work (holds
 # its leader lock): up, so the replica stays 200.
 STANDBY: Final = "standby"
-ChannelHealth = bool | Literal["standby"]
+# What it says of a channel whose connection failed since its last success and is being
+# retried: still up (200) until it goes stale, but not working right now.
+RETRYING: Final = "retrying"
+ChannelHealth = bool | Literal["standby", "retrying"]
 
 
 class Leadership(Protocol):
@@ -238,6 +241,15 @@ class StandbyChannel(Protocol):
 
 
 @runtime_checkable
+class RetryingChannel(Protocol):
+    """A channel that retries its own connection (a poller, a socket): `failing_since` is
+    when the failures since its last success began (epoch seconds), None while it works."""
+
+    @property
+    def failing_since(self) -> float | None: ...
+
+
+@runtime_checkable
 class SentLookupChannel(Protocol):
     """A channel whose platform carries `out.chunk_id` on a message, so the outbox can ask
     whether a send whose outcome a crash or a timeout left unknown went out, and not send
@@ -325,28 +337,38 @@ class ChannelSpec(Generic[S]):
         return self.create(settings, config, gateway) if settings.enabled else None
 
 
+def failing_since(channel: Channel) -> float | None:
+    """When `channel`'s current run of failed connection attempts began, if it is in one."""
+    return channel.failing_since if isinstance(channel, RetryingChannel) else None
+
+
 def channel_health(channel: Channel, up: bool) -> ChannelHealth:
     """What /healthz says of `channel`, started (`up`) or not: STANDBY while it waits for its
-    leader lock, else whether it is up and, if it can tell, still working."""
+    leader lock, RETRYING while it is not stale yet but its latest attempt failed, else
+    whether it is up and, if it can tell, still working."""
     if up and isinstance(channel, StandbyChannel) and channel.standby:
         return STANDBY
-    return up and (channel.healthy if isinstance(channel, HealthChannel) else True)
+    if not up or (isinstance(channel, HealthChannel) and not channel.healthy):
+        return False
+    return RETRYING if failing_since(channel) is not None else True
 
 
 class StateChanges:
     """When each channel's /healthz state last changed, as this process saw it: on start-up
     and at each look (/healthz, the console), so a poller going stale counts from the first
-    look that found it so."""
+    look that found it so; a channel that says when its failures began counts from then."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self._seen: dict[str, tuple[ChannelHealth, float]] = {}
 
-    def look(self, states: Mapping[str, ChannelHealth]) -> dict[str, ChannelHealth]:
+    def look(
+        self, states: Mapping[str, ChannelHealth], began: Mapping[str, float | None]
+    ) -> dict[str, ChannelHealth]:
         now = self.clock()
         for name, state in states.items():
             if name not in self._seen or self._seen[name][0] != state:
-                self._seen[name] = (state, now)
+                self._seen[name] = (state, began.get(name) or now)
         return dict(states)
 
     def since(self) -> dict[str, float]:

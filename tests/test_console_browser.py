@@ -280,8 +280,13 @@ def read_operations(browser: Browser, base: str) -> dict[str, object]:
     seen["log"] = texts(browser, "log-row")
     browser.driver.get(f"{base}/admin/reminders")
     seen["reminders"] = texts(browser, "reminder-row")
-    browser.driver.get(f"{base}/admin/jobs")
+    browser.driver.get(f"{base}/admin/jobs")  # at the phone's width, photographed last
     seen["jobs"] = texts(browser, "job-row")
+    # Which of a job's cells a phone shows without scrolling sideways.
+    seen["jobs_on_screen"] = browser.driver.execute_script(
+        "return [...document.querySelectorAll('[data-testid=job-row] td')]"
+        ".map(td => td.getBoundingClientRect().right <= window.innerWidth);"
+    )
     return seen
 
 
@@ -363,6 +368,8 @@ async def test_operator_sees_names_health_log_reminders_and_jobs(
     }
     channels = seen["channels"]
     assert isinstance(channels, dict)
+    # Polling keeps retrying, not stale yet: neither "up" nor "down".
+    assert channels["telegram"][0] == "retrying", channels
     assert (
         "Telegram polling failed" in channels["telegram"][2]
         and "Bad Gateway" in channels["telegram"][2]
@@ -377,6 +384,8 @@ async def test_operator_sees_names_health_log_reminders_and_jobs(
     assert "feed the analytical engine" in reminder and "telegram:811" in reminder
     (job,) = seen["jobs"]  # type: ignore[misc]
     assert "standup" in job and "At 09:00, Monday through Friday (UTC)" in job
+    # The job, its schedule and its next run fit a phone's width.
+    assert seen["jobs_on_screen"][:3] == [True, True, True], seen["jobs_on_screen"]  # type: ignore[index]
     widths = seen["widths"]
     assert isinstance(widths, dict)
     overflowing = {page: w for page, w in widths.items() if w[0] > w[1]}

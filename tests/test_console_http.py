@@ -357,6 +357,54 @@ async def test_health_page_shows_each_channels_state_since_and_last_problem_and_
     assert "Bad Gateway for" in log
 
 
+def channel_rows(page: str) -> dict[str, tuple[str, str]]:
+    """Each channel row's state and since, by channel name."""
+    rows = re.findall(
+        r'<tr data-testid="channel-row"><td>([^<]*)</td><td class="[^"]*">([^<]*)</td>'
+        r'<td data-testid="channel-since">([^<]*)</td>',
+        page,
+    )
+    return {name: (state, since) for name, state, since in rows}
+
+
+async def test_a_channel_retrying_after_failures_says_so_and_since_when(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, fake_telegram: FakeTelegram
+) -> None:
+    """While getUpdates fails and polling retries (not stale yet) Telegram is "retrying",
+    since its first failure, on the Health page and in /healthz (still 200); the next
+    success makes it "up" again."""
+    telegram = {"enabled": True, "token": fake_telegram.token, "api_base_url": fake_telegram.url}
+    config = console_config() | {"telegram": telegram | {"dm_policy": "open"}}
+    env = {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": fake_anthropic.url}
+
+    async def health_until(state: str) -> tuple[str, str]:
+        for _ in range(800):
+            async with http.get(f"{krill.url}/admin/health") as resp:
+                rows = channel_rows(await resp.text())
+            if rows["telegram"][0] == state:
+                return rows["telegram"]
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"Telegram stayed {rows['telegram']}, never {state}")
+
+    async with (
+        KrillProcess(tmp_path, config, env) as krill,
+        aiohttp.ClientSession(headers=BEARER) as http,
+    ):
+        assert (await health_until("up"))[0] == "up"
+        failed_at = time.time()
+        fake_telegram.fail_next("getUpdates", 502, "Bad Gateway", times=100_000)
+        # End the long poll in flight, so the next getUpdates meets the failure.
+        fake_telegram.push_update(fake_telegram.private_message(7, "hello"))
+        _, since = await health_until("retrying")
+        status, body = await krill.get("/healthz")
+        fake_telegram.clear_failures()
+        await health_until("up")
+    assert status == 200 and json.loads(body)["channels"]["telegram"] == "retrying", body
+    minute = "%Y-%m-%d %H:%M"  # the console's, in agent.timezone (UTC by default)
+    assert time.strftime(minute, time.gmtime(failed_at)) <= since, since
+    assert since <= time.strftime(minute, time.gmtime()), since
+
+
 async def test_first_page_shows_the_overview_of_the_last_hours_turns(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ) -> None:

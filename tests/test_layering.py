@@ -118,6 +118,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot.console": (
         *("bot.agent", "bot.config", "bot.forwarded", "bot.log_tail", "bot.media"),
         *(
+            "bot.channel_contract",
             "bot.memory",
             "bot.metrics",
             "bot.pairings",

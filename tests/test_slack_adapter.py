@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
-from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
+from bot.channel_contract import (
+    RETRYING,
+    AcceptResult,
+    SendFailure,
+    SendFailureKind,
+    channel_health,
+)
 from bot.types import Address, InboundMessage, OutboundMessage, Source
 from channels.slack.config import SlackConfig
 from channels.slack.indicators import THINKING_STATUS
@@ -386,6 +393,25 @@ async def test_socket_reconnects_after_refresh_and_after_a_dropped_connection(
     await fake_slack.wait_for_ack(envelope)
     assert [m.text for m in core.accepted] == ["still here?"]
     assert len(fake_slack.calls_to("apps.connections.open")) == 3
+
+
+async def test_a_lost_socket_is_retrying_since_it_was_lost_until_it_is_back(
+    make_channel: Factory, fake_slack: FakeSlack
+) -> None:
+    """What /healthz and the console's Health page say while Socket Mode reconnects."""
+    channel, _, _ = await make_channel("socket")
+    await fake_slack.wait_for_socket(1)
+    assert channel.failing_since is None
+    fake_slack.fail_next("apps.connections.open", "internal_error", times=2)
+    lost_at = time.time()
+    for ws in list(fake_slack._sockets):  # the network drops the connection
+        await ws.close()
+    await until(lambda: channel.failing_since is not None)
+    assert lost_at <= (channel.failing_since or 0) <= time.time()
+    assert channel_health(channel, up=True) == RETRYING and channel.healthy
+    await fake_slack.wait_for_socket(2, timeout=15)
+    await until(lambda: channel.failing_since is None)
+    assert channel_health(channel, up=True) is True
 
 
 async def test_refused_tokens_stop_start_up(make_channel: Factory) -> None:

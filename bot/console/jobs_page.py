@@ -41,8 +41,8 @@ class JobsPage:
         said = request.query.get("said", "")
         table = (
             Markup(
-                '<div class="table-wrap"><table><thead><tr><th>Job</th><th>Where</th>'
-                "<th>Schedule</th><th>Next run</th><th>Last run</th><th>Cost</th><th></th>"
+                '<div class="table-wrap"><table><thead><tr><th>Job</th><th>Schedule</th>'
+                "<th>Next run</th><th>Last run</th><th>Cost</th><th>Where</th><th></th>"
                 "</tr></thead><tbody>{}</tbody></table></div>"
             ).format(join(self._row(job) for job in jobs))
             if jobs
@@ -62,11 +62,13 @@ class JobsPage:
             f"{when(job.last_run_at, self.zone)}: {job.last_outcome}" if job.last_outcome else "—"
         )
         per_run = f" ({money(job.cost_usd / job.runs)} a run)" if job.runs else ""
+        # What a person reads first comes first, so a phone shows it; the key wraps.
         return Markup(
             '<tr data-testid="job-row" data-job="{id}"><td><b>#{id} {name}</b><br>'
-            "<small>{task}</small></td><td>{key}<br><small>set up by {creator}</small></td>"
-            '<td>{schedule}</td><td class="{css}">{next}</td><td>{last}</td>'
-            "<td>{cost} over {runs} run(s){per_run}</td><td>{buttons}</td></tr>"
+            '<small>{task}</small></td><td>{schedule}</td><td class="{css}">{next}</td>'
+            "<td>{last}</td><td>{cost} over {runs} run(s){per_run}</td>"
+            '<td><span class="key">{key}</span><br><small>set up by {creator}</small></td>'
+            "<td>{buttons}</td></tr>"
         ).format(
             id=job.id,
             name=job.name,

@@ -17,6 +17,7 @@ from aiohttp import web
 from markupsafe import Markup
 
 from bot.agent.model import ModelHealth
+from bot.channel_contract import RETRYING, ChannelHealth
 from bot.console.layout import count, join, notice, page, url, when
 from bot.log_tail import LogEntry, last_from
 from bot.media.prepare import human_size
@@ -35,7 +36,7 @@ class OperationsPages:
         *,
         pairings: PairingStore,
         pairing_channels: list[str],
-        health: Callable[[], Mapping[str, bool | str]],
+        health: Callable[[], Mapping[str, ChannelHealth]],
         since: Callable[[], Mapping[str, float]],
         log: Callable[[], list[LogEntry]],
         outbox: OutboxStore,
@@ -141,9 +142,9 @@ class OperationsPages:
                 "</tr>"
             ).format(
                 name,
-                "ok" if up else "bad",
-                # A string is a state that counts as up, e.g. "standby" for another
-                # replica's work.
+                "warn" if up == RETRYING else "ok" if up else "bad",
+                # A string is a state that counts as up: "standby" for another replica's
+                # work, "retrying" for a connection failing but not stale yet.
                 up if isinstance(up, str) else "up" if up else "down",
                 when(since[name], self.zone) if name in since else "",
                 self._problem(last_from(entries, f"channels.{name}")),

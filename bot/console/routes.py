@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from aiohttp import web
 from markupsafe import Markup
 
+from bot.channel_contract import ChannelHealth
 from bot.config import Config
 from bot.console import workspace_files
 from bot.console.auth import COOKIE, LOGIN_PATH, ConsoleAuth, Handler, Refused, same_origin
@@ -163,7 +164,7 @@ def console_routes(
     workspace: PromptShares,
     index: MemoryIndex | None,
     control: SessionControl,
-    health: Callable[[], Mapping[str, bool | str]],
+    health: Callable[[], Mapping[str, ChannelHealth]],
     since: Callable[[], Mapping[str, float]],
     wake_sender: Callable[[], None],
     media: MediaReader,

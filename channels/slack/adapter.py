@@ -155,6 +155,11 @@ class SlackChannel:
         """For /healthz: in Socket Mode, whether Slack answered a ping lately."""
         return self._socket is None or self._socket.healthy
 
+    @property
+    def failing_since(self) -> float | None:
+        """For /healthz: in Socket Mode, when the connection was lost, while it is."""
+        return None if self._socket is None else self._socket.failing_since
+
     def _identity(self) -> BotIdentity:
         return self.me
 

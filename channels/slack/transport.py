@@ -140,6 +140,8 @@ class SocketTransport:
         self.handler: AsyncSocketModeHandler | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._closing = False
+        # When the connection was lost or first failed to open, until it is back (epoch).
+        self.failing_since: float | None = None
 
     async def start(self) -> None:
         """Connect, retrying with backoff; raises SlackSetupError if the token is refused."""
@@ -165,10 +167,12 @@ class SocketTransport:
                 delay = self._failed(exc, backoff)
             await asyncio.sleep(delay)
         log.info("slack: connected over Socket Mode")
+        self.failing_since = None
         self._watcher = asyncio.create_task(self._watch(), name="slack-socket-watch")
 
     def _failed(self, exc: BaseException, backoff: Backoff) -> float:
         delay = backoff.next()
+        self.failing_since = self.failing_since or time.time()
         log.warning("slack: Socket Mode connection failed (%s); retrying in %.0fs", exc, delay)
         return delay
 
@@ -200,7 +204,9 @@ class SocketTransport:
             await asyncio.sleep(WATCH_INTERVAL_SECONDS)
             if await client.is_connected():
                 backoff.reset()
+                self.failing_since = None
                 continue
+            self.failing_since = self.failing_since or time.time()
             log.warning("slack: Socket Mode connection lost; reconnecting")
             try:
                 await self._connect()

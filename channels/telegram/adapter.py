@@ -129,6 +129,10 @@ class TelegramChannel:
         return self._polling is None or self._polling.healthy
 
     @property
+    def failing_since(self) -> float | None:
+        return None if self._polling is None else self._polling.failing_since
+
+    @property
     def standby(self) -> bool:
         """For /healthz: polling mode, and another replica holds the polling lock."""
         return self._polling is not None and self._polling.standby

@@ -54,6 +54,11 @@ class LeadPolling:
         """Standing by, or polling with a getUpdates that succeeded lately."""
         return self._poller is None or self._poller.healthy
 
+    @property
+    def failing_since(self) -> float | None:
+        """When its getUpdates began failing, while they do."""
+        return None if self._poller is None else self._poller.failing_since
+
     async def start(self) -> None:
         """Poll now if this replica leads (or needs no lock), else stand by in the background;
         either way returns at once."""

@@ -86,6 +86,7 @@ class Poller:
         self._timeout = max(1, min(POLL_TIMEOUT, int(stale_after / 3)))
         self._stale_after = stale_after
         self._last_ok = time.monotonic()
+        self._failing_since: float | None = None  # wall clock, for the console's "since"
         self._offset: int | None = None
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +108,12 @@ class Poller:
     def healthy(self) -> bool:
         """Running, and a getUpdates succeeded within the last `stale_after` seconds."""
         return self.running and time.monotonic() - self._last_ok <= self._stale_after
+
+    @property
+    def failing_since(self) -> float | None:
+        """When the getUpdates failing since the last success began to fail; None while
+        the latest one succeeded."""
+        return self._failing_since
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         # _run only returns when stopped; anything else is a bug that must not go unnoticed.
@@ -229,7 +236,7 @@ class Poller:
         except TelegramError as exc:
             await self._failed(f"unexpected error: {exc.message}")
             return None
-        self._last_ok = time.monotonic()
+        self._last_ok, self._failing_since = time.monotonic(), None
         if self._backoff.failures:
             log.info(
                 "Telegram polling recovered after %d failed attempt(s)", self._backoff.failures
@@ -251,7 +258,7 @@ class Poller:
         except Exception as exc:  # polling must survive whatever this fallback meets
             await self._failed(f"unexpected error: {exc}")
             return None
-        self._last_ok = time.monotonic()
+        self._last_ok, self._failing_since = time.monotonic(), None
         updates: list[Update] = []
         for item in raw if isinstance(raw, list) else []:
             try:
@@ -266,6 +273,7 @@ class Poller:
 
     async def _failed(self, reason: str, wait: float | None = None, *, quiet: bool = False) -> None:
         backoff = self._backoff.next()
+        self._failing_since = self._failing_since or time.time()
         delay = backoff if wait is None else wait
         level = logging.DEBUG if quiet else logging.WARNING
         log.log(level, "Telegram polling failed: %s; retrying in %.1fs", reason, delay)
