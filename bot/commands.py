@@ -47,8 +47,8 @@ COMMANDS: dict[str, str] = {
     "whoami": "show your id and whether you are an admin",
 }
 # Admins may run every command anywhere. Other allowed users may run the session commands
-# DESIGN grants them in their own DM, and the two that only give information anywhere
-# (/whoami is how a person learns the id an operator needs for admin.users).
+# docs/contracts.md (section 8) grants them in their own DM, and the two that only give
+# information anywhere (/whoami is how a person learns the id an operator needs for admin.users).
 OWN_DM_COMMANDS = {"status", "reset", "new", "model"}
 INFO_COMMANDS = {"help", "whoami", "skills", "jobs"}
 # Commands that change the session run in its lane, after the turn in progress.

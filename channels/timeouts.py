@@ -11,7 +11,7 @@ from bot.config import Section
 class PlatformTimeouts(Section):
     """How long, in seconds, each step of one Bot API or Web API call may take. A send whose
     answer does not come within `read` may still have arrived, so the outbox treats it as an
-    unknown outcome, never as a failure to repeat at once (README "Slow platforms")."""
+    unknown outcome, never as a failure to repeat at once (docs/channels.md, "Slow Telegram")."""
 
     connect: float = Field(10.0, gt=0)  # opening a connection to the API
     pool: float = Field(10.0, gt=0)  # waiting for a free connection of the client's pool

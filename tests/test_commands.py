@@ -44,7 +44,7 @@ def test_authorization_rules() -> None:
     for name in ("help", "whoami"):
         assert authorized(Command(name, ""), group, admin=False, shared_dm=False)
         assert authorized(Command(name, ""), dm, admin=False, shared_dm=True)
-    for name in ("stop", "compact"):  # DESIGN grants these to admins only
+    for name in ("stop", "compact"):  # docs/contracts.md grants these to admins only
         assert not authorized(Command(name, ""), dm, admin=False, shared_dm=False)
         assert authorized(Command(name, ""), dm, admin=True, shared_dm=False)
 

@@ -210,7 +210,7 @@ def test_every_secret_reaches_the_replicas_from_the_env_file() -> None:
 
 
 async def test_the_compose_flow_opens_the_console_and_admits_the_owner(tmp_path: Path) -> None:
-    """deploy/.env filled in as README says, the replica environment compose builds from
+    """deploy/.env filled in as docs/deploying.md says, the replica environment compose builds from
     it, on the image's config: the owner is an admin of a Telegram that pairs strangers,
     and the console answers with the token (PostgreSQL swapped for SQLite here)."""
     filled = ENV_EXAMPLE.read_text()

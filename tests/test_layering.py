@@ -1,7 +1,7 @@
-"""The import layering README's module map describes, checked over the source with `ast`:
-what each package (or top-level module of bot/) may import, no platform library in bot/,
-channels reached only from the composition roots, no module past the size limit, and no
-import of a module (or name) that no longer exists.
+"""The import layering the module map in docs/architecture.md describes, checked over the
+source with `ast`: what each package (or top-level module of bot/) may import, no platform
+library in bot/, channels reached only from the composition roots, no module past the size
+limit, and no import of a module (or name) that no longer exists.
 
 Every import counts, also those inside functions or under TYPE_CHECKING: a lazy import is
 still a dependency.
@@ -34,7 +34,7 @@ CHANNEL_SIDE = (
     *("bot.forwarded", "channels.pacing", "channels.sources", "channels.timeouts"),
 )
 # What each unit (a package, or a top-level module of bot/) may import besides itself and
-# the `bot` package's version; README's module map says the same, one line a unit.
+# the `bot` package's version; the module map (docs/architecture.md) says the same, one line a unit.
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "bot": (),  # the package: its version
     "bot.types": (),
@@ -257,14 +257,18 @@ def test_every_unit_imports_only_what_the_module_map_allows() -> None:
         unit = unit_of(module_name(ROOT / imp.path))
         if unit in TOP:
             continue
-        assert unit in MAY_IMPORT, f"{imp.path}: add {unit} to MAY_IMPORT and README's module map"
+        assert unit in MAY_IMPORT, (
+            f"{imp.path}: add {unit} to MAY_IMPORT and the module map in docs/architecture.md"
+        )
         for module in imported_modules(imp):
             target = unit_of(module)
             if module.split(".")[0] not in PACKAGES or target in (unit, "bot"):
                 continue
             if target not in MAY_IMPORT[unit]:
                 broken.append(f"{imp.path}:{imp.line} imports {module}")
-    assert not broken, "imports README's module map does not allow:\n" + "\n".join(broken)
+    assert not broken, (
+        "imports the module map (docs/architecture.md) does not allow:\n" + "\n".join(broken)
+    )
 
 
 def bot_imports_where(matches: Callable[[Import], bool]) -> str:

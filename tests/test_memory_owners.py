@@ -1,4 +1,4 @@
-"""End to end with the fake model: memory has owners (DESIGN.md section 7). Facts planted in
+"""End to end with the fake model: memory has owners (docs/contracts.md section 7). Facts planted in
 one person's DM, by memory_append in a turn and by the flush before /reset, never reach a
 group's or another person's model requests, through recall, memory_search or memory_get,
 whatever words they use; that person's DM and an admin's DM still find them."""

@@ -1,6 +1,6 @@
 """End to end with two real `krill run` replicas sharing one store and one workspace: a note
 the model writes through one replica is recalled by the other and found by `krill memory
-search` run beside them (DESIGN.md section 10: every replica searches the same index)."""
+search` run beside them (docs/contracts.md section 10: every replica searches the same index)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Session keys: every row of DESIGN.md section 4, identity links, parsing and validation."""
+"""Session keys: every row of docs/contracts.md section 4, identity links, parsing and
+validation."""
 
 from __future__ import annotations
 

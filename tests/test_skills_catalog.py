@@ -170,9 +170,9 @@ def test_the_list_is_capped() -> None:
     assert section.endswith("- (2 more skills are not listed)")
 
 
-def test_the_readme_example_is_a_valid_skill(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    chapter = readme.split("\n## Skills\n", 1)[1]
+def test_the_documented_example_is_a_valid_skill(tmp_path: Path) -> None:
+    tools_doc = Path(__file__).parent.parent / "docs" / "tools.md"
+    chapter = tools_doc.read_text(encoding="utf-8").split("\n## Skills\n", 1)[1]
     example = chapter.split("```markdown\n", 1)[1].split("\n```\n", 1)[0]
     write_skill(tmp_path, "release-notes", example + "\n")
     scan = SkillCatalog(tmp_path).scan()

@@ -18,7 +18,7 @@ from tests.fakes.telegram import FakeTelegram
 from tests.krill_process import KrillProcess, run_cli
 from tests.replica_storage import STORES, storage_url
 
-TAKEOVER_LIMIT = 30.0  # DESIGN.md section 10: another replica polls within 30 s
+TAKEOVER_LIMIT = 30.0  # docs/contracts.md section 10: another replica polls within 30 s
 REPLY_TIMEOUT = 20.0
 
 

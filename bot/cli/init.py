@@ -32,7 +32,7 @@ OWNER_QUESTION = (
 )
 
 STARTER_CONFIG = """\
-# Krill configuration. Every key is optional; see README.md for the full list.
+# Krill configuration. Every key is optional; Krill's docs/configuration.md lists them all.
 [agent]
 model = "claude-sonnet-4-6"
 timezone = "UTC"   # reminders, daily notes and [session.reset] at read times here

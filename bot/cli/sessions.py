@@ -26,7 +26,7 @@ from bot.transcript_export import entry_line, entry_record
 
 
 def compaction_dict(config: Config, s: SessionRow) -> dict[str, Any]:
-    """The compaction breaker and the window in use (DESIGN.md section 14)."""
+    """The compaction breaker and the window in use (docs/contracts.md section 14)."""
     limits = session_limits(config, s)
     return {
         "failures": s.compaction_failures,

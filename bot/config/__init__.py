@@ -1,4 +1,5 @@
-"""Typed configuration (DESIGN.md section 3): the section models, the root model, and loading.
+"""Typed configuration (docs/contracts.md section 3): the section models, the root model and
+loading.
 
 Every default lives beside its key in the section modules; the rest of Krill imports the
 names below from `bot.config`.

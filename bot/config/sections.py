@@ -63,7 +63,7 @@ MAX_PIXELS_CEILING = 100_000_000
 
 
 class MediaConfig(Section):
-    """Photos, files and voice notes people send (DESIGN.md section 9)."""
+    """Photos, files and voice notes people send (docs/contracts.md section 9)."""
 
     enabled: bool = True
     # Larger files are never downloaded: the person is told the limit and the model a note.
@@ -235,7 +235,8 @@ class SessionConfig(Section):
 
 
 class ContextConfig(Section):
-    """Context management (DESIGN.md section 6); ratios are shares of agent.context_window."""
+    """Context management (docs/contracts.md section 6); ratios are shares of
+    agent.context_window."""
 
     reserve_tokens: int = Field(20_000, ge=0)  # compact when context > window - reserve
     # A smaller reserve is raised to this (with a warning in the log and `krill doctor`):
@@ -353,7 +354,7 @@ class RemindersConfig(Section):
 
 
 class SchedulesConfig(Section):
-    """Recurring jobs people set up with schedule_create (DESIGN.md section 15)."""
+    """Recurring jobs people set up with schedule_create (docs/contracts.md section 15)."""
 
     # Runs missed while Krill was down: "once" runs the job once for all of them, naming
     # the time it was for; "skip" waits for the next due time.

@@ -1,6 +1,6 @@
 """The memory page: search the index as the model would (from the view of everything, or of
 one session's scope), with each hit's score and the scope it belongs to, and browse the
-scopes of DESIGN.md section 7 with their files."""
+scopes of docs/contracts.md section 7 with their files."""
 
 from __future__ import annotations
 

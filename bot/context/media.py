@@ -58,8 +58,8 @@ class MediaLink:
 
     @property
     def placeholder(self) -> str:
-        """DESIGN's `[image: <name>, <w>x<h>]`; the name is the sender's, so the whole line
-        sits inside the file's untrusted block when the turn's marker is known."""
+        """docs/contracts.md's `[image: <name>, <w>x<h>]`; the name is the sender's, so the whole
+        line sits inside the file's untrusted block when the turn's marker is known."""
         name = clean_name(self.name)
         if self.is_image:
             said = f"[image: {name}, {self.width}x{self.height}]"

@@ -17,8 +17,9 @@ from anthropic.types import MessageParam
 from bot.context.blocks import content_blocks
 from bot.tools.results import READ_TOOL_NAME
 
-# Reads whose result depends only on these inputs (the tool names are contracts: DESIGN.md
-# sections 7 and the tools chapter). A later read of the same thing is at least as current.
+# Reads whose result depends only on these inputs (the tool names are contracts:
+# docs/contracts.md section 7 and docs/tools.md). A later read of the same thing is at least
+# as current.
 READ_INPUTS: dict[str, tuple[str, ...]] = {
     READ_TOOL_NAME: ("id", "from_line", "lines"),
     "memory_get": ("path", "from_line", "lines"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bot.context.tokens import CHARS_PER_TOKEN
 
-# DESIGN.md's token estimate: four characters per token.
+# docs/contracts.md's token estimate: four characters per token.
 
 _COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 

@@ -1,4 +1,4 @@
-"""Who owns which memory (DESIGN.md section 7, "Memory has owners"), as pure functions.
+"""Who owns which memory (docs/contracts.md section 7, "Memory has owners"), as pure functions.
 
 A person's DMs write under `memory/people/<channel>-<user_id>/`, a group, channel or thread
 under `memory/groups/<channel>-<chat_id>[-<thread>]/`; `memory/shared/` is what the operator

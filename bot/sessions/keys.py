@@ -1,7 +1,8 @@
 """Session keys: the stable name of the conversation an inbound message belongs to.
 
-Keys follow DESIGN.md section 4 (`agent:main:<channel>:direct:<user_id>` and friends); they are
-built, parsed and validated here with pure functions so every caller agrees on one format.
+Keys follow docs/contracts.md section 4 (`agent:main:<channel>:direct:<user_id>` and friends);
+they are built, parsed and validated here with pure functions so every caller agrees on one
+format.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """History limits and mention gating: which settings apply to a given conversation.
 
-Pure lookups over `ChannelPolicyConfig` plus the generic user-turn cut from DESIGN.md section 6.
+Pure lookups over `ChannelPolicyConfig` plus the generic user-turn cut from docs/contracts.md
+section 6.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def resolve_history_limit(
 ) -> int:
     """User turns to keep for this conversation; 0 means no limit.
 
-    DESIGN.md orders the sources per-user -> per-group/channel -> default. A per-user override
-    (`dms."<id>"`) describes that person's own DM, so it is consulted for DMs only; in a group
-    one member's setting must not trim everyone else's shared history.
+    docs/contracts.md (section 6) orders the sources per-user -> per-group/channel -> default.
+    A per-user override (`dms."<id>"`) describes that person's own DM, so it is consulted for
+    DMs only; in a group one member's setting must not trim everyone else's shared history.
     """
     if policy is None:  # the local channel has no policy section and keeps everything
         return NO_LIMIT

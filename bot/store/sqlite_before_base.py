@@ -118,7 +118,7 @@ SQLITE_BEFORE_BASE: list[Migration] = [
     ),
     Migration(
         5,
-        # The outbox (DESIGN.md section 5): every reply chunk is a row before it is sent.
+        # The outbox (docs/contracts.md section 5): every reply chunk is a row before it is sent.
         # It replaces the outbound ledger; the ledger's rows were all delivered.
         """
         CREATE TABLE outbox (

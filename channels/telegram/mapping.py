@@ -6,7 +6,7 @@ Pure functions over python-telegram-bot's data objects; no network, no store.
 Text reaches the model as the person saw it: a hyperlink (`text_link`) becomes `[text](url)`,
 and a forwarded message says who or where it was forwarded from.
 
-Decisions made here (README: docs/readme/telegram.md):
+Decisions made here (docs/channels.md, "Telegram"):
 - Forum topics get `thread_id` = `message_thread_id`, only for topic messages in forum chats.
   Ordinary supergroups also put `message_thread_id` on replies, which are not topics. The
   General topic carries no thread id and maps to the group's own session key.
