@@ -26,7 +26,10 @@ message — each replica (a restarted one from its start, a killed one up to its
 PostgreSQL server's processes summed (the postmaster, its live backends and the exited ones
 it reaped), and apart from them this process (the fake Bot API, the fake model and the load
 generator) — and the ratio of Krill + PostgreSQL per answer, 3 replicas to 1: near 1.0 means
-a third replica adds as much capacity as the cores it is given.
+a third replica adds as much capacity as the cores it is given. What the processes use with
+nothing to answer (timers, polls, lease renewals; watched for a few seconds before the run)
+is reported too, and the per-answer cost less that idle CPU over the run: on a busy machine
+a run lasts longer and the idle part of each answer grows with it.
 
 Run: python bench/replicas.py [--chats 200] [--messages 20] [--connections 40]
                               [--lease-seconds 5] [--store postgres|sqlite]
@@ -62,6 +65,7 @@ from tests.replica_set import TOKEN_RE, ReplicaSet, replica_config, token
 FIRST_CHAT = 20_000
 ANSWER_WAIT_SECONDS = 300.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+IDLE_SECONDS = 5.0  # how long the idle replicas are watched before the run
 
 
 class TimedTelegram(FakeTelegram):
@@ -102,6 +106,11 @@ class Result:
     replica_cpu: dict[str, float] = field(default_factory=dict)  # label -> CPU seconds
     # A restarted replica's start-up (imports, recovery): once per start, not per message.
     restart_cpu: float | None = None
+    # CPU seconds per second with nothing to do (timers, polling, lease renewals): one
+    # replica's, and the database server's with every replica connected.
+    idle_replica: float = 0.0
+    idle_postgres: float = 0.0
+    replica_seconds: float = 0.0  # how long the replicas ran while counted, added up
     wall: float = 0.0  # the time the CPU seconds were counted over
 
     @property
@@ -128,6 +137,11 @@ class Result:
         return sum(self.replica_cpu.values()) + (self.postgres_cpu or 0.0)
 
     @property
+    def idle_cpu(self) -> float:
+        """What the run's CPU would have been with nothing to answer, at the idle rates."""
+        return self.idle_replica * self.replica_seconds + self.idle_postgres * self.wall
+
+    @property
     def cores_busy(self) -> float:
         total = (self.postgres_cpu or 0.0) + self.krill_cpu + self.bench_cpu
         return total / self.wall if self.wall else 0.0
@@ -146,26 +160,43 @@ class ReplicaMeter:
     run."""
 
     def __init__(self) -> None:
-        self._from: dict[int, tuple[str, float]] = {}  # pid -> (label, CPU when counting began)
+        # pid -> (label, CPU and time when counting began)
+        self._from: dict[int, tuple[str, float, float]] = {}
         self.used: dict[str, float] = {}
+        self.alive: dict[str, float] = {}  # label -> seconds counted
 
     def start(self, label: str, replica: KrillProcess) -> float:
         """Count from now (the replica is up); returns what it has used so far (start-up)."""
         pid = self._pid(replica)
         used, _ = _cpu_of(pid)
-        self._from[pid] = (label, used)
+        self._from[pid] = (label, used, time.perf_counter())
         return used
 
     def stop(self, replica: KrillProcess) -> None:
         """Read before the replica is killed or stopped (afterwards its /proc entry is gone)."""
         pid = self._pid(replica)
-        label, begun = self._from.pop(pid)
+        label, begun, since = self._from.pop(pid)
         self.used[label] = _cpu_of(pid)[0] - begun
+        self.alive[label] = time.perf_counter() - since
 
     @staticmethod
     def _pid(replica: KrillProcess) -> int:
         assert replica.proc is not None, "the replica was never started"
         return replica.proc.pid
+
+
+async def idle_cost(
+    replicas: ReplicaSet, pg_dir: Path | None, result: Result, seconds: float = IDLE_SECONDS
+) -> None:
+    """Measure the replicas' and the database server's CPU while nothing is sent."""
+    await asyncio.sleep(1.0)  # start-up's last steps (recovery, first polls) settle
+    pids = [r.proc.pid for r in replicas.replicas if r.proc is not None]
+    krill = sum(_cpu_of(pid)[0] for pid in pids)
+    pg = postgres_cpu(pg_dir) if pg_dir else 0.0
+    await asyncio.sleep(seconds)
+    krill = sum(_cpu_of(pid)[0] for pid in pids) - krill
+    result.idle_replica = krill / seconds / len(pids)
+    result.idle_postgres = (postgres_cpu(pg_dir) - pg if pg_dir else 0.0) / seconds
 
 
 def postgres_cpu(data_dir: Path) -> float:
@@ -212,6 +243,7 @@ async def run(count: int, args: argparse.Namespace, cluster: PostgresCluster | N
                 directory, tg, model, config, count, {"KRILL_LOG_LEVEL": "WARNING"}
             )
             await replicas.start()
+            await idle_cost(replicas, pg_dir, result)
             meter = ReplicaMeter()
             for i, replica in enumerate(replicas.replicas):
                 meter.start(f"replica {i}", replica)
@@ -225,6 +257,7 @@ async def run(count: int, args: argparse.Namespace, cluster: PostgresCluster | N
             finally:
                 await replicas.stop()
             result.replica_cpu = meter.used
+            result.replica_seconds = sum(meter.alive.values())
             after = os.times()
             result.wall = time.perf_counter() - counting
             if pg_dir is not None:
@@ -318,7 +351,7 @@ def report(results: list[Result]) -> None:
 def cost_report(results: list[Result]) -> None:
     """CPU seconds per answered message, per process: what a message costs to serve."""
     print("\nCPU per answered message (user + system; ms per answer, CPU seconds in brackets)")
-    header = f"{'process':<30}" + "".join(f" | {f'{r.replicas} replica(s)':>20}" for r in results)
+    header = f"{'process':<34}" + "".join(f" | {f'{r.replicas} replica(s)':>20}" for r in results)
     print(header)
     print("-" * len(header))
     labels = sorted({label for r in results for label in r.replica_cpu})
@@ -328,7 +361,7 @@ def cost_report(results: list[Result]) -> None:
             f" | {'-':>20}" if s is None else f" | {r.per_answer_ms(s):>10.2f} ({s:>6.1f} s)"
             for r, s in zip(results, seconds, strict=True)
         )
-        print(f"{name:<30}{cells}")
+        print(f"{name:<34}{cells}")
 
     for label in labels:
         row(label, [r.replica_cpu.get(label) for r in results])
@@ -338,9 +371,28 @@ def cost_report(results: list[Result]) -> None:
     row("fakes + load generator", [r.bench_cpu for r in results])
     if any(r.restart_cpu is not None for r in results):
         row("a restart's start-up (not above)", [r.restart_cpu for r in results])
+    row("idle, over the run (in the above)", [r.idle_cpu for r in results])
+    row("Krill + PostgreSQL, less idle", [r.served_cpu - r.idle_cpu for r in results])
+    print(
+        "\nidle CPU (ms per second): "
+        + ", ".join(
+            f"{r.replicas} replica(s): {r.idle_replica * 1000:.1f} per replica,"
+            f" PostgreSQL {r.idle_postgres * 1000:.1f}"
+            for r in results
+        )
+    )
     if len(results) == 2 and results[0].served_cpu and results[0].answered:
         one, three = (r.per_answer_ms(r.served_cpu) for r in results)
-        print(f"\nKrill + PostgreSQL CPU per answer, 3 replicas / 1 replica: {three / one:.2f}x")
+        print(f"Krill + PostgreSQL CPU per answer, 3 replicas / 1 replica: {three / one:.2f}x")
+        one, three = (r.per_answer_ms(r.served_cpu - r.idle_cpu) for r in results)
+        print(f"the same less the idle CPU, 3 replicas / 1 replica: {three / one:.2f}x")
+    # A turn that finds several of a chat's messages waiting answers them in one reply: the
+    # slower a run, the more messages share a turn, and the cheaper each answer looks.
+    if all(r.sends for r in results):
+        per_reply = [r.served_cpu * 1000 / r.sends for r in results]
+        cells = ", ".join(f"{r.replicas}: {ms:.1f} ms" for r, ms in zip(results, per_reply))
+        print(f"Krill + PostgreSQL CPU per reply sent (one turn): {cells}", end="")
+        print(f" ({per_reply[-1] / per_reply[0]:.2f}x)" if len(results) == 2 else "")
 
 
 def main() -> None:
