@@ -390,7 +390,8 @@ def cost_report(results: list[Result]) -> None:
     # slower a run, the more messages share a turn, and the cheaper each answer looks.
     if all(r.sends for r in results):
         per_reply = [r.served_cpu * 1000 / r.sends for r in results]
-        cells = ", ".join(f"{r.replicas}: {ms:.1f} ms" for r, ms in zip(results, per_reply))
+        pairs = zip(results, per_reply, strict=True)
+        cells = ", ".join(f"{r.replicas}: {ms:.1f} ms" for r, ms in pairs)
         print(f"Krill + PostgreSQL CPU per reply sent (one turn): {cells}", end="")
         print(f" ({per_reply[-1] / per_reply[0]:.2f}x)" if len(results) == 2 else "")
 
