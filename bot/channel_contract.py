@@ -163,6 +163,10 @@ class Gateway(Protocol):
         """What `remember` kept under `key`, on any replica; None when unknown or expired."""
         ...
 
+    async def chat_name(self, channel: str, chat_id: str, name: str) -> None:
+        """A chat's title learnt apart from any message (e.g. looked up in the background),
+        for the console to show beside its sessions' keys."""
+
     async def wrong_token(self, channel: str, client: str) -> float:
         """Count a wrong token that `client` (an address) sent to `channel`'s own endpoints,
         across replicas: 0 when it may be told the token is wrong, else the seconds before

@@ -109,7 +109,8 @@ class InboundMessage:
     user_name: str = ""
     thread_id: str | None = None  # forum topic id or Slack thread_ts
     mentioned: bool = False  # the bot was @-mentioned, replied to, or otherwise addressed
-    chat_title: str = ""
+    chat_title: str = ""  # a group's or channel's title (in a forum topic: "<title> / <topic>")
+    topic_title: str = ""  # the forum topic's own name, when the message is in one
     timestamp: float = 0.0  # unix seconds, when the platform says it was sent
     # Extra context the adapter fetched (e.g. earlier Slack thread messages), already labelled.
     context_lines: list[str] = field(default_factory=list)

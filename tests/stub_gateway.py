@@ -43,6 +43,7 @@ class StubGateway:
         self.bot_usernames: dict[str, str] = {}
         self.arrived = asyncio.Event()
         self.state: dict[tuple[str, str], str] = {}  # what the adapter asked to remember
+        self.chat_names: dict[tuple[str, str], str] = {}  # titles the adapter looked up
         self.presses: list[ButtonPress] = []
         self.answer = PressAnswer(PressResult.DONE, "✓ Yes")  # what every press is told
         self.press_gate: asyncio.Event | None = None  # press waits for it when set
@@ -97,6 +98,9 @@ class StubGateway:
 
     async def recall(self, channel: str, key: str) -> str | None:
         return self.state.get((channel, key))
+
+    async def chat_name(self, channel: str, chat_id: str, name: str) -> None:
+        self.chat_names[(channel, chat_id)] = name
 
     async def wrong_token(self, channel: str, client: str) -> float:
         return 0.0  # adapter tests do not count guesses; the real gateway does

@@ -2,21 +2,27 @@
 the real `krill run` and the loopback fakes: log in, see a chat's session with its cost,
 open its transcript, edit SOUL.md and see the next model request carry it, be refused when
 the file changed on disk, search memory, approve a pairing and see that person answered and
-their photo loaded as a thumbnail. Every page is photographed at 1280x800 and 390x844
-(test-artifacts/console/) and must not scroll sideways at either size."""
+their photo loaded as a thumbnail; see the overview row, people's and chats' names beside
+their keys, a failing channel's state and last problem, the data folder's sizes, the log's
+warnings, and the pending reminders and scheduled jobs. Every page is photographed at
+1280x800 and 390x844 (test-artifacts/console/) and must not scroll sideways at either size."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
+from selenium.common.exceptions import NoSuchElementException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
+from bot.store.sqlite import SQLiteStore
+from bot.types import Address
 from tests.channel_env import channel_config, start_channel_krill
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.slack import FakeSlack
@@ -59,7 +65,9 @@ def by_testid(browser: Browser, name: str) -> list[WebElement]:
     return list(browser.driver.find_elements(By.CSS_SELECTOR, f"[data-testid={name}]"))
 
 
-def photograph_every_page(browser: Browser, base: str) -> dict[str, tuple[int, int]]:
+def photograph_every_page(
+    browser: Browser, base: str, pages: dict[str, str] = PAGES, prefix: str = ""
+) -> dict[str, tuple[int, int]]:
     """Visit each page at each size; returns page@size -> (scroll width, window width)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     widths = {}
@@ -68,10 +76,10 @@ def photograph_every_page(browser: Browser, base: str) -> dict[str, tuple[int, i
             "Emulation.setDeviceMetricsOverride",
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
         )
-        for name, path in PAGES.items():
+        for name, path in pages.items():
             browser.driver.get(f"{base}{path}")
             browser.wait_for(lambda: browser.driver.find_elements(By.TAG_NAME, "h1"), name)
-            browser.driver.save_screenshot(str(ARTIFACTS / f"{width}x{height}-{name}.png"))
+            browser.driver.save_screenshot(str(ARTIFACTS / f"{width}x{height}-{prefix}{name}.png"))
             scroll, inner = browser.driver.execute_script(OVERFLOW_JS)
             widths[f"{name}@{width}"] = (int(scroll), int(inner))
     return widths
@@ -232,3 +240,144 @@ async def test_approving_a_pairing_in_the_console_lets_that_person_in(
     assert f"approved telegram:{stranger}" in said
     assert answer
     assert loaded == 300  # the prepared image, fetched with the login cookie
+
+
+OPERATIONS = {
+    "overview": "/admin",
+    "health": "/admin/health",
+    "reminders": "/admin/reminders",
+    "jobs": "/admin/jobs",
+}
+
+
+def texts(browser: Browser, name: str) -> list[str]:
+    return [element.text for element in by_testid(browser, name)]
+
+
+def read_operations(browser: Browser, base: str) -> dict[str, object]:
+    """What a person sees on each page, photographed at both sizes."""
+    seen: dict[str, object] = {"widths": photograph_every_page(browser, base, OPERATIONS, "ops-")}
+    browser.driver.get(f"{base}/admin")
+    seen["overview"] = {
+        key: by_testid(browser, f"overview-{key}")[0].text
+        for key in ("version", "uptime", "turns", "errors", "p50", "p95")
+    }
+    seen["names"] = {
+        row.get_attribute("data-key"): _name_in(row) for row in by_testid(browser, "session-row")
+    }
+    browser.driver.get(f"{base}/admin/health")
+    log_rows = by_testid(browser, "log-row")
+    if log_rows:
+        browser.driver.execute_script("arguments[0].scrollIntoView()", log_rows[0])
+    browser.driver.save_screenshot(str(ARTIFACTS / f"{SIZES[1][0]}x{SIZES[1][1]}-ops-log.png"))
+    seen["channels"] = {
+        row.find_elements(By.TAG_NAME, "td")[0].text: [
+            td.text for td in row.find_elements(By.TAG_NAME, "td")[1:]
+        ]
+        for row in by_testid(browser, "channel-row")
+    }
+    seen["data"] = texts(browser, "data-row")
+    seen["log"] = texts(browser, "log-row")
+    browser.driver.get(f"{base}/admin/reminders")
+    seen["reminders"] = texts(browser, "reminder-row")
+    browser.driver.get(f"{base}/admin/jobs")
+    seen["jobs"] = texts(browser, "job-row")
+    return seen
+
+
+def _name_in(row: WebElement) -> str:
+    try:
+        return str(row.find_element(By.CSS_SELECTOR, "[data-testid=session-name]").text)
+    except NoSuchElementException:
+        return ""
+
+
+async def test_operator_sees_names_health_log_reminders_and_jobs(
+    tmp_path: Path,
+    fake_anthropic: FakeAnthropic,
+    browser_at: Callable[[tuple[int, int]], Browser],  # noqa: F811
+) -> None:
+    fake_anthropic.default_handler = plain_echo
+    # Long polls end within a second, so the failure below meets the next one.
+    async with FakeTelegram(max_poll_timeout=1.0) as tg, FakeSlack() as slack:
+        config = channel_config(
+            tg,
+            slack,
+            telegram_mode="polling",
+            admin={"console_token": TOKEN},
+        )
+        env = await start_channel_krill(tmp_path, tg, slack, fake_anthropic, config)
+        try:
+            # Two turns, from a person and a group whose names the console shows.
+            tg.push_update(tg.private_message(811, "hi", first_name="Ada", last_name="Lovelace"))
+            await env.telegram_reply(811, "echo: hi")
+            tg.push_update(
+                tg.group_message(-100812, 813, "status?", mention=True, title="Ops room")
+            )
+            await env.telegram_reply(-100812, "echo: status?")
+            # A reminder and a scheduled job, set beside the running Krill.
+            store = SQLiteStore(tmp_path / "data" / "krill.db")
+            await store.open()
+            try:
+                now = time.time()
+                await store.reminder_add(
+                    session_key="agent:main:telegram:direct:811",
+                    address=Address("telegram", "811"),
+                    creator="telegram:811",
+                    due_at=now + 3600,
+                    text="feed the analytical engine",
+                    created_at=now,
+                )
+                await store.schedule_add(
+                    session_key="agent:main:telegram:group:-100812",
+                    address=Address("telegram", "-100812"),
+                    creator="telegram:813",
+                    creator_name="Grace",
+                    name="standup",
+                    task="Post the morning standup prompt",
+                    cron="0 9 * * 1-5",
+                    timezone="UTC",
+                    next_run_at=now + 7200,
+                    created_at=now,
+                )
+            finally:
+                await store.close()
+            # Telegram starts failing: its row shows the problem, the log the warning.
+            tg.fail_next("getUpdates", 502, "Bad Gateway", times=1_000)
+            await env.log_line("Telegram polling failed")
+            browser = await asyncio.to_thread(browser_at, SIZES[0])
+            await asyncio.to_thread(log_in, browser, env.krill.url)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            seen = await asyncio.to_thread(read_operations, browser, env.krill.url)
+        finally:
+            await env.krill.stop()
+    overview = seen["overview"]
+    assert isinstance(overview, dict)
+    assert overview["turns"] == "2" and overview["errors"] == "0%", overview
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", overview["version"]), overview
+    assert re.fullmatch(r"0:0\d:\d\d", overview["uptime"]), overview
+    assert all(re.fullmatch(r"\d+\.\d s", overview[k]) for k in ("p50", "p95")), overview
+    assert seen["names"] == {
+        "agent:main:telegram:direct:811": "Ada Lovelace",
+        "agent:main:telegram:group:-100812": "Ops room",
+    }
+    channels = seen["channels"]
+    assert isinstance(channels, dict)
+    assert (
+        "Telegram polling failed" in channels["telegram"][2]
+        and "Bad Gateway" in channels["telegram"][2]
+    )
+    assert channels["slack"][0] == "up" and channels["slack"][2] == ""
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", row[1]) for row in channels.values())
+    data = " | ".join(seen["data"])  # type: ignore[arg-type]
+    assert all(kind in data for kind in ("database", "media", "tool results", "workspace"))
+    log = seen["log"]
+    assert isinstance(log, list) and any("Telegram polling failed" in line for line in log)
+    (reminder,) = seen["reminders"]  # type: ignore[misc]
+    assert "feed the analytical engine" in reminder and "telegram:811" in reminder
+    (job,) = seen["jobs"]  # type: ignore[misc]
+    assert "standup" in job and "At 09:00, Monday through Friday (UTC)" in job
+    widths = seen["widths"]
+    assert isinstance(widths, dict)
+    overflowing = {page: w for page, w in widths.items() if w[0] > w[1]}
+    assert not overflowing, overflowing

@@ -1,10 +1,10 @@
 """The console shows data only escaped: `<script>` fed through every data field a console
-page shows (session keys and channels, transcript text of every entry kind, file names and
-transcripts of received media, workspace file names, memory snippets, pairing names, dead
-chunks, scheduled jobs, and the query parameters pages echo) never reaches a page as
-markup, against the real `krill run`. And the pages are built so that it cannot: `Markup`
-is only ever made from literal markup, so data reaches a page through escaping `format`,
-`+` and `join`."""
+page shows (session keys and channels, people's and chats' names, transcript text of every
+entry kind, file names and transcripts of received media, workspace file names, memory
+snippets, pairing names, dead chunks, scheduled jobs, and the query parameters pages echo)
+never reaches a page as markup, against the real `krill run`. And the pages are built so
+that it cannot: `Markup` is only ever made from literal markup, so data reaches a page
+through escaping `format`, `+` and `join`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import aiohttp
 from markupsafe import escape
 
 from bot.store.base import Pairing, PairingStatus
+from bot.store.names import NameKey, NameKind
 from bot.store.outbox_rows import OutboxChunk
 from bot.store.schedules import RunRecord
 from bot.store.sqlite import SQLiteStore
@@ -86,6 +87,8 @@ async def seed(database: Path) -> None:
     try:
         origin = SessionOrigin(evil("channel"), ChatType.DIRECT, "c1", peer_id="p1")
         session = await store.get_or_create_session(KEY, origin)
+        # The person's name, shown beside the key on the list and the session's page.
+        await store.name_put(NameKey(evil("channel"), NameKind.PERSON, "p1"), evil("name"), at=1.0)
         await store.append_entries(transcript(session.session_id))
         usage = Usage(input_tokens=100, output_tokens=20)
         now = time.time()
@@ -168,8 +171,12 @@ async def test_data_reaches_every_console_page_escaped(
         *("flush-error", "args", "principal", "reset-reason", "next-session", "snippet"),
         *("query", "as", "pairing-id", "pairing-name", "pairings-said", "dead-turn"),
         *("dead-chat", "dead-reason", "health-said", "preview", "job-name", "job-task"),
-        *("job-creator", "job-outcome", "jobs-said", "log-error"),
+        *("job-creator", "job-outcome", "jobs-said", "log-error", "name"),
     ]
+    assert (
+        str(escape(evil("name"))) in pages["sessions"]
+        and str(escape(evil("name"))) in pages["session"]
+    )
     assert [f for f in fields if str(escape(evil(f))) not in shown] == []
     assert str(escape(evil("input"))).replace("&#34;", "") in shown.replace("&#34;", "")
     assert str(escape("<script>tide.md")) in pages["workspace"] + pages["editor"]

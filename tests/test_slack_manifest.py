@@ -32,6 +32,8 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "reactions_add": {"reactions:write"},
     "reactions_remove": {"reactions:write"},
     "users_info": {"users:read"},
+    # Asked only for channels, private channels and group DMs: each kind needs its own.
+    "conversations_info": {"channels:read", "groups:read", "mpim:read"},
     "files_upload_v2": {"files:write"},
     "auth_test": set(),
 }
@@ -68,6 +70,7 @@ def test_every_method_the_adapter_calls_has_its_scope() -> None:
         needed = METHOD_SCOPES[method]
         assert not needed or needed & scopes, f"{method} needs one of {needed}"
     assert HISTORY <= scopes  # every kind of conversation is read
+    assert METHOD_SCOPES["conversations_info"] <= scopes  # every kind of channel is named
     # Received files are downloaded with the bot token, and /krill needs its scope.
     assert "url_private_download" in adapter_source() and "files:read" in scopes
     assert "commands" in scopes

@@ -22,6 +22,7 @@ from bot.sessions.breaker import paused_until_text
 from bot.sessions.window import session_limits
 from bot.store.base import InboundStatus, SessionRow, Store
 from bot.store.factory import store_location
+from bot.store.names import name_of_session
 from bot.transcript_export import entry_line, entry_record
 
 
@@ -184,9 +185,13 @@ async def _reset(config: Config, key: str) -> int:
 def sessions_command(config: Config, args: argparse.Namespace) -> int:
     async def run(store: Store) -> int:
         if args.action == "list":
+            names = await store.names_all()
             for s in await store.list_sessions(current_only=not args.all):
                 mark = "" if s.is_current else " (old)"
-                print(f"{s.session_key}  {s.session_id}  turns={s.turns}{mark}")
+                # Quoted as JSON: a name is the platform's text, control characters included.
+                name = name_of_session(names, s.origin)
+                named = f"  {json.dumps(name, ensure_ascii=False)}" if name else ""
+                print(f"{s.session_key}  {s.session_id}  turns={s.turns}{mark}{named}")
             return 0
         if not args.key:
             print(f"krill sessions {args.action}: a SESSION_KEY is required", file=sys.stderr)

@@ -116,15 +116,15 @@ class OperationsPages:
         pending = await self.reminders.reminders(status=ReminderStatus.PENDING)
         rows = join(
             Markup(
-                '<tr data-testid="reminder-row"><td>{}</td><td>{}</td><td>{}</td>'
-                "<td><code>{}</code></td><td>{}</td></tr>"
-            ).format(r.id, when(r.due_at, self.zone), r.creator, r.session_key, r.text)
+                '<tr data-testid="reminder-row"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+                '<td class="key">{}</td></tr>'
+            ).format(r.id, r.text, when(r.due_at, self.zone), r.creator, r.session_key)
             for r in pending
         )
         body = (
             Markup(
-                '<div class="table-wrap"><table><thead><tr><th>#</th><th>Due</th><th>Set by'
-                "</th><th>Session</th><th>Text</th></tr></thead><tbody>{}</tbody></table></div>"
+                '<div class="table-wrap"><table><thead><tr><th>#</th><th>Text</th><th>Due'
+                "</th><th>Set by</th><th>Session</th></tr></thead><tbody>{}</tbody></table></div>"
             ).format(rows)
             if pending
             else Markup("<p>No pending reminders.</p>")
@@ -177,9 +177,9 @@ class OperationsPages:
     def _log(self, entries: list[LogEntry]) -> Markup:
         rows = join(
             Markup(
-                '<tr data-testid="log-row"><td>{}</td><td class="bad">{}</td><td>{}</td>'
-                "<td><pre>{}</pre></td></tr>"
-            ).format(when(e.at, self.zone), e.level, e.logger, e.message)
+                '<tr data-testid="log-row"><td>{}</td><td class="bad">{}</td>'
+                "<td><pre>{}</pre></td><td>{}</td></tr>"
+            ).format(when(e.at, self.zone), e.level, e.message, e.logger)
             for e in entries
         )
         return Markup(
@@ -188,7 +188,7 @@ class OperationsPages:
         ).format(
             Markup(
                 '<div class="table-wrap"><table><thead><tr><th>When</th><th>Level</th>'
-                "<th>Logger</th><th>Message</th></tr></thead><tbody>{}</tbody></table></div>"
+                "<th>Message</th><th>Logger</th></tr></thead><tbody>{}</tbody></table></div>"
             ).format(rows)
             if entries
             else Markup("<p>None.</p>")

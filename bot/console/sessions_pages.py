@@ -23,6 +23,7 @@ from bot.sessions.breaker import is_paused
 from bot.sessions.window import session_limits
 from bot.store.base import SessionRow, SessionStore, TranscriptStore, UsageStore
 from bot.store.costs import CostGroup, CostStore
+from bot.store.names import NameStore, name_of_session
 from bot.transcript_export import entry_record
 
 
@@ -33,7 +34,7 @@ class SessionControl(Protocol):
     async def compact_in_lane(self, key: str, focus: str = "") -> str: ...
 
 
-class ConsoleStore(SessionStore, TranscriptStore, UsageStore, CostStore, Protocol):
+class ConsoleStore(SessionStore, TranscriptStore, UsageStore, CostStore, NameStore, Protocol):
     """What the sessions pages read."""
 
 
@@ -108,12 +109,15 @@ class SessionsPages:
             prices=self.prices,
         )
         sessions = await self.store.list_sessions(current_only=True)
+        known = await self.store.names_all()
+        names = {s.session_key: name_of_session(known, s.origin) for s in sessions}
         channel = request.query.get("channel", "")
         text = request.query.get("q", "").strip().lower()
         shown = [
             s
             for s in sessions
-            if (not channel or s.channel == channel) and (not text or text in s.session_key)
+            if (not channel or s.channel == channel)
+            and (not text or text in s.session_key or text in names[s.session_key].lower())
         ]
         cols = columns(self.window)
         sort = request.query.get("sort", "activity")
@@ -125,7 +129,7 @@ class SessionsPages:
             + self._totals(days)
             + self._charts(days)
             + self._filter(sorted({s.channel for s in sessions}), channel, text)
-            + self._table(shown, cols, by.key, descending, channel, text)
+            + self._table(shown, names, cols, by.key, descending, channel, text)
         )
         return page("Sessions", body, active="sessions")
 
@@ -166,13 +170,14 @@ class SessionsPages:
         return Markup(
             '<form class="filter" method="get" action="/admin">'
             '<select name="channel" aria-label="channel">{}</select>'
-            '<input name="q" value="{}" placeholder="filter by key" '
-            'aria-label="filter by key"><button>Filter</button></form>'
+            '<input name="q" value="{}" placeholder="filter by key or name" '
+            'aria-label="filter by key or name"><button>Filter</button></form>'
         ).format(options, text)
 
     def _table(
         self,
         sessions: list[SessionRow],
+        names: dict[str, str],
         cols: list[Column],
         sort: str,
         descending: bool,
@@ -185,7 +190,7 @@ class SessionsPages:
             arrow = (" ▼" if descending else " ▲") if c.key == sort else ""
             link = url("/admin", sort=c.key, dir=flip, channel=channel, q=text)
             heads.append(Markup('<th><a href="{}">{}{}</a></th>').format(link, c.label, arrow))
-        rows = join(self._row(s) for s in sessions)
+        rows = join(self._row(s, names[s.session_key]) for s in sessions)
         if not sessions:
             rows = Markup('<tr><td colspan="{}">No sessions match.</td></tr>').format(len(cols))
         return Markup(
@@ -193,14 +198,14 @@ class SessionsPages:
             "<tbody>{}</tbody></table></div>"
         ).format(join(heads), rows)
 
-    def _row(self, s: SessionRow) -> Markup:
+    def _row(self, s: SessionRow, name: str) -> Markup:
         context = s.context_tokens / self.window if self.window else 0.0
         flush = when(s.memory_flush_at, self.zone)
         if s.memory_flush_error:
             flush += " (failed)"
         cells = [
-            Markup('<a href="{}" data-testid="session-link">{}</a>').format(
-                url("/admin/session", key=s.session_key), s.session_key
+            Markup('<a href="{}" data-testid="session-link">{}</a>{}').format(
+                url("/admin/session", key=s.session_key), s.session_key, _name(name)
             ),
             s.channel,
             s.chat_type or "—",
@@ -287,11 +292,15 @@ class SessionsPages:
             ),
             url("/admin/session/export", key=key),
         )
+        name = name_of_session(await self.store.names_all(), current.origin)
         body = Markup(
-            '<p class="key">{key}</p>{said}{facts}{actions}<section class="charts">{cost}{hits}'
-            "</section>{others}<h2>Transcript</h2>{transcript}"
+            '<p class="key">{key}</p>{name}{said}{facts}{actions}<section class="charts">'
+            "{cost}{hits}</section>{others}<h2>Transcript</h2>{transcript}"
         ).format(
             key=key,
+            name=Markup('<p class="name" data-testid="session-name">{}</p>').format(name)
+            if name
+            else "",
             said=notice(said) if said else "",
             facts=facts,
             actions=actions,
@@ -353,3 +362,10 @@ def _short(n: float) -> str:
     if n >= 1000:
         return f"{n / 1000:.0f}k"
     return f"{n:.0f}"
+
+
+def _name(name: str) -> Markup:
+    """A person's or chat's name beside a session key (nothing when none was seen)."""
+    if not name:
+        return Markup()
+    return Markup('<span class="name" data-testid="session-name">{}</span>').format(name)

@@ -27,12 +27,14 @@ from bot.gateway.budgets import COMMAND_REPLIES, COMMAND_WINDOW_SECONDS
 from bot.gateway.history import person_history
 from bot.gateway.lanes import MessageWork
 from bot.gateway.leader import Leader
+from bot.gateway.names import DisplayNames
 from bot.gateway.recovery import recover
 from bot.inbound import sanitize_inbound
 from bot.media.prepare import problem_notice
 from bot.sessions.keys import session_key
 from bot.store.base import InboundStatus
 from bot.store.budgets import BudgetName, SenderBudget
+from bot.store.names import NameKey, NameKind
 from bot.types import Address, ButtonPress, ChatType, HistoryLine, InboundMessage
 from bot.wrong_tokens import WrongTokens
 
@@ -95,6 +97,7 @@ class GatewayService:
         self.presses = presses
         self.holder = holder  # this replica's name on the leases it holds
         self.wrong_tokens = WrongTokens(store, BudgetName.CHAT_TOKENS)
+        self.names = DisplayNames(store)
         self.bot_usernames: dict[str, str] = {}  # channel -> bot username, for /cmd@bot
         self.command_replies = SenderBudget(
             store, BudgetName.COMMANDS, limit=COMMAND_REPLIES, window=COMMAND_WINDOW_SECONDS
@@ -110,6 +113,7 @@ class GatewayService:
         refused = await self.admission.refusal(msg, key)
         if refused is not None:
             return refused
+        await self.names.seen(msg)
         command = parse_command(msg.text, self.bot_usernames.get(msg.channel, ""))
         if command is not None and addressed(msg):
             return await self._command(command, msg, key)
@@ -220,6 +224,9 @@ class GatewayService:
 
     async def recall(self, channel: str, key: str) -> str | None:
         return await self.store.state_get(channel, key, now=time.time())
+
+    async def chat_name(self, channel: str, chat_id: str, name: str) -> None:
+        await self.names.note(NameKey(channel, NameKind.CHAT, chat_id), name)
 
     async def wrong_token(self, channel: str, client: str) -> float:
         return await self.wrong_tokens.count(f"{channel}:{client}")

@@ -21,6 +21,7 @@ from bot.store.memory_index import (
     MemoryIndexStore,
     VisiblePaths,
 )
+from bot.store.names import NameStore
 from bot.store.outbox import OutboxStore
 from bot.store.pairings import Pairing, PairingStatus, PairingStore
 from bot.store.reminders import Reminder, ReminderStatus, ReminderStore
@@ -46,6 +47,7 @@ __all__ = [
     "JobStore",
     "LeaseStore",
     "MemoryIndexStore",
+    "NameStore",
     "OutboxStore",
     "Pairing",
     "PairingStatus",
@@ -88,6 +90,7 @@ class Store(
     SharedStateStore,
     ChoiceStore,
     CostStore,
+    NameStore,
     Protocol,
 ):
     """Everything the service persists; a consumer asks for the narrow part it uses."""

@@ -144,6 +144,21 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX scheduled_jobs_creator ON scheduled_jobs(creator)
         """,
     ),
+    Migration(
+        20,
+        # Display names beside session keys (bot/store/names.py): a direct chat's person, a
+        # group's or channel's title, a forum topic's name, as last seen.
+        """
+        CREATE TABLE display_names (
+            channel TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            platform_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (channel, kind, platform_id)
+        )
+        """,
+    ),
 ]
 
 LATEST = max([BASE_VERSION, *(step.version for step in MIGRATIONS)])

@@ -22,11 +22,18 @@ class Pruned:
     sessions: int = 0  # old (non-current) sessions...
     entries: int = 0  # ...and their transcript entries
     choices: int = 0  # answered or expired button choices (a late press: "expired")
+    names: int = 0  # display names no stored session refers to any more
 
     @property
     def total(self) -> int:
         return (
-            self.inbound + self.outbox + self.buffered + self.sessions + self.entries + self.choices
+            self.inbound
+            + self.outbox
+            + self.buffered
+            + self.sessions
+            + self.entries
+            + self.choices
+            + self.names
         )
 
 
@@ -68,6 +75,16 @@ _STEPS = (
     ("entries", f"DELETE FROM entries WHERE session_id IN (SELECT session_id {_OLD_SESSIONS})"),
     ("sessions", f"DELETE {_OLD_SESSIONS}"),
     ("choices", "DELETE FROM choices WHERE status = 'done' AND done_at < ?"),
+    # A name is personal data kept only beside a session: it goes with the last one stored
+    # for its person, chat or topic (and is written again if they come back).
+    (
+        "names",
+        "DELETE FROM display_names WHERE updated_at < ? AND NOT EXISTS (SELECT 1 FROM sessions s"
+        " WHERE s.channel = display_names.channel AND CASE display_names.kind"
+        " WHEN 'person' THEN s.peer_id = display_names.platform_id"
+        " WHEN 'chat' THEN s.chat_id = display_names.platform_id"
+        " ELSE s.chat_id || ':' || s.thread_id = display_names.platform_id END)",
+    ),
 )
 
 

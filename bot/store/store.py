@@ -15,6 +15,7 @@ from bot.store.jobs import JobTables
 from bot.store.leases import LeaseTables
 from bot.store.memory_index import MemoryIndexTables
 from bot.store.migrations import migrate, schema_version
+from bot.store.names import NameTables
 from bot.store.outbox import OutboxTables
 from bot.store.pairings import PairingTables
 from bot.store.reminders import ReminderTables
@@ -42,6 +43,7 @@ class SqlStore(
     SharedStateTables,
     ChoiceTables,
     CostTables,
+    NameTables,
 ):
     """Everything the service persists, over `db` (not yet opened)."""
 

@@ -110,13 +110,13 @@ class SlackChannel:
         self.streams = Streams(self.client, self.poster, core)
         self.indicators = Indicators(self.client, core, config.ack_reaction, config.done_reaction)
         self.slash = SlashCommands(core, self.client, self.poster)
-        people = People(self.client)
+        self.people = People(self.client)
         self.inbound = Inbound(
             config,
             core,
             self._identity,
-            people,
-            ThreadHistory(self.client, people, self._identity),
+            self.people,
+            ThreadHistory(self.client, self.people, self._identity),
             self.streams,
             files=SlackFiles(config.bot_token, config.api_base_url, media_max_bytes)
             if media_max_bytes is not None
@@ -218,6 +218,7 @@ class SlackChannel:
         if self._socket is not None:
             await self._socket.stop()
         await self.slash.stop()
+        await self.people.stop()
         if self._session is not None:
             await self._session.close()
 

@@ -93,6 +93,9 @@ class Inbound:
         if event_id:
             self._handled_events[event_id] = True
 
+    async def _chat_name(self, channel: str, title: str) -> None:
+        await self.gateway.chat_name(CHANNEL, channel, title)
+
     async def on_other_event(self, body: dict[str, Any]) -> None:
         event = body.get("event") or {}
         log.debug("slack: ignoring %r event %s", event.get("type"), body.get("event_id", "-"))
@@ -150,6 +153,9 @@ class Inbound:
             # Native streams in channels must name who they are for.
             await self.streams.remember_recipient(post.channel, thread, post.team, post.user)
         result = await self.gateway.accept(msg)
+        if result in (AcceptResult.ACCEPTED, AcceptResult.BUFFERED, AcceptResult.COMMAND):
+            if post.chat_type == ChatType.CHANNEL:
+                self.people.learn_channel(post.channel, self._chat_name)
         if result == AcceptResult.ACCEPTED and thread and post.chat_type == ChatType.CHANNEL:
             await self.gateway.remember(
                 CHANNEL, thread_key(post.channel, thread), post.ts, THREAD_MEMORY_SECONDS

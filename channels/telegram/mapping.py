@@ -328,7 +328,7 @@ def message_to_inbound(message: Message, bot: BotIdentity) -> InboundMessage | N
     thread_id = None
     reply_to = None
     mentioned = False
-    title = ""
+    title = topic = ""
     if chat_type == ChatType.GROUP:
         thread_id = topic_id(message)
         reply_to = str(message.message_id)  # group replies quote what they answer
@@ -350,6 +350,7 @@ def message_to_inbound(message: Message, bot: BotIdentity) -> InboundMessage | N
         thread_id=thread_id,
         mentioned=mentioned,
         chat_title=title,
+        topic_title=topic,
         timestamp=message.date.timestamp(),
     )
 

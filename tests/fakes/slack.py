@@ -573,6 +573,12 @@ def _check_actions(block: Params, action_ids: set[str]) -> None:
 
 # Rate-limited per channel when enforce_rate_limits is on (about 1 a second per channel).
 PACED_METHODS = frozenset({"chat.postMessage", "chat.update"})
+# The read scopes a lookup needs, by the kind of conversation (the id's first letter) for
+# conversations.info; see deploy/slack-manifest.yaml.
+CONVERSATION_SCOPES = {"C": "channels:read", "G": "groups:read", "D": "im:read"}
+GRANTED_SCOPES = frozenset(
+    {"chat:write", "users:read", "channels:read", "groups:read", "im:read", "mpim:read"}
+)
 
 
 class FakeSlack(SlackEvents):
@@ -619,6 +625,7 @@ class FakeSlack(SlackEvents):
         self._channels: dict[str, Params] = {}
         self._users: dict[str, Params] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        self.scopes = set(GRANTED_SCOPES)  # what the app was installed with; see revoke_scope
         self.flood: FloodControl | None = None  # see enforce_rate_limits
         self._holds: dict[str, asyncio.Event] = {}
         self._late: dict[str, list[float]] = {}  # see answer_late
@@ -739,6 +746,23 @@ class FakeSlack(SlackEvents):
             m.setdefault("ts", new_ts())
             scripted.append(m)
         self._threads[(channel, thread_ts)] = scripted
+
+    def revoke_scope(self, scope: str) -> None:
+        """From now on, answer the lookups that need `scope` as Slack does for an app
+        installed without it: `missing_scope`, with what was `needed` and `provided`."""
+        self.scopes.discard(scope)
+
+    def _missing_scope(self, method: str, params: Params) -> Params | None:
+        if method == "users.info":
+            needed = "users:read"
+        elif method == "conversations.info":
+            needed = CONVERSATION_SCOPES.get(str(params.get("channel", ""))[:1], "mpim:read")
+        else:
+            return None
+        if needed in self.scopes:
+            return None
+        provided = ",".join(sorted(self.scopes))
+        return {"ok": False, "error": "missing_scope", "needed": needed, "provided": provided}
 
     def set_channel(self, channel: str, **info: Any) -> None:
         """Override fields conversations.info returns for `channel`."""
@@ -1125,6 +1149,9 @@ class FakeSlack(SlackEvents):
             return web.json_response(
                 {"ok": False, "error": failure.error}, status=failure.status, headers=headers
             )
+        refused = self._missing_scope(method, params)
+        if refused is not None:
+            return web.json_response(refused)
         handler = self._methods.get(method)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})

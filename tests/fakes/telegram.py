@@ -1436,8 +1436,12 @@ class FakeTelegram:
         return update
 
     @staticmethod
-    def _user(user_id: int, first_name: str, username: str | None) -> JSONDict:
+    def _user(
+        user_id: int, first_name: str, username: str | None, last_name: str | None = None
+    ) -> JSONDict:
         user: JSONDict = {"id": user_id, "is_bot": False, "first_name": first_name}
+        if last_name:
+            user["last_name"] = last_name
         if username:
             user["username"] = username
         return user
@@ -1454,8 +1458,9 @@ class FakeTelegram:
     ) -> JSONDict:
         if not group:
             chat: JSONDict = {"id": chat_id, "type": "private", "first_name": user["first_name"]}
-            if "username" in user:
-                chat["username"] = user["username"]
+            for optional in ("last_name", "username"):
+                if optional in user:
+                    chat[optional] = user[optional]
         else:
             chat = {"id": chat_id, "type": chat_type, "title": title}
             if is_forum:
@@ -1545,8 +1550,9 @@ class FakeTelegram:
         first_name: str = "Alice",
         username: str | None = None,
         reply_to_bot: bool = False,
+        last_name: str | None = None,
     ) -> JSONDict:
-        user = self._user(user_id, first_name, username)
+        user = self._user(user_id, first_name, username, last_name)
         chat = self._chat(user_id, group=False, user=user)
         message = self._with_text(self._base_message(chat, user), text)
         self._placement(

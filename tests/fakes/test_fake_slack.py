@@ -373,3 +373,22 @@ async def test_actions_blocks_are_checked_like_slack_and_pressed(fake_slack: Fak
         assert info.value.response["error"] == "invalid_blocks"
     await client.chat_update(channel="C1", ts=posted["ts"], text="Sure? No.", blocks=[])
     assert fake_slack.buttons("C1", posted["ts"]) == []
+
+
+async def test_lookups_need_their_read_scope(fake_slack: FakeSlack) -> None:
+    client = fake_slack.web_client()
+    fake_slack.set_user("U1", profile={"display_name": "Ada"})
+    fake_slack.set_channel("C1", name="ops")
+    assert (await client.users_info(user="U1"))["user"]["profile"]["display_name"] == "Ada"
+    assert (await client.conversations_info(channel="C1"))["channel"]["name"] == "ops"
+    fake_slack.revoke_scope("users:read")
+    fake_slack.revoke_scope("groups:read")
+    with pytest.raises(SlackApiError) as refused:
+        await client.users_info(user="U1")
+    assert refused.value.response["error"] == "missing_scope"
+    assert refused.value.response["needed"] == "users:read"
+    assert "users:read" not in refused.value.response["provided"].split(",")
+    with pytest.raises(SlackApiError) as private:
+        await client.conversations_info(channel="G1")
+    assert private.value.response["needed"] == "groups:read"
+    assert (await client.conversations_info(channel="C1"))["ok"]  # channels:read stays
