@@ -398,6 +398,30 @@ async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
     ]
 
 
+async def test_a_resumed_turn_replaces_the_preview_shown_before_the_crash(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    """Only a resumed turn looks up a preview in the outbox (a new one cannot have one):
+    the reply of a turn cut short mid-stream still replaces the half-shown message."""
+    from bot.sessions.keys import conversation_of_key
+    from tests.entries import person
+
+    key = "agent:main:local:direct:alice"
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        store = h.app.store
+        msg = message("the question asked before the crash")
+        inbound_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
+        session = await store.get_or_create_session(key, conversation_of_key(key, "local"))
+        entry = person(msg.text, session.session_id, turn_id="t-crashed")
+        await store.begin_turn([entry], [inbound_id], "t-crashed")
+        await store.outbox_put_preview("t-crashed", msg.address, "shown-before", time.time())
+        assert await h.app.gateway.recover() == 1
+        await asyncio.wait_for(h.app.gateway.lanes.wait_idle(key), 10)
+    finals = [d for d in h.channel.deliveries if d.final]
+    assert len(finals) == 1 and finals[0].text.startswith("echo:")
+    assert finals[0].edit_of == "shown-before"
+
+
 async def test_a_reply_the_platform_refuses_for_good_is_dead_not_a_failed_turn(
     tmp_path: Path, fake_anthropic: FakeAnthropic
 ):
