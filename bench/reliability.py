@@ -50,6 +50,7 @@ import contextlib
 import heapq
 import json
 import logging
+import os
 import random
 import re
 import sqlite3
@@ -230,6 +231,18 @@ def expected_jobs(directory: Path) -> int:
             " AND (memory_flush_at IS NULL OR memory_flush_at < last_activity_at)"
         ).fetchone()
     return int(row[0])
+
+
+def cpu_seconds(krill: KrillProcess) -> float:
+    """User + system CPU seconds the process has used so far: unlike answered/s, the same on
+    a busy machine as on a quiet one."""
+    if krill.proc is None or krill.proc.returncode is not None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{krill.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def rebuilt_jobs(krill: KrillProcess) -> int:
@@ -637,7 +650,7 @@ async def load_scenario(*, chats: int, messages: int, seed: int) -> Row:
                     rss = max(rss, peak_rss_mb(krill))
                     await asyncio.sleep(0.5)
 
-            started = time.monotonic()
+            started, cpu_before = time.monotonic(), cpu_seconds(krill)
             sampler = asyncio.create_task(sample())
             async with session_for() as http:
                 await asyncio.gather(*(chat_sender(http, c) for c in range(chats)))
@@ -647,6 +660,7 @@ async def load_scenario(*, chats: int, messages: int, seed: int) -> Row:
             sampler.cancel()
             traffic.score(row, counts, disorder)
             row.peak_rss_mb = max(rss, peak_rss_mb(krill))
+            cpu = cpu_seconds(krill) - cpu_before
             if tracebacks(krill.log()):
                 row.failures.append("a traceback was logged")
             await krill.stop()
@@ -654,7 +668,8 @@ async def load_scenario(*, chats: int, messages: int, seed: int) -> Row:
             row.checks += [
                 "order kept" if not disorder else f"{disorder} chats out of order",
                 f"{total / acked:.0f} msg/s acked",
-                f"all answered in {answered_in:.1f} s",
+                f"all answered in {answered_in:.1f} s ({total / answered_in:.0f}/s)",
+                f"{cpu * 1000 / total:.2f} ms CPU per message",
             ]
     return row
 

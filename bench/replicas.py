@@ -20,6 +20,17 @@ off), the share of the CPU time spent that PostgreSQL took, and how many of the 
 cores the run kept busy (CPU seconds of Krill, PostgreSQL and this process over the wall
 time); then the throughput ratio of 3 replicas to 1.
 
+Then the cost per answer, which does not depend on how many cores the machine has: the CPU
+seconds (user + system, from /proc/<pid>/stat) of every process of the run per answered
+message — each replica (a restarted one from its start, a killed one up to its kill), the
+PostgreSQL server's processes summed (the postmaster, its live backends and the exited ones
+it reaped), and apart from them this process (the fake Bot API, the fake model and the load
+generator) — and the ratio of Krill + PostgreSQL per answer, 3 replicas to 1: near 1.0 means
+a third replica adds as much capacity as the cores it is given. What the processes use with
+nothing to answer (timers, polls, lease renewals; watched for a few seconds before the run)
+is reported too, and the per-answer cost less that idle CPU over the run: on a busy machine
+a run lasts longer and the idle part of each answer grows with it.
+
 Run: python bench/replicas.py [--chats 200] [--messages 20] [--connections 40]
                               [--lease-seconds 5] [--store postgres|sqlite]
 """
@@ -47,12 +58,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.telegram_webhook import percentile
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
+from tests.krill_process import KrillProcess
 from tests.postgres import MISSING, PostgresCluster, find_bin_dir
 from tests.replica_set import TOKEN_RE, ReplicaSet, replica_config, token
 
 FIRST_CHAT = 20_000
 ANSWER_WAIT_SECONDS = 300.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+IDLE_SECONDS = 5.0  # how long the idle replicas are watched before the run
 
 
 class TimedTelegram(FakeTelegram):
@@ -90,6 +103,14 @@ class Result:
     postgres_cpu: float | None = None  # None: the run used SQLite
     krill_cpu: float = 0.0
     bench_cpu: float = 0.0
+    replica_cpu: dict[str, float] = field(default_factory=dict)  # label -> CPU seconds
+    # A restarted replica's start-up (imports, recovery): once per start, not per message.
+    restart_cpu: float | None = None
+    # CPU seconds per second with nothing to do (timers, polling, lease renewals): one
+    # replica's, and the database server's with every replica connected.
+    idle_replica: float = 0.0
+    idle_postgres: float = 0.0
+    replica_seconds: float = 0.0  # how long the replicas ran while counted, added up
     wall: float = 0.0  # the time the CPU seconds were counted over
 
     @property
@@ -104,6 +125,23 @@ class Result:
         return f"{self.postgres_cpu / total:.0%}" if total else "0%"
 
     @property
+    def answered(self) -> int:
+        return self.messages - self.lost
+
+    def per_answer_ms(self, seconds: float) -> float:
+        return seconds * 1000 / self.answered if self.answered else float("nan")
+
+    @property
+    def served_cpu(self) -> float:
+        """What serving the messages cost: every replica and the database server."""
+        return sum(self.replica_cpu.values()) + (self.postgres_cpu or 0.0)
+
+    @property
+    def idle_cpu(self) -> float:
+        """What the run's CPU would have been with nothing to answer, at the idle rates."""
+        return self.idle_replica * self.replica_seconds + self.idle_postgres * self.wall
+
+    @property
     def cores_busy(self) -> float:
         total = (self.postgres_cpu or 0.0) + self.krill_cpu + self.bench_cpu
         return total / self.wall if self.wall else 0.0
@@ -114,6 +152,51 @@ def _cpu_of(pid: int) -> tuple[float, int]:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return sum(int(v) for v in fields[11:15]) / CLOCK_TICKS, int(fields[1])
+
+
+class ReplicaMeter:
+    """Each replica process's CPU seconds over the run: counted from when the run starts (a
+    replica restarted during it, from when it is up again) to its kill or the end of the
+    run."""
+
+    def __init__(self) -> None:
+        # pid -> (label, CPU and time when counting began)
+        self._from: dict[int, tuple[str, float, float]] = {}
+        self.used: dict[str, float] = {}
+        self.alive: dict[str, float] = {}  # label -> seconds counted
+
+    def start(self, label: str, replica: KrillProcess) -> float:
+        """Count from now (the replica is up); returns what it has used so far (start-up)."""
+        pid = self._pid(replica)
+        used, _ = _cpu_of(pid)
+        self._from[pid] = (label, used, time.perf_counter())
+        return used
+
+    def stop(self, replica: KrillProcess) -> None:
+        """Read before the replica is killed or stopped (afterwards its /proc entry is gone)."""
+        pid = self._pid(replica)
+        label, begun, since = self._from.pop(pid)
+        self.used[label] = _cpu_of(pid)[0] - begun
+        self.alive[label] = time.perf_counter() - since
+
+    @staticmethod
+    def _pid(replica: KrillProcess) -> int:
+        assert replica.proc is not None, "the replica was never started"
+        return replica.proc.pid
+
+
+async def idle_cost(
+    replicas: ReplicaSet, pg_dir: Path | None, result: Result, seconds: float = IDLE_SECONDS
+) -> None:
+    """Measure the replicas' and the database server's CPU while nothing is sent."""
+    await asyncio.sleep(1.0)  # start-up's last steps (recovery, first polls) settle
+    pids = [r.proc.pid for r in replicas.replicas if r.proc is not None]
+    krill = sum(_cpu_of(pid)[0] for pid in pids)
+    pg = postgres_cpu(pg_dir) if pg_dir else 0.0
+    await asyncio.sleep(seconds)
+    krill = sum(_cpu_of(pid)[0] for pid in pids) - krill
+    result.idle_replica = krill / seconds / len(pids)
+    result.idle_postgres = (postgres_cpu(pg_dir) - pg if pg_dir else 0.0) / seconds
 
 
 def postgres_cpu(data_dir: Path) -> float:
@@ -160,13 +243,21 @@ async def run(count: int, args: argparse.Namespace, cluster: PostgresCluster | N
                 directory, tg, model, config, count, {"KRILL_LOG_LEVEL": "WARNING"}
             )
             await replicas.start()
+            await idle_cost(replicas, pg_dir, result)
+            meter = ReplicaMeter()
+            for i, replica in enumerate(replicas.replicas):
+                meter.start(f"replica {i}", replica)
             pg_before = postgres_cpu(pg_dir) if pg_dir else 0.0
             before = os.times()
             counting = time.perf_counter()
             try:
-                await drive(replicas, tg, chats, args, result)
+                await drive(replicas, tg, chats, args, result, meter)
+                for i in replicas.live:
+                    meter.stop(replicas.replicas[i])
             finally:
                 await replicas.stop()
+            result.replica_cpu = meter.used
+            result.replica_seconds = sum(meter.alive.values())
             after = os.times()
             result.wall = time.perf_counter() - counting
             if pg_dir is not None:
@@ -184,6 +275,7 @@ async def drive(
     chats: list[int],
     args: argparse.Namespace,
     result: Result,
+    meter: ReplicaMeter,
 ) -> None:
     posted: dict[tuple[int, int], float] = {}
     acked_by: dict[tuple[int, int], int] = {}
@@ -205,9 +297,12 @@ async def drive(
             if n == args.messages // 2:
                 stranded = [k for k, r in acked_by.items() if r == killed and k not in tg.answers]
                 kill_at = time.perf_counter()
+                meter.stop(replicas.replicas[killed])
                 await replicas.kill(killed)
                 if len(replicas.replicas) == 1:
                     await replicas.restart(killed)
+                    restarted = replicas.replicas[killed]
+                    result.restart_cpu = meter.start(f"replica {killed} (restarted)", restarted)
             await asyncio.gather(*(post(http, chat, n) for chat in chats))
     wanted = set(posted)
     deadline = time.monotonic() + ANSWER_WAIT_SECONDS
@@ -250,6 +345,55 @@ def report(results: list[Result]) -> None:
     if len(results) == 2 and results[0].answered_per_second:
         ratio = results[1].answered_per_second / results[0].answered_per_second
         print(f"\nthroughput 3 replicas / 1 replica: {ratio:.2f}x")
+    cost_report(results)
+
+
+def cost_report(results: list[Result]) -> None:
+    """CPU seconds per answered message, per process: what a message costs to serve."""
+    print("\nCPU per answered message (user + system; ms per answer, CPU seconds in brackets)")
+    header = f"{'process':<34}" + "".join(f" | {f'{r.replicas} replica(s)':>20}" for r in results)
+    print(header)
+    print("-" * len(header))
+    labels = sorted({label for r in results for label in r.replica_cpu})
+
+    def row(name: str, seconds: list[float | None]) -> None:
+        cells = "".join(
+            f" | {'-':>20}" if s is None else f" | {r.per_answer_ms(s):>10.2f} ({s:>6.1f} s)"
+            for r, s in zip(results, seconds, strict=True)
+        )
+        print(f"{name:<34}{cells}")
+
+    for label in labels:
+        row(label, [r.replica_cpu.get(label) for r in results])
+    row("Krill, all replicas", [sum(r.replica_cpu.values()) for r in results])
+    row("PostgreSQL (all processes)", [r.postgres_cpu for r in results])
+    row("Krill + PostgreSQL", [r.served_cpu for r in results])
+    row("fakes + load generator", [r.bench_cpu for r in results])
+    if any(r.restart_cpu is not None for r in results):
+        row("a restart's start-up (not above)", [r.restart_cpu for r in results])
+    row("idle, over the run (in the above)", [r.idle_cpu for r in results])
+    row("Krill + PostgreSQL, less idle", [r.served_cpu - r.idle_cpu for r in results])
+    print(
+        "\nidle CPU (ms per second): "
+        + ", ".join(
+            f"{r.replicas} replica(s): {r.idle_replica * 1000:.1f} per replica,"
+            f" PostgreSQL {r.idle_postgres * 1000:.1f}"
+            for r in results
+        )
+    )
+    if len(results) == 2 and results[0].served_cpu and results[0].answered:
+        one, three = (r.per_answer_ms(r.served_cpu) for r in results)
+        print(f"Krill + PostgreSQL CPU per answer, 3 replicas / 1 replica: {three / one:.2f}x")
+        one, three = (r.per_answer_ms(r.served_cpu - r.idle_cpu) for r in results)
+        print(f"the same less the idle CPU, 3 replicas / 1 replica: {three / one:.2f}x")
+    # A turn that finds several of a chat's messages waiting answers them in one reply: the
+    # slower a run, the more messages share a turn, and the cheaper each answer looks.
+    if all(r.sends for r in results):
+        per_reply = [r.served_cpu * 1000 / r.sends for r in results]
+        pairs = zip(results, per_reply, strict=True)
+        cells = ", ".join(f"{r.replicas}: {ms:.1f} ms" for r, ms in pairs)
+        print(f"Krill + PostgreSQL CPU per reply sent (one turn): {cells}", end="")
+        print(f" ({per_reply[-1] / per_reply[0]:.2f}x)" if len(results) == 2 else "")
 
 
 def main() -> None:

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from bot.channel_contract import AcceptResult, SendFailure, SendFailureKind
-from bot.store.base import InboundStatus
+from bot.store.base import InboundStatus, SessionRow
 from bot.transcript import CONVERSATION_KINDS, EntryKind, PersonTurn, Reset
-from bot.types import ChatType, SessionOrigin
+from bot.types import ChatType, InboundMessage, SessionOrigin
 from tests.app_harness import Harness, message
 from tests.fakes.anthropic import FakeAnthropic
 
@@ -372,23 +372,33 @@ async def test_no_reply_before_a_tool_call_is_dropped(
     assert all("NO_REPLY" not in d.text for d in h.channel.deliveries)
 
 
-async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
-    tmp_path: Path, fake_anthropic: FakeAnthropic
-):
+CUT_SHORT_KEY = "agent:main:local:direct:alice"
+
+
+async def cut_short(h: Harness) -> tuple[InboundMessage, SessionRow]:
+    """A turn that had begun when Krill stopped: its message accepted, its entry written."""
     from bot.sessions.keys import conversation_of_key
     from tests.entries import person
 
-    key = "agent:main:local:direct:alice"
+    store, key = h.app.store, CUT_SHORT_KEY
+    msg = message("the question asked before the crash")
+    inbound_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
+    session = await store.get_or_create_session(key, conversation_of_key(key, "local"))
+    entry = person(msg.text, session.session_id, turn_id="t-crashed")
+    await store.begin_turn([entry], [inbound_id], "t-crashed")
+    return msg, session
+
+
+async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
     async with Harness(tmp_path, fake_anthropic.url) as h:
         store = h.app.store
-        msg = message("the question asked before the crash")
-        inbound_id, _ = await store.accept_inbound("local", msg.message_id, key, msg.to_json())
-        old = await store.get_or_create_session(key, conversation_of_key(key, "local"))
-        entry = person(msg.text, old.session_id, turn_id="t-crashed")
-        await store.begin_turn([entry], [inbound_id], "t-crashed")
-        await store.start_new_session(key, old.origin, "krill reset")  # while Krill was down
+        _, old = await cut_short(h)
+        # while Krill was down
+        await store.start_new_session(CUT_SHORT_KEY, old.origin, "krill reset")
         assert await h.app.gateway.recover() == 1
-        await asyncio.wait_for(h.app.gateway.lanes.wait_idle(key), 10)
+        await asyncio.wait_for(h.app.gateway.lanes.wait_idle(CUT_SHORT_KEY), 10)
         old_entries = await store.transcript(old.session_id)
     assert "the question asked before the crash" in str(fake_anthropic.message_requests[0].body)
     assert h.channel.finals and h.channel.finals[0].startswith("echo:")
@@ -396,6 +406,21 @@ async def test_a_resumed_turn_continues_in_its_own_session_after_a_reset(
         EntryKind.PERSON_TURN,
         EntryKind.ASSISTANT_REPLY,
     ]
+
+
+async def test_a_resumed_turn_replaces_the_preview_shown_before_the_crash(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+):
+    """Only a resumed turn looks up a preview in the outbox (a new one cannot have one):
+    the reply of a turn cut short mid-stream still replaces the half-shown message."""
+    async with Harness(tmp_path, fake_anthropic.url) as h:
+        msg, _ = await cut_short(h)
+        await h.app.store.outbox_put_preview("t-crashed", msg.address, "shown-before", time.time())
+        assert await h.app.gateway.recover() == 1
+        await asyncio.wait_for(h.app.gateway.lanes.wait_idle(CUT_SHORT_KEY), 10)
+    finals = [d for d in h.channel.deliveries if d.final]
+    assert len(finals) == 1 and finals[0].text.startswith("echo:")
+    assert finals[0].edit_of == "shown-before"
 
 
 async def test_a_reply_the_platform_refuses_for_good_is_dead_not_a_failed_turn(

@@ -8,6 +8,9 @@ import asyncio
 import json
 from pathlib import Path
 
+from telegram import Bot
+from telegram.request import HTTPXRequest
+
 from channels.telegram import reactions
 from channels.telegram.adapter import TelegramChannel
 from tests.fakes.anthropic import FakeAnthropic
@@ -101,3 +104,41 @@ async def test_an_acknowledgement_whose_turn_had_ended_is_cleared_at_start(
                 await asyncio.sleep(0.02)
     finally:
         await second.stop()
+
+
+async def test_a_turn_ends_without_waiting_for_another_chats_slow_acknowledgement(
+    fake_telegram: FakeTelegram,
+) -> None:
+    """Under load the Bot API answers some calls slowly; one chat's slow 👀 must not keep
+    another chat's turn from ending (its lane held, its 👍 given up)."""
+    bot = Bot(
+        fake_telegram.token,
+        base_url=f"{fake_telegram.url}/bot",
+        request=HTTPXRequest(read_timeout=60.0),
+    )
+    tracker = reactions.Reactions(bot, "👀", "👍", StubGateway())
+    slow_chat, other_chat = USER, USER + 1
+    slow, other = (
+        fake_telegram.push_update(fake_telegram.private_message(chat, "hi"))["message"]
+        for chat in (slow_chat, other_chat)
+    )
+    async with bot:
+        fake_telegram.answer_late("setMessageReaction", 40.0)  # the next one: slow_chat's 👀
+        tracker.acknowledge(slow_chat, None, slow["message_id"])
+        await fake_telegram.wait_for(
+            "setMessageReaction", predicate=lambda p: p["chat_id"] == slow_chat
+        )
+        tracker.acknowledge(other_chat, None, other["message_id"])
+        try:
+            await tracker.finish(other_chat, None, None)
+            await fake_telegram.wait_for(
+                "setMessageReaction",
+                timeout=TIMEOUT,
+                predicate=lambda p: p["chat_id"] == other_chat and p.get("reaction") == THUMBS,
+            )
+            assert fake_telegram.reactions[(other_chat, other["message_id"])] == THUMBS
+            assert (
+                fake_telegram.reactions[(slow_chat, slow["message_id"])] == EYES
+            )  # still under way
+        finally:
+            await tracker.stop()

@@ -54,6 +54,7 @@ class ReplyStream:
         outbox: Outbox,
         visible: bool = True,
         typing_on_tools: bool = True,
+        resumed: bool = False,
     ):
         self.channel = channel
         self.address = address
@@ -63,6 +64,9 @@ class ReplyStream:
         # Tool work shows typing before any text exists. Only where a reply is expected (a
         # DM): in a group the turn may well end in NO_REPLY, which must show nothing.
         self.typing_on_tools = typing_on_tools
+        # Only a turn run before (a crash, a takeover) can have a preview in the outbox that
+        # this process did not show; a new turn's reply needs no look there.
+        self.resumed = resumed
         self._gate = SilentGate()
         self._text = ""
         self._typing: asyncio.Task[None] | None = None
@@ -197,7 +201,9 @@ class ReplyStream:
         if not self.visible or not text:
             return 0
         assert self.channel is not None and self.address is not None
-        preview_id = await self.outbox.preview(self.turn_id) or self._preview_id
+        preview_id = self._preview_id
+        if preview_id is None and self.resumed:
+            preview_id = await self.outbox.preview(self.turn_id)
         chunks = self.channel.render(text)
         await self.outbox.put(
             self.address, self.turn_id, chunks, edit_of=preview_id, sources=sources

@@ -223,6 +223,7 @@ class AgentRunner:
             outbox=self.outbox,
             visible=job.prompt is None,
             typing_on_tools=session.is_direct,
+            resumed=job.resume,
         )
         try:
             if job.prompt is None and not job.resume and self.session_start is not None:

@@ -131,8 +131,10 @@ _INSERT_LINE = (
     "INSERT INTO costs(at, day, kind, channel, chat, person, session_id, turn_id, model,"
     " cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# One statement for all of a line's sums (one round trip, not one per sum); `{values}` is
+# one "(?, ?, ?, 0)" per sum.
 _ADD_SPEND = (
-    "INSERT INTO spend(scope, period, used_usd, peak_usd) VALUES (?, ?, ?, 0)"
+    "INSERT INTO spend(scope, period, used_usd, peak_usd) VALUES {values}"
     " ON CONFLICT(scope, period) DO UPDATE SET used_usd = spend.used_usd + excluded.used_usd"
 )
 # Holds whose turn's session lease is still held by the process that took them.
@@ -159,8 +161,11 @@ async def write_cost(tx: Db, line: CostLine) -> None:
         line.model,
         line.cost_usd,
     )
-    for key in sorted(set(line.sums), key=lambda k: (k.scope, k.period)):
-        await tx.execute(_ADD_SPEND, key.scope, key.period, line.cost_usd)
+    keys = sorted(set(line.sums), key=lambda k: (k.scope, k.period))
+    if keys:
+        values = ", ".join(["(?, ?, ?, 0)"] * len(keys))
+        args = [v for key in keys for v in (key.scope, key.period, line.cost_usd)]
+        await tx.execute(_ADD_SPEND.format(values=values), *args)
 
 
 async def _uses(db: Db, keys: list[SpendKey], now: float) -> dict[SpendKey, CapUse]:

@@ -15,7 +15,6 @@ its record saying so, is cleared by the next turn in that chat).
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -73,9 +72,13 @@ class Reactions:
         self._done = done
         self._memory = memory  # the record that outlives this process
         self._record_lock = asyncio.Lock()
+        # Changes to the record waiting for the next write, each with what its caller awaits.
+        self._changes: list[tuple[Callable[[Record], None], asyncio.Future[Record]]] = []
         # (chat id, topic id) -> messages acknowledged and not yet answered, oldest first.
         self._pending: LRUCache[tuple[int, str | None], list[int]] = LRUCache(MAX_CONVERSATIONS)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
+        # The acknowledgements under way per conversation, which its turn's end waits for.
+        self._acks: dict[tuple[int, str | None], set[asyncio.Future[None]]] = {}
 
     async def restore(self) -> None:
         """At start: clear what a stopped process left acknowledged after its turn ended, and
@@ -100,7 +103,17 @@ class Reactions:
         if not self._ack:
             return
         self._pending.setdefault((chat_id, topic), []).append(message_id)
-        self._spawn(self._acknowledge(chat_id, topic, message_id))
+        key = (chat_id, topic)
+        task = self._spawn(self._acknowledge(chat_id, topic, message_id))
+        acks = self._acks.setdefault(key, set())
+        acks.add(task)
+
+        def forget(done: asyncio.Future[None]) -> None:
+            acks.discard(done)
+            if not acks and self._acks.get(key) is acks:
+                del self._acks[key]
+
+        task.add_done_callback(forget)
 
     async def _acknowledge(self, chat_id: int, topic: str | None, message_id: int) -> None:
         # Recorded first: a stop between the two leaves a record to clear, never a 👀 alone.
@@ -112,10 +125,11 @@ class Reactions:
             await self._react(chat_id, message_id, self._done)
         await self._move(chat_id, topic, message_ids, ANSWERED, None)
 
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Future[None]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def finish(self, chat_id: int, topic: str | None, answered: int | None) -> None:
         """The turn for this conversation is over: swap its acknowledgements for the done
@@ -129,13 +143,19 @@ class Reactions:
             return
         try:
             async with asyncio.timeout(FINISH_SECONDS):
-                running = [t for t in self._tasks if not t.done()]
-                if running:  # the 👀 must land before it is replaced, or it would win the race
+                # This conversation's 👀 must land before it is replaced, or it would win the
+                # race; other chats' are none of this turn's business (waiting for them held
+                # every lane for as long as the busiest chat's reactions took).
+                running = [t for t in self._acks.get((chat_id, topic), ()) if not t.done()]
+                if running:
                     await asyncio.wait(running)
                 await self._move(chat_id, topic, acknowledged, WAITING, ANSWERED)
-                await self._clear(chat_id, topic, acknowledged)
         except TimeoutError:
             log.info("Telegram: gave up on the done reactions in %d (too slow)", chat_id)
+            return
+        # Recorded as answered: the done reactions need not hold the session's lane (a stop
+        # before they land leaves them to the next start's `restore`).
+        self._spawn(self._clear(chat_id, topic, acknowledged))
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -168,22 +188,39 @@ class Reactions:
         await self._update(change)
 
     async def _update(self, change: Callable[[Record], None]) -> Record:
-        """Read the record, apply `change`, write it back; returns it as it was. A store
-        that fails leaves only the reactions unrecorded: they are a courtesy."""
+        """Apply `change` to the stored record; returns the record as it was before. Changes
+        that arrive while a write is under way are applied together in the next one: one
+        read and one write of the record for a whole burst of messages, not one per message
+        (under load that read-modify-write of every chat's ids was the channel's main cost)."""
+        applied: asyncio.Future[Record] = asyncio.get_running_loop().create_future()
+        self._changes.append((change, applied))
         async with self._record_lock:
-            try:
-                raw = await self._memory.recall(CHANNEL, RECORD_KEY)
-                before: Record = json.loads(raw) if raw else {}
-                record = copy.deepcopy(before)
+            if not applied.done():
+                batch, self._changes = self._changes, []
+                await self._write(batch)
+        return await applied
+
+    async def _write(
+        self, batch: list[tuple[Callable[[Record], None], asyncio.Future[Record]]]
+    ) -> None:
+        """Read the record, apply the batch's changes, write it back once. A store that
+        fails leaves only the reactions unrecorded: they are a courtesy."""
+        before: Record = {}
+        try:
+            raw = await self._memory.recall(CHANNEL, RECORD_KEY)
+            before = json.loads(raw) if raw else {}
+            record: Record = json.loads(raw) if raw else {}  # a copy to change
+            for change, _ in batch:
                 change(record)
-                if record != before:
-                    await self._memory.remember(
-                        CHANNEL, RECORD_KEY, json.dumps(record), RECORD_SECONDS
-                    )
-                return before
-            except Exception as exc:
-                log.info("Telegram: could not record acknowledgement reactions: %s", exc)
-                return {}
+            if record != before:
+                await self._memory.remember(CHANNEL, RECORD_KEY, json.dumps(record), RECORD_SECONDS)
+        except Exception as exc:
+            log.info("Telegram: could not record acknowledgement reactions: %s", exc)
+            before = {}
+        finally:  # also when cancelled: no change of the batch may wait for ever
+            for _, applied in batch:
+                if not applied.done():
+                    applied.set_result(before)
 
     async def _react(self, chat_id: int, message_id: int, emoji: str) -> None:
         try:
