@@ -8,13 +8,15 @@ import asyncio
 from dataclasses import dataclass, field
 
 from bot.metrics import Metrics
-from bot.outbox.sender import Sender
+from bot.outbox.sender import MAX_PARALLEL_CHATS, Sender
 from bot.outbox.writer import Outbox
 from bot.store.base import Store
 from bot.types import Address, OutboundMessage
 from tests.app_harness import RecordingChannel
 
-CHATS = 40  # more than one sender sends to at once, so the other finds work too
+# More chats than one sender sends to at once, so the other must find work too (each
+# sender's first sends wait until both are sending).
+CHATS = MAX_PARALLEL_CHATS + 8
 CHUNKS = 4
 
 

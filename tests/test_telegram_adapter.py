@@ -337,9 +337,12 @@ async def test_group_turn_clears_only_the_messages_it_answered(
     # The turn answering the first message is over; the second waits for its own turn.
     await channel.done_typing(Address("telegram", str(group), reply_to=str(first_id)))
     thumbs = [{"type": "emoji", "emoji": "👍"}]
+    # The 👍 goes out in the background once the turn is over: wait for it.
+    await fake_telegram.wait_for("setMessageReaction", 2, predicate=on(first_id))
     assert fake_telegram.reactions[(group, first_id)] == thumbs
     assert fake_telegram.reactions[(group, second_id)] == [{"type": "emoji", "emoji": "👀"}]
     await channel.done_typing(Address("telegram", str(group), reply_to=str(second_id)))
+    await fake_telegram.wait_for("setMessageReaction", 2, predicate=on(second_id))
     assert fake_telegram.reactions[(group, second_id)] == thumbs
 
 
