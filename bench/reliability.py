@@ -50,7 +50,6 @@ import contextlib
 import heapq
 import json
 import logging
-import os
 import random
 import re
 import sqlite3
@@ -67,6 +66,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import delays
+from bench.proc_cpu import cpu_of
 from tests.channel_env import (
     SECRET_HEADER,
     WEBHOOK_SECRET,
@@ -234,15 +234,13 @@ def expected_jobs(directory: Path) -> int:
 
 
 def cpu_seconds(krill: KrillProcess) -> float:
-    """User + system CPU seconds the process has used so far: unlike answered/s, the same on
-    a busy machine as on a quiet one."""
+    """User + system CPU seconds the running process has used so far."""
     if krill.proc is None or krill.proc.returncode is not None:
         return 0.0
     try:
-        fields = Path(f"/proc/{krill.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return cpu_of(krill.proc.pid, children=False)[0]
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def rebuilt_jobs(krill: KrillProcess) -> int:

@@ -55,6 +55,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.proc_cpu import cpu_of
 from bench.telegram_webhook import percentile
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.telegram import FakeTelegram
@@ -64,7 +65,6 @@ from tests.replica_set import TOKEN_RE, ReplicaSet, replica_config, token
 
 FIRST_CHAT = 20_000
 ANSWER_WAIT_SECONDS = 300.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 IDLE_SECONDS = 5.0  # how long the idle replicas are watched before the run
 
 
@@ -147,13 +147,6 @@ class Result:
         return total / self.wall if self.wall else 0.0
 
 
-def _cpu_of(pid: int) -> tuple[float, int]:
-    """(utime + stime + cutime + cstime in seconds, parent pid) from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / CLOCK_TICKS, int(fields[1])
-
-
 class ReplicaMeter:
     """Each replica process's CPU seconds over the run: counted from when the run starts (a
     replica restarted during it, from when it is up again) to its kill or the end of the
@@ -168,7 +161,7 @@ class ReplicaMeter:
     def start(self, label: str, replica: KrillProcess) -> float:
         """Count from now (the replica is up); returns what it has used so far (start-up)."""
         pid = self._pid(replica)
-        used, _ = _cpu_of(pid)
+        used, _ = cpu_of(pid)
         self._from[pid] = (label, used, time.perf_counter())
         return used
 
@@ -176,7 +169,7 @@ class ReplicaMeter:
         """Read before the replica is killed or stopped (afterwards its /proc entry is gone)."""
         pid = self._pid(replica)
         label, begun, since = self._from.pop(pid)
-        self.used[label] = _cpu_of(pid)[0] - begun
+        self.used[label] = cpu_of(pid)[0] - begun
         self.alive[label] = time.perf_counter() - since
 
     @staticmethod
@@ -191,10 +184,10 @@ async def idle_cost(
     """Measure the replicas' and the database server's CPU while nothing is sent."""
     await asyncio.sleep(1.0)  # start-up's last steps (recovery, first polls) settle
     pids = [r.proc.pid for r in replicas.replicas if r.proc is not None]
-    krill = sum(_cpu_of(pid)[0] for pid in pids)
+    krill = sum(cpu_of(pid)[0] for pid in pids)
     pg = postgres_cpu(pg_dir) if pg_dir else 0.0
     await asyncio.sleep(seconds)
-    krill = sum(_cpu_of(pid)[0] for pid in pids) - krill
+    krill = sum(cpu_of(pid)[0] for pid in pids) - krill
     result.idle_replica = krill / seconds / len(pids)
     result.idle_postgres = (postgres_cpu(pg_dir) - pg if pg_dir else 0.0) / seconds
 
@@ -203,11 +196,11 @@ def postgres_cpu(data_dir: Path) -> float:
     """CPU seconds the cluster in `data_dir` has used: the postmaster, its exited children
     (counted in its cutime), and the backends alive now."""
     postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
-    total, _ = _cpu_of(postmaster)
+    total, _ = cpu_of(postmaster)
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                cpu, parent = _cpu_of(int(entry))
+                cpu, parent = cpu_of(int(entry))
                 if parent == postmaster:
                     total += cpu
     return total
